@@ -1,0 +1,22 @@
+// `npm run bench [-- name ...]`: runs each bench/<name>/run.mjs in turn (all by default).
+// Each prints its own table with its baselines, run side by side in the same process.
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+const here = fileURLToPath(new URL('.', import.meta.url));
+const wanted = process.argv.slice(2);
+const names = readdirSync(here, { withFileTypes: true })
+  .filter((d) => d.isDirectory() && existsSync(`${here}${d.name}/run.mjs`))
+  .map((d) => d.name)
+  .filter((n) => wanted.length === 0 || wanted.includes(n));
+let failed = 0;
+for (const name of names) {
+  console.log(`\n=== bench/${name} ===`);
+  const r = spawnSync(process.execPath, [`${here}${name}/run.mjs`], { stdio: 'inherit' });
+  if (r.status !== 0) {
+    failed++;
+    console.log(`bench/${name} exited with ${r.status}`);
+  }
+}
+process.exit(failed ? 1 : 0);

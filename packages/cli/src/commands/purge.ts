@@ -1,0 +1,53 @@
+import { purge } from '@once/core';
+import { type Database, requireSchema } from '../database.js';
+import type { CliIo } from '../io.js';
+import { createProgress } from '../progress.js';
+import type { Report } from '../report.js';
+
+/** Options of `once purge`, passed to core's `purge`. */
+export interface PurgeCommandOptions {
+  /** Rows deleted per statement. @default 1000 */
+  readonly batchSize: number;
+  /** Stop after this many rows. @default no limit */
+  readonly maxRows?: number | undefined;
+  /** Pause between batches, in ms. @default 0 */
+  readonly pauseMs: number;
+}
+
+/**
+ * `once purge`: deletes expired inbox rows in small batches (core's `purge`). Progress goes to
+ * stderr: a bar on a terminal, plain lines otherwise, nothing under `--json`. An abort (Ctrl-C)
+ * stops between batches and reports what was deleted.
+ */
+export async function purgeCommand(
+  db: Database,
+  io: CliIo,
+  json: boolean,
+  options: PurgeCommandOptions,
+): Promise<Report> {
+  await requireSchema(db);
+  const expired = (await db.pool.query<{ n: number }>(db.sql.expiredCount)).rows[0]?.n ?? 0;
+  const total = options.maxRows === undefined ? expired : Math.min(expired, options.maxRows);
+  const progress = json ? undefined : createProgress(io.stderr, { unit: 'rows', verb: 'purged', total });
+  let deleted = 0;
+  try {
+    deleted = await purge(db.pool, {
+      schema: db.schema,
+      batchSize: options.batchSize,
+      pauseMs: options.pauseMs,
+      ...(options.maxRows === undefined ? {} : { maxRows: options.maxRows }),
+      ...(io.signal ? { signal: io.signal } : {}),
+      onProgress: (n) => {
+        deleted = n;
+        progress?.update(n);
+      },
+    });
+  } finally {
+    if (total > 0 || deleted > 0) progress?.finish(deleted);
+  }
+  const stopped = io.signal?.aborted === true;
+  return {
+    data: { schema: db.schema, deleted, expiredBefore: expired, stopped },
+    text: `${stopped ? 'stopped: ' : ''}purged ${deleted} expired row${deleted === 1 ? '' : 's'} from schema ${db.schema}`,
+  };
+}

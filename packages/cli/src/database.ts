@@ -1,0 +1,140 @@
+import { classifyDbError, ErrorCode, LATEST_SCHEMA_VERSION } from '@once/core';
+import pg from 'pg';
+import { CliError } from './cli-error.js';
+import { ExitCode } from './exit-codes.js';
+import { maskUrl } from './mask-url.js';
+import { type CliSql, cliSql } from './sql.js';
+
+/** What a command needs from the database. */
+export interface Database {
+  readonly pool: pg.Pool;
+  /** The schema name, validated. */
+  readonly schema: string;
+  readonly sql: CliSql;
+  /** The URL with its password masked, for messages. */
+  readonly maskedUrl: string;
+}
+
+/** Where and how {@link openDatabase} connects. */
+export interface DatabaseOptions {
+  /** A `postgres://` URL. */
+  readonly url: string;
+  /** once's schema name. */
+  readonly schema: string;
+  /** Give up connecting after this many ms. @default 10000 */
+  readonly connectTimeoutMs?: number;
+}
+
+const PROTOCOLS = new Set(['postgres:', 'postgresql:', 'socket:']);
+
+/**
+ * Validates the URL and schema, then opens a small pool and proves it with one connection.
+ * Any failure to connect (refused, timed out, authentication, unknown database) is exit 3
+ * with the URL, password masked: before this point nothing is known to be wrong with the
+ * command itself. The caller ends the pool.
+ */
+export async function openDatabase(options: DatabaseOptions): Promise<Database> {
+  const sql = cliSql(options.schema);
+  const maskedUrl = maskUrl(options.url);
+  if (!isPostgresUrl(options.url)) {
+    throw new CliError(
+      ExitCode.Usage,
+      'INVALID_DATABASE_URL',
+      `--database-url must be a postgres:// URL, got ${JSON.stringify(maskedUrl)}`,
+    );
+  }
+  const pool = new pg.Pool({
+    connectionString: options.url,
+    max: 2,
+    connectionTimeoutMillis: options.connectTimeoutMs ?? 10_000,
+    application_name: 'once-cli',
+  });
+  // An idle client's error (a restarted server) must not crash the CLI (brianc/node-postgres#1324).
+  pool.on('error', () => {});
+  try {
+    const client = await pool.connect();
+    client.release();
+  } catch (err) {
+    await pool.end().catch(() => {});
+    throw new CliError(
+      ExitCode.Unreachable,
+      'DATABASE_UNREACHABLE',
+      `cannot connect to ${maskedUrl}: ${reason(err)}`,
+      {
+        cause: err,
+      },
+    );
+  }
+  return { pool, schema: options.schema, sql, maskedUrl };
+}
+
+/**
+ * The installed schema version, at least 1. Exit 4 when the schema is not installed or is newer
+ * than this build understands; an older version is returned for the caller to judge.
+ */
+export async function schemaVersion(db: Database): Promise<number> {
+  let version: number;
+  try {
+    version = (await db.pool.query<{ version: number }>(db.sql.schemaVersion)).rows[0]?.version ?? 0;
+  } catch (err) {
+    // 42P01/3F000: no schema_version table, so nothing of once is there.
+    if (classifyDbError(err) !== 'schema-missing') throw err;
+    version = 0;
+  }
+  if (version === 0) {
+    throw new CliError(
+      ExitCode.Schema,
+      ErrorCode.SchemaNotInstalled,
+      `schema ${db.schema} is not installed: run \`${migrateCommandLine(db.schema)}\``,
+    );
+  }
+  if (version > LATEST_SCHEMA_VERSION) {
+    throw new CliError(
+      ExitCode.Schema,
+      ErrorCode.SchemaTooNew,
+      `schema ${db.schema} is at version ${version}, newer than this once understands (${LATEST_SCHEMA_VERSION}): upgrade @once/cli`,
+    );
+  }
+  return version;
+}
+
+/** Exit 4 unless the schema is installed at exactly the version this build expects. */
+export async function requireSchema(db: Database): Promise<void> {
+  const version = await schemaVersion(db);
+  if (version < LATEST_SCHEMA_VERSION) {
+    throw new CliError(
+      ExitCode.Schema,
+      ErrorCode.SchemaNotInstalled,
+      `schema ${db.schema} is at version ${version}, this once needs ${LATEST_SCHEMA_VERSION}: run \`${migrateCommandLine(db.schema)}\``,
+    );
+  }
+}
+
+/** `once migrate`, with `--schema` when it is not the default. */
+export function migrateCommandLine(schema: string): string {
+  return schema === 'once' ? 'once migrate' : `once migrate --schema ${schema}`;
+}
+
+function isPostgresUrl(url: string): boolean {
+  try {
+    return PROTOCOLS.has(new URL(url).protocol);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * One line saying why a connection failed. Node reports a refused connection to a name with
+ * several addresses as an AggregateError with an empty message; its first inner error is the
+ * useful one. pg's own messages (authentication, unknown database) are already clear.
+ */
+export function reason(err: unknown): string {
+  if (err instanceof AggregateError && err.message === '' && err.errors.length > 0)
+    return reason(err.errors[0]);
+  if (err instanceof Error) {
+    const code = (err as { code?: unknown }).code;
+    const msg = err.message || String(code ?? err.name);
+    return typeof code === 'string' && !msg.includes(code) ? `${msg} (${code})` : msg;
+  }
+  return String(err);
+}

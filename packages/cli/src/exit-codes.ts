@@ -1,0 +1,27 @@
+/** The exit codes of `once`; scripts may rely on them. */
+export const ExitCode = {
+  /** The command did what it was asked. */
+  Ok: 0,
+  /** A runtime failure: a query failed, a file could not be written. */
+  Failure: 1,
+  /** A usage error: unknown command or flag, a bad value, a missing argument, an option not available yet. */
+  Usage: 2,
+  /** The database is unreachable: connection refused, authentication failed, unknown database. */
+  Unreachable: 3,
+  /** once's schema is not installed, is older than this build needs, or is newer than it understands. */
+  Schema: 4,
+  /** Not found: an unknown consumer, message id or outbox id, or no failed record for it. */
+  NotFound: 5,
+} as const;
+/** One of {@link ExitCode}'s values. */
+export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
+
+/** The exit-code table shown at the end of every `--help`. */
+export const EXIT_CODES_HELP = `
+Exit codes:
+  0  ok
+  1  runtime failure
+  2  usage error (bad command, flag or value; an option not available yet)
+  3  database unreachable (connection refused, authentication, unknown database)
+  4  schema not installed, older than needed (run \`once migrate\`) or too new
+  5  not found (unknown consumer, message id or outbox id; no failed record)`;

@@ -1,0 +1,168 @@
+import { createRequire } from 'node:module';
+import { Command, Option } from 'commander';
+import {
+  checkFailedRetryOptions,
+  failedDiscardCommand,
+  failedListCommand,
+  failedRetryCommand,
+} from './commands/failed.js';
+import { inspectCommand } from './commands/inspect.js';
+import { migrateCommand } from './commands/migrate.js';
+import { checkOutboxRetryOptions, outboxRetryCommand, outboxStatusCommand } from './commands/outbox.js';
+import { purgeCommand } from './commands/purge.js';
+import { statusCommand } from './commands/status.js';
+import type { Database } from './database.js';
+import { EXIT_CODES_HELP } from './exit-codes.js';
+import type { CliIo } from './io.js';
+import { integerAtLeast } from './parse-args.js';
+import type { Report } from './report.js';
+
+/** The options every command accepts, before or after its name. */
+export interface GlobalOptions {
+  /** @default the DATABASE_URL environment variable */
+  readonly databaseUrl?: string;
+  /** @default 'once' */
+  readonly schema: string;
+  /** @default false */
+  readonly json?: boolean;
+}
+
+/**
+ * Runs one command's body against the database; provided by `run`, which owns connecting,
+ * printing and exit codes. `check` runs first, before any connection.
+ */
+export type Execute = (
+  command: Command,
+  body: (db: Database, globals: GlobalOptions) => Promise<Report>,
+  check?: (globals: GlobalOptions) => void,
+) => Promise<void>;
+
+const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
+
+/**
+ * The `once` command tree. Built afresh per run (commander keeps parse state on the objects).
+ * Output and exits go through `io` and exceptions, never `process`.
+ */
+export function buildProgram(io: CliIo, execute: Execute, quietErrors: () => boolean): Command {
+  const program = new Command('once')
+    .description('Operate once: the effectively-once inbox and outbox in PostgreSQL')
+    .version(version, '-V, --version')
+    .addOption(
+      new Option('--database-url <url>', 'PostgreSQL URL (default: the DATABASE_URL environment variable)'),
+    )
+    .option('--schema <name>', "once's schema (lower-case letters, digits, _)", 'once')
+    .option('--json', 'print machine-readable JSON (errors too, on stderr)')
+    .exitOverride()
+    .configureOutput({
+      writeOut: (s) => io.stdout.write(s),
+      writeErr: (s) => io.stderr.write(s),
+      outputError: (s, write) => {
+        if (!quietErrors()) write(s);
+      },
+    })
+    .showSuggestionAfterError()
+    .addHelpText('afterAll', EXIT_CODES_HELP);
+
+  program
+    .command('migrate')
+    .description('install or upgrade the schema (idempotent; safe with consumers running)')
+    .action(async (_o, cmd: Command) => execute(cmd, (db) => migrateCommand(db)));
+
+  program
+    .command('status')
+    .description('schema version, inbox rows per consumer, outbox by status')
+    .action(async (_o, cmd: Command) => execute(cmd, (db) => statusCommand(db)));
+
+  program
+    .command('inspect')
+    .description('show one inbox row: status, fingerprint, result, error, attempts, body')
+    .argument('<consumer>', 'consumer name')
+    .argument('<id>', 'message id')
+    .option('--body-bytes <n>', 'bytes of the body to preview', integerAtLeast(0), 200)
+    .action(async (consumer: string, id: string, o: { bodyBytes: number }, cmd: Command) =>
+      execute(cmd, (db) => inspectCommand(db, consumer, id, { bodyBytes: o.bodyBytes })),
+    );
+
+  const failed = program.command('failed').description('parked failures: list, retry, discard');
+  failed
+    .command('list')
+    .description('list failed messages, oldest first per consumer')
+    .option('--consumer <name>', 'only this consumer')
+    .option('--limit <n>', 'at most this many rows', integerAtLeast(1), 100)
+    .action(async (o: { consumer?: string; limit: number }, cmd: Command) =>
+      execute(cmd, (db) => failedListCommand(db, { consumer: o.consumer, limit: o.limit })),
+    );
+  failed
+    .command('retry')
+    .description(
+      'save the stored body and delete the failed record, so the next delivery is processed afresh',
+    )
+    .argument('<consumer>', 'consumer name')
+    .argument('<id>', 'message id')
+    .option('--out <file>', 'write the stored body to this file (- for stdout; default: stdout)')
+    .option('--republish', 'republish the body to its source (not available yet: refused)')
+    .option('--forget-steps', "lease mode: delete the message's recorded steps too (their effects run again)")
+    .addHelpText(
+      'after',
+      '\nRepublishing needs a broker publisher, which the CLI does not have yet: save the body with\n' +
+        '--out and publish it to the source with the same message id; the consumer then runs it afresh.',
+    )
+    .action(
+      async (
+        consumer: string,
+        id: string,
+        o: { out?: string; republish?: boolean; forgetSteps?: boolean },
+        cmd: Command,
+      ) =>
+        execute(
+          cmd,
+          (db, g) => failedRetryCommand(db, io, g.json === true, consumer, id, o),
+          (g) => checkFailedRetryOptions(o, g.json === true),
+        ),
+    );
+  failed
+    .command('discard')
+    .description('give up a failed message: later deliveries are acked as duplicates')
+    .argument('<consumer>', 'consumer name')
+    .argument('<id>', 'message id')
+    .action(async (consumer: string, id: string, _o, cmd: Command) =>
+      execute(cmd, (db) => failedDiscardCommand(db, consumer, id)),
+    );
+
+  program
+    .command('purge')
+    .description('delete expired inbox rows in small batches')
+    .option('--batch-size <n>', 'rows per DELETE', integerAtLeast(1), 1000)
+    .option('--max-rows <n>', 'stop after this many rows', integerAtLeast(0))
+    .option('--pause-ms <ms>', 'pause between batches, in ms', integerAtLeast(0), 0)
+    .action(async (o: { batchSize: number; maxRows?: number; pauseMs: number }, cmd: Command) =>
+      execute(cmd, (db, g) =>
+        purgeCommand(db, io, g.json === true, {
+          batchSize: o.batchSize,
+          maxRows: o.maxRows,
+          pauseMs: o.pauseMs,
+        }),
+      ),
+    );
+
+  const outbox = program.command('outbox').description('the transactional outbox: status, retry');
+  outbox
+    .command('status')
+    .description('pending, sent and failed rows per destination; oldest pending')
+    .action(async (_o, cmd: Command) => execute(cmd, (db) => outboxStatusCommand(db)));
+  outbox
+    .command('retry')
+    .description('put failed rows back to pending (attempts 0, due now)')
+    .option('--id <uuid>', 'one message, by its outbox id')
+    .option('--all-failed', 'every failed message')
+    .action(async (o: { id?: string; allFailed?: boolean }, cmd: Command) => {
+      const options = { id: o.id, allFailed: o.allFailed };
+      await execute(
+        cmd,
+        (db) => outboxRetryCommand(db, options),
+        () => checkOutboxRetryOptions(options),
+      );
+    });
+
+  return program;
+}

@@ -1,0 +1,70 @@
+import { CommanderError } from 'commander';
+import { CliError } from './cli-error.js';
+import { openDatabase } from './database.js';
+import { ExitCode } from './exit-codes.js';
+import { exitOf } from './exit-of.js';
+import type { CliIo } from './io.js';
+import { buildProgram, type Execute, type GlobalOptions } from './program.js';
+import type { Report } from './report.js';
+
+/**
+ * Runs the `once` command line `argv` (without `node` and the script) and resolves to the exit
+ * code; never calls `process.exit` and never throws. Everything it prints goes through `io`, so
+ * tests run commands in-process; `bin.ts` passes the real process streams.
+ */
+export async function run(argv: readonly string[], io: CliIo): Promise<number> {
+  // Known before parsing succeeds, so even a usage error is reported as JSON under --json.
+  let json = argv.includes('--json');
+  const execute: Execute = async (command, body, check) => {
+    const globals = command.optsWithGlobals<GlobalOptions>();
+    json = globals.json === true;
+    check?.(globals);
+    const url = globals.databaseUrl ?? io.env.DATABASE_URL;
+    if (!url) {
+      throw new CliError(
+        ExitCode.Usage,
+        'NO_DATABASE_URL',
+        'no database: pass --database-url <url> or set DATABASE_URL',
+      );
+    }
+    const db = await openDatabase({ url, schema: globals.schema });
+    try {
+      print(io, json, await body(db, globals));
+    } finally {
+      await db.pool.end().catch(() => {});
+    }
+  };
+  const program = buildProgram(io, execute, () => json);
+  try {
+    await program.parseAsync([...argv], { from: 'user' });
+    return ExitCode.Ok;
+  } catch (err) {
+    if (err instanceof CommanderError) return commanderExit(io, json, err);
+    const report = exitOf(err);
+    io.stderr.write(
+      json
+        ? `${JSON.stringify({ error: { code: report.code, exitCode: report.exitCode, message: report.message } })}\n`
+        : `once: ${report.message}\n`,
+    );
+    return report.exitCode;
+  }
+}
+
+function print(io: CliIo, json: boolean, report: Report): void {
+  if (json) io.stdout.write(`${JSON.stringify(report.data, null, 2)}\n`);
+  else (report.stream === 'stderr' ? io.stderr : io.stdout).write(`${report.text}\n`);
+}
+
+/**
+ * Help and version are exit 0. Commander has already printed its message (unless --json), and
+ * `commander.help` is help shown because a subcommand was missing: a usage error like the rest.
+ */
+function commanderExit(io: CliIo, json: boolean, err: CommanderError): number {
+  if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version') return ExitCode.Ok;
+  if (json) {
+    const message =
+      err.code === 'commander.help' ? 'a subcommand is missing' : err.message.replace(/^error: /, '');
+    io.stderr.write(`${JSON.stringify({ error: { code: err.code, exitCode: ExitCode.Usage, message } })}\n`);
+  }
+  return ExitCode.Usage;
+}

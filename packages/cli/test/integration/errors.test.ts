@@ -1,0 +1,244 @@
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { LATEST_SCHEMA_VERSION } from '@once/core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  createTestPool,
+  dropSchema,
+  freshSchemaName,
+  quoteIdent,
+  serviceEnv,
+} from '../../../../test/support/index.js';
+import { cli, freshOnce, installUpTo } from './fixtures/cli.js';
+
+// Every error path of the CLI against the real server: wrong URLs (exit 3, password masked),
+// schemas missing, old or too new (4), bad flags (2), and the built bin as a child process.
+
+const DATABASE_URL = serviceEnv('DATABASE_URL');
+const BIN = fileURLToPath(new URL('../../dist/bin.js', import.meta.url));
+
+/** The test server's URL with another port, database or password. */
+function urlWith(patch: { port?: string; pathname?: string; password?: string }): string {
+  const u = new URL(DATABASE_URL);
+  if (patch.port !== undefined) u.port = patch.port;
+  if (patch.pathname !== undefined) u.pathname = patch.pathname;
+  if (patch.password !== undefined) u.password = patch.password;
+  return u.toString();
+}
+
+const EVERY_COMMAND: readonly (readonly string[])[] = [
+  ['status'],
+  ['inspect', 'c', 'id'],
+  ['failed', 'list'],
+  ['failed', 'retry', 'c', 'id', '--out', '/dev/null'],
+  ['failed', 'discard', 'c', 'id'],
+  ['purge'],
+  ['outbox', 'status'],
+  ['outbox', 'retry', '--all-failed'],
+];
+
+describe('an unreachable database is exit 3, one line naming the URL with the password masked', () => {
+  it('connection refused', async () => {
+    const url = urlWith({ port: '1', password: 's3cret-pw' });
+    const r = await cli(['--database-url', url, 'status']);
+    expect(r.code).toBe(3);
+    expect(r.stderr).toContain('cannot connect to');
+    expect(r.stderr).toContain(':***@');
+    expect(r.stderr).not.toContain('s3cret-pw');
+    expect(r.stderr).toMatch(/ECONNREFUSED/);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stdout).toBe('');
+  });
+
+  it('an unknown database', async () => {
+    const r = await cli(['status'], { env: { DATABASE_URL: urlWith({ pathname: '/no_such_db_once_cli' }) } });
+    expect(r.code).toBe(3);
+    expect(r.stderr).toContain('database "no_such_db_once_cli" does not exist');
+  });
+
+  it('an unknown role (authentication)', async () => {
+    const u = new URL(DATABASE_URL);
+    u.username = 'no_such_role_once_cli';
+    u.password = 'hunter2';
+    const r = await cli(['--database-url', u.toString(), 'migrate']);
+    expect(r.code).toBe(3);
+    expect(r.stderr).toContain('no_such_role_once_cli:***@');
+    expect(r.stderr).not.toContain('hunter2');
+  });
+
+  it('every command checks the connection the same way, and --json reports it as JSON', async () => {
+    for (const argv of [['migrate'], ...EVERY_COMMAND]) {
+      const r = await cli(['--json', '--database-url', urlWith({ port: '1', password: 'pw' }), ...argv]);
+      expect(r.code, argv.join(' ')).toBe(3);
+      expect(r.errorJson().error).toMatchObject({ code: 'DATABASE_UNREACHABLE', exitCode: 3 });
+      expect(r.errorJson().error.message).not.toContain(':pw@');
+    }
+  });
+});
+
+describe('usage errors are exit 2', () => {
+  it('no database URL at all', async () => {
+    const r = await cli(['status'], { env: {} });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('pass --database-url <url> or set DATABASE_URL');
+  });
+
+  it('a URL that is not postgres://, masked in the message', async () => {
+    const r = await cli(['--database-url', 'mysql://root:topsecret@localhost/db', 'status']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('must be a postgres:// URL');
+    expect(r.stderr).not.toContain('topsecret');
+  });
+
+  it('a schema name that is not a plain identifier is refused before connecting', async () => {
+    for (const schema of ['Once', 'x;drop table y', '1abc', '']) {
+      const r = await cli(['--schema', schema, '--database-url', urlWith({ port: '1' }), 'status']);
+      expect(r.code, schema).toBe(2);
+      expect(r.stderr).toContain('--schema must be a lower-case SQL identifier');
+    }
+  });
+
+  it.each([
+    [['status', '--bogus'], "unknown option '--bogus'"],
+    [['nope'], "unknown command 'nope'"],
+    [['statuz'], 'Did you mean status?'],
+    [['inspect', 'only-consumer'], "missing required argument 'id'"],
+    [['purge', '--batch-size', '0'], 'must be a whole number >= 1'],
+    [['purge', '--batch-size', 'ten'], 'must be a whole number >= 1, got "ten"'],
+    [['failed', 'list', '--limit', '-3'], 'must be a whole number >= 1'],
+    [['inspect', 'c', 'id', '--body-bytes', '1.5'], 'must be a whole number >= 0'],
+    [['outbox', 'retry'], 'exactly one of --id <uuid> and --all-failed'],
+    [['outbox', 'retry', '--id', '7e0a5c2e-0000-4000-8000-000000000000', '--all-failed'], 'exactly one of'],
+    [['outbox', 'retry', '--id', 'not-a-uuid'], '--id must be an outbox message id (a UUID)'],
+    [['failed', 'retry', 'c', 'id', '--republish'], '--republish is not available yet'],
+    [['failed', 'retry', 'c', 'id', '--out', '-', '--json'], '--out - cannot be combined with --json'],
+  ])('%j', async (argv, message) => {
+    // A refused port: usage checks must come before any connection attempt.
+    const r = await cli([...argv, '--database-url', urlWith({ port: '1' })]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(message);
+  });
+
+  it('a group without its subcommand shows help on stderr and is exit 2', async () => {
+    for (const argv of [[], ['failed'], ['outbox']]) {
+      const r = await cli(argv);
+      expect(r.code, argv.join(' ')).toBe(2);
+      expect(r.stderr).toContain('Usage: once');
+    }
+  });
+
+  it('--json turns a usage error into a JSON line on stderr', async () => {
+    const r = await cli(['--json', 'status', '--bogus']);
+    expect(r.code).toBe(2);
+    expect(r.errorJson().error).toMatchObject({ code: 'commander.unknownOption', exitCode: 2 });
+  });
+});
+
+describe('--help everywhere, with the exit codes', () => {
+  it.each([
+    [[]],
+    [['migrate']],
+    [['status']],
+    [['inspect']],
+    [['failed']],
+    [['failed', 'list']],
+    [['failed', 'retry']],
+    [['failed', 'discard']],
+    [['purge']],
+    [['outbox']],
+    [['outbox', 'status']],
+    [['outbox', 'retry']],
+  ])('%j --help', async (argv) => {
+    const r = await cli([...argv, '--help'], { env: {} });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(`Usage: once${argv.length ? ` ${argv.join(' ')}` : ''}`);
+    expect(r.stdout).toContain('Exit codes:');
+    expect(r.stdout).toContain('5  not found');
+  });
+
+  it('help <command> and --version', async () => {
+    expect((await cli(['help', 'purge'])).stdout).toContain('--batch-size <n>');
+    const v = await cli(['--version']);
+    expect(v.code).toBe(0);
+    expect(v.stdout).toMatch(/^\d+\.\d+\.\d+/);
+  });
+});
+
+describe('schema not installed, too old or too new: exit 4', () => {
+  const pool = createTestPool({ max: 2 });
+  const missing = freshSchemaName('cli_missing');
+  let old: { schema: string; close: () => Promise<void> };
+  let newer: Awaited<ReturnType<typeof freshOnce>>;
+  beforeAll(async () => {
+    // A database left at version 1 (before the outbox).
+    old = { schema: freshSchemaName('cli_v1'), close: () => dropSchema(pool, old.schema) };
+    await installUpTo(pool, old.schema, 1);
+    newer = await freshOnce('cli_v99');
+    await newer.pool.query(
+      `INSERT INTO ${quoteIdent(newer.schema)}.schema_version (version, name) VALUES (99, 'future')`,
+    );
+  });
+  afterAll(async () => {
+    await dropSchema(pool, missing);
+    await old.close();
+    await newer.close();
+    await pool.end();
+  });
+
+  it('an unmigrated database: every command but migrate says to run `once migrate`', async () => {
+    for (const argv of EVERY_COMMAND) {
+      const r = await cli(['--schema', missing, ...argv]);
+      expect(r.code, argv.join(' ')).toBe(4);
+      expect(r.stderr.trim()).toBe(
+        `once: schema ${missing} is not installed: run \`once migrate --schema ${missing}\``,
+      );
+    }
+    const j = await cli(['--schema', missing, '--json', 'status']);
+    expect(j.errorJson().error).toMatchObject({ code: 'SCHEMA_NOT_INSTALLED', exitCode: 4 });
+  });
+
+  it('a schema at an older version: status shows what exists, the rest ask for migrate', async () => {
+    const s = await cli(['--schema', old.schema, 'status']);
+    expect(s.code).toBe(0);
+    expect(s.stdout).toContain(
+      `version 1, this once needs ${LATEST_SCHEMA_VERSION}: run \`once migrate --schema ${old.schema}\``,
+    );
+    expect(s.stdout).toContain('outbox: not installed');
+    const j = await cli(['--schema', old.schema, '--json', 'status']);
+    expect(j.json()).toMatchObject({ version: 1, upToDate: false, outbox: null });
+    for (const argv of EVERY_COMMAND.filter((a) => a[0] !== 'status')) {
+      const r = await cli(['--schema', old.schema, ...argv]);
+      expect(r.code, argv.join(' ')).toBe(4);
+      expect(r.stderr).toContain(`is at version 1, this once needs ${LATEST_SCHEMA_VERSION}`);
+    }
+  });
+
+  it('a schema newer than this build: every command, migrate included', async () => {
+    for (const argv of [['migrate'], ...EVERY_COMMAND]) {
+      const r = await cli(['--schema', newer.schema, ...argv]);
+      expect(r.code, argv.join(' ')).toBe(4);
+      expect(r.stderr).toContain('version 99, newer than this');
+    }
+  });
+});
+
+describe('the built bin', () => {
+  const exec = promisify(execFile);
+
+  it('node packages/cli/dist/bin.js --help runs through the shebang file and exits 0', async () => {
+    const { stdout } = await exec(process.execPath, [BIN, '--help']);
+    expect(stdout).toContain('Usage: once');
+    expect(stdout).toContain('Exit codes:');
+  });
+
+  it('starts with a node shebang and sets the exit code of a failed command', async () => {
+    const { readFile } = await import('node:fs/promises');
+    expect((await readFile(BIN, 'utf8')).startsWith('#!/usr/bin/env node\n')).toBe(true);
+    const err = await exec(process.execPath, [BIN, 'status'], {
+      env: { ...process.env, DATABASE_URL: urlWith({ port: '1', password: 'pw' }) },
+    }).catch((e: { code: number; stderr: string }) => e);
+    expect(err).toMatchObject({ code: 3 });
+    expect((err as { stderr: string }).stderr).toContain(':***@');
+  });
+});

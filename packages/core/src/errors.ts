@@ -1,0 +1,106 @@
+/** Every error code once raises. */
+export const ErrorCode = {
+  InvalidOption: 'INVALID_OPTION',
+  InvalidIdentifier: 'INVALID_IDENTIFIER',
+  InvalidId: 'INVALID_ID',
+  SchemaNotInstalled: 'SCHEMA_NOT_INSTALLED',
+  SchemaTooNew: 'SCHEMA_TOO_NEW',
+  ResultNotSerializable: 'RESULT_NOT_SERIALIZABLE',
+  HandlerTimeout: 'HANDLER_TIMEOUT',
+  TxRevoked: 'TX_REVOKED',
+  CommitRolledBack: 'COMMIT_ROLLED_BACK',
+  Permanent: 'PERMANENT',
+  Database: 'DATABASE',
+  Closed: 'CLOSED',
+  OutboxInvalid: 'OUTBOX_INVALID',
+} as const;
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+// A symbol from the global registry survives two copies of @once/core in one process,
+// where `instanceof` would not.
+const BRAND = Symbol.for('@once/core.OnceError');
+
+/** The one error class of once: a stable `code`, a `retryable` flag and the `cause`. */
+export class OnceError extends Error {
+  readonly code: ErrorCode | (string & {});
+  readonly retryable: boolean;
+
+  constructor(
+    code: ErrorCode | (string & {}),
+    message: string,
+    options: { retryable?: boolean; cause?: unknown } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'OnceError';
+    this.code = code;
+    this.retryable = options.retryable ?? false;
+    Object.defineProperty(this, BRAND, { value: true });
+  }
+
+  /** True for errors made by any copy of @once/core. */
+  static is(err: unknown): err is OnceError {
+    return typeof err === 'object' && err !== null && (err as Record<symbol, unknown>)[BRAND] === true;
+  }
+}
+
+/**
+ * Throw this from a handler when retrying cannot help (a malformed body, a rule the message
+ * breaks). The message is recorded `failed` and dead-lettered at once.
+ */
+export class PermanentError extends OnceError {
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super(ErrorCode.Permanent, message, { retryable: false, ...options });
+    this.name = 'PermanentError';
+  }
+
+  static override is(err: unknown): err is PermanentError {
+    return OnceError.is(err) && err.code === ErrorCode.Permanent;
+  }
+}
+
+/** The id of a message is missing or unusable; the message is dead-lettered with this reason. */
+export class InvalidIdError extends OnceError {
+  /** What was found where the id should be, for operators. */
+  readonly received: unknown;
+  constructor(message: string, received: unknown) {
+    super(ErrorCode.InvalidId, message);
+    this.name = 'InvalidIdError';
+    this.received = received;
+  }
+}
+
+/** A JSON-friendly form of an error, stored with `failed` rows and sent in dead-letter headers. */
+export interface SerializedError {
+  name: string;
+  message: string;
+  code?: string;
+  stack?: string;
+}
+
+/**
+ * The JSON-friendly form of any thrown value. An error already in that form (a publisher's
+ * per-message result, an outcome's error passed on) is kept as it is, not wrapped again.
+ */
+export function serializeError(err: unknown): SerializedError {
+  if (isSerializedError(err)) return err;
+  if (err instanceof Error) {
+    const code = (err as { code?: unknown }).code;
+    return {
+      name: err.name,
+      message: err.message,
+      ...(typeof code === 'string' ? { code } : {}),
+      ...(err.stack ? { stack: err.stack.split('\n').slice(0, 12).join('\n') } : {}),
+    };
+  }
+  return { name: 'NonError', message: String(err) };
+}
+
+function isSerializedError(e: unknown): e is SerializedError {
+  return (
+    typeof e === 'object' &&
+    e !== null &&
+    !(e instanceof Error) &&
+    typeof (e as SerializedError).name === 'string' &&
+    typeof (e as SerializedError).message === 'string'
+  );
+}

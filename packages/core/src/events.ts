@@ -1,0 +1,74 @@
+import type { SerializedError } from './errors.js';
+import type { Logger } from './logger.js';
+import type { FailReason } from './outcome.js';
+
+interface MessageEventBase {
+  consumer: string;
+  id: string | undefined;
+  /** Time from the start of processing to the outcome, in milliseconds. */
+  durationMs: number;
+}
+
+/** Every event once emits, keyed by name. Events about a message fire after COMMIT and before the adapter settles. */
+export interface OnceEventMap {
+  'message:processed': MessageEventBase & { id: string };
+  'message:duplicate': MessageEventBase & { id: string };
+  'message:conflict': MessageEventBase & { id: string; action: 'dead-letter' | 'ack' };
+  'message:failed': MessageEventBase & { reason: FailReason; error: SerializedError };
+  'message:retry': MessageEventBase & { error: SerializedError; delayMs: number; ran: boolean };
+  'message:busy': MessageEventBase & { id: string };
+  'inbox:purged': { schema: string; deleted: number; durationMs: number };
+  'outbox:published': { count: number };
+  'outbox:publish-failed': { id: string; destination: string; attempts: number; error: SerializedError };
+  'outbox:parked': { id: string; destination: string; error: SerializedError };
+}
+export type OnceEventName = keyof OnceEventMap;
+export type OnceEventListener<E extends OnceEventName> = (event: OnceEventMap[E]) => void;
+
+/**
+ * A tiny typed emitter over an event map, shared by core and the adapters. A listener that
+ * throws is logged and otherwise ignored: observability must never change what happens to a
+ * message.
+ */
+export class TypedEmitter<M extends object> {
+  readonly #listeners = new Map<keyof M, Set<(event: never) => void>>();
+  readonly #logger: Logger;
+
+  constructor(logger: Logger) {
+    this.#logger = logger;
+  }
+
+  /** Subscribe; returns an unsubscribe function. */
+  on<E extends keyof M>(name: E, listener: (event: M[E]) => void): () => void {
+    let set = this.#listeners.get(name);
+    if (!set) {
+      set = new Set();
+      this.#listeners.set(name, set);
+    }
+    set.add(listener as (event: never) => void);
+    return () => set.delete(listener as (event: never) => void);
+  }
+
+  /** Whether anyone listens to `name`: lets callers skip building an event nobody reads. */
+  has(name: keyof M): boolean {
+    return (this.#listeners.get(name)?.size ?? 0) > 0;
+  }
+
+  emit<E extends keyof M>(name: E, event: M[E]): void {
+    const set = this.#listeners.get(name);
+    if (!set) return;
+    for (const listener of set) {
+      try {
+        (listener as (event: M[E]) => void)(event);
+      } catch (err) {
+        this.#logger.warn('once: an event listener threw; ignored', {
+          event: String(name),
+          error: String(err),
+        });
+      }
+    }
+  }
+}
+
+/** Core's own events (inbox, purge, relay). */
+export class Events extends TypedEmitter<OnceEventMap> {}

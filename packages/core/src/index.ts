@@ -1,0 +1,66 @@
+export { Connection } from './connection.js';
+export { type Envelope, type EnvelopeSource, type IdOf, MAX_ID_LENGTH, resolveId } from './envelope.js';
+export {
+  ErrorCode,
+  InvalidIdError,
+  OnceError,
+  PermanentError,
+  type SerializedError,
+  serializeError,
+} from './errors.js';
+export { type OnceEventListener, type OnceEventMap, type OnceEventName, TypedEmitter } from './events.js';
+export { type Fence, type FenceOf, type FencePosition, resolveFence } from './fence.js';
+export { fingerprint } from './fingerprint.js';
+export type { Handler, HandlerContext, Tx } from './handler.js';
+export { quoteIdentifier } from './identifier.js';
+export { createInbox, Inbox } from './inbox.js';
+export { idempotencyKey, MAX_STEP_NAME_LENGTH } from './lease/idempotency-key.js';
+export { LeaseErrorCode } from './lease/lease-errors.js';
+export {
+  DEFAULT_LEASE_OPTIONS,
+  type InboxMode,
+  type LeaseOptions,
+  type ResolvedLeaseOptions,
+} from './lease/lease-options.js';
+export type { Liveness } from './lease/liveness.js';
+export type { StepFn, StepInfo } from './lease/steps.js';
+export { type Logger, silentLogger } from './logger.js';
+export { checkSchema, type MigrateOptions, type MigrateResult, migrate, schemaSql } from './migrate.js';
+export { LATEST_SCHEMA_VERSION, MIGRATIONS } from './migrations.js';
+export {
+  type BatchMode,
+  type ConflictPolicy,
+  checkNumber,
+  DEFAULT_INBOX_OPTIONS,
+  type ErrorClass,
+  type InboxOptions,
+  type IsolationLevel,
+  type ResolvedInboxOptions,
+  resolveInboxOptions,
+} from './options.js';
+export {
+  createOutbox,
+  type DestinationOptions,
+  Outbox,
+  type OutboxOptions,
+  type PublishOptions,
+  type Queryable,
+} from './outbox.js';
+export type { OutboxMessage, OutboxPublisher, OutboxPublishResult } from './outbox-publisher.js';
+export {
+  type BusyOutcome,
+  type ConflictOutcome,
+  type DuplicateOutcome,
+  type FailedOutcome,
+  type FailReason,
+  type Outcome,
+  type ProcessedOutcome,
+  type RetryOutcome,
+  type SettleAction,
+  settleActionOf,
+} from './outcome.js';
+export type { PgClientLike, PgPoolLike, QueryResultLike } from './pg-like.js';
+export { type PurgeOptions, purge } from './purge.js';
+export { createRelay, Relay, type RelayHealth, type RelayOptions } from './relay.js';
+export { outboxChannel } from './sql/outbox.js';
+export { classifyDbError, type DbErrorClass } from './sqlstate.js';

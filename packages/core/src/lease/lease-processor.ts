@@ -1,0 +1,399 @@
+import { randomUUID } from 'node:crypto';
+import { Connection } from '../connection.js';
+import { type Envelope, resolveId } from '../envelope.js';
+import { ErrorCode, OnceError, PermanentError } from '../errors.js';
+import { fingerprint } from '../fingerprint.js';
+import type { ResolvedInboxOptions } from '../options.js';
+import type { FailReason, Outcome } from '../outcome.js';
+import { Outcomes } from '../outcomes.js';
+import { DeadlineError } from '../run-handler.js';
+import { type LeaseSql, leaseSql } from '../sql/lease.js';
+import { classifyDbError } from '../sqlstate.js';
+import { idempotencyKey } from './idempotency-key.js';
+import { LeaseClock } from './lease-clock.js';
+import { isLeaseLost, isPermanentLeaseError, leaseLost } from './lease-errors.js';
+import { LeaseTx } from './lease-tx.js';
+import { type LeaseRun, runLeaseHandler } from './run-lease-handler.js';
+import { type StepStore, Steps } from './steps.js';
+
+/** A message with its id resolved and its fingerprint taken. */
+interface Item {
+  envelope: Envelope;
+  id: string;
+  fp: Buffer;
+}
+
+/** A held claim: who holds it, and what earlier attempts recorded. */
+interface Claimed {
+  item: Item;
+  owner: string;
+  attempt: number;
+  recorded: Map<string, unknown>;
+  /** When the claim was sent (performance.now()): the lease runs from no earlier than this. */
+  sentAt: number;
+}
+
+interface ReadRow {
+  status: 'done' | 'failed' | 'in_progress';
+  fingerprint: Buffer;
+  result: unknown;
+  owner: string | null;
+  lease_left_ms: number | null;
+}
+
+/**
+ * Lease mode: the id is claimed with a lease in a short transaction, the handler runs outside
+ * any transaction (its external effects are durable steps), and `done` is written at the end,
+ * fenced by the lease owner, in the handler's `ctx.tx` transaction when it used one.
+ */
+export class LeaseProcessor<R = unknown> {
+  readonly #o: ResolvedInboxOptions<R>;
+  readonly #sql: LeaseSql;
+  readonly #claimBegin: string;
+  readonly #txBegin: string;
+  readonly #out: Outcomes<R>;
+
+  constructor(options: ResolvedInboxOptions<R>) {
+    this.#o = options;
+    this.#sql = leaseSql(options.quotedSchema);
+    this.#claimBegin = this.#sql.begin('read committed', options.lockTimeoutMs);
+    this.#txBegin = this.#sql.begin(options.isolation, options.lockTimeoutMs);
+    this.#out = new Outcomes(options);
+  }
+
+  /**
+   * Processes envelopes one at a time, in order. A `retry` or `busy` stops the run: every later
+   * envelope comes back `retry` with `ran: false`. Never throws for a message's sake.
+   */
+  async processAll(envelopes: readonly Envelope[]): Promise<Outcome<R>[]> {
+    const out: Outcome<R>[] = [];
+    let stopped = false;
+    for (const envelope of envelopes) {
+      if (stopped) {
+        out.push(this.#out.notRun(envelope));
+        continue;
+      }
+      let item: Item;
+      try {
+        const id = resolveId(envelope, this.#o.idOf);
+        item = { envelope, id, fp: fingerprint(this.#o.fingerprintOf?.(envelope) ?? envelope.body) };
+      } catch (err) {
+        out.push(this.#out.failed(envelope, undefined, 'invalid-id', err));
+        continue;
+      }
+      const outcome = await this.#one(item);
+      out.push(outcome);
+      if (outcome.status === 'retry' || outcome.status === 'busy') stopped = true;
+    }
+    return out;
+  }
+
+  async #one(item: Item): Promise<Outcome<R>> {
+    const owner = `${this.#o.workerId}/${randomUUID()}`;
+    const claim = await this.#claim(item, owner);
+    if (!('owner' in claim)) return claim;
+    if (claim.attempt > this.#o.maxAttempts) {
+      // Claimed maxAttempts times without an outcome: the handler crashed the process, ran out of
+      // time or lost its lease every time. Running it again would not end differently.
+      const error = new Error(
+        `claimed ${claim.attempt} times without finishing (crashed, timed out or lost its lease each time)`,
+      );
+      return this.#recordFailed(claim, 'max-attempts', error);
+    }
+    const o = this.#o;
+    const abort = new AbortController();
+    const tx = new LeaseTx(o.pool, this.#txBegin);
+    const recorded = claim.recorded;
+    let steps: Steps | undefined;
+    const clock = new LeaseClock({
+      pool: o.pool,
+      sql: this.#sql,
+      consumer: o.consumer,
+      id: item.id,
+      owner,
+      leaseMs: o.leaseMs,
+      heartbeatMs: o.heartbeatMs,
+      liveness: item.envelope.liveness,
+      logger: o.logger,
+      onLost: (err) => {
+        steps?.close(err);
+        abort.abort(err);
+      },
+    });
+    steps = new Steps({
+      store: this.#store(claim, clock),
+      recorded,
+      keyOf: (step) => idempotencyKey(o.consumer, item.id, step),
+      signal: abort.signal,
+    });
+    clock.start(claim.sentAt);
+    let run: LeaseRun<R>;
+    try {
+      run = await runLeaseHandler(
+        {
+          handler: o.handler,
+          consumer: o.consumer,
+          id: item.id,
+          attempt: claim.attempt,
+          timeoutMs: o.handlerTimeoutMs,
+          storeResult: o.storeResult,
+          tx,
+          steps,
+          abort,
+          outbox: o.outbox,
+        },
+        item.envelope,
+      );
+    } finally {
+      clock.stop();
+    }
+    const conn = await tx.settled();
+    if (!run.ok) {
+      if (conn) await rollback(conn, run.error);
+      return this.#afterError(claim, run.error, clock.lost);
+    }
+    return this.#finish(claim, run, conn);
+  }
+
+  /** The steps' store: fenced writes through the pool, each one renewing the lease. */
+  #store(c: Claimed, clock: LeaseClock): StepStore {
+    const { pool, consumer, leaseMs } = this.#o;
+    return {
+      renew: () => clock.renew(),
+      record: async (step, seq, json) => {
+        const sentAt = performance.now();
+        const res = await pool.query<{ owned: number; recorded: number }>(this.#sql.recordStep, [
+          consumer,
+          c.item.id,
+          c.owner,
+          leaseMs,
+          step,
+          seq,
+          c.attempt,
+          json,
+        ]);
+        const row = res.rows[0];
+        if (!row || row.owned === 0) {
+          const err = leaseLost(
+            consumer,
+            c.item.id,
+            `another worker took the message over before step '${step}' was recorded`,
+          );
+          clock.lose(err);
+          throw err;
+        }
+        clock.confirmed(sentAt);
+        if (row.recorded === 0) {
+          throw new OnceError(
+            ErrorCode.Database,
+            `step '${step}' of ${consumer}/${c.item.id} was already recorded; the next attempt uses the recorded result`,
+            { retryable: true },
+          );
+        }
+      },
+    };
+  }
+
+  /** Claims the id in a short transaction and reads its recorded steps; or the outcome of not getting it. */
+  async #claim(item: Item, owner: string): Promise<Claimed | Outcome<R>> {
+    const o = this.#o;
+    const sentAt = performance.now();
+    let conn: Connection;
+    try {
+      conn = await Connection.open(o.pool);
+    } catch (err) {
+      return this.#out.retry(item.envelope, item.id, err, false, false);
+    }
+    try {
+      await conn.client.query(this.#claimBegin);
+      const claimed = await conn.client.query<{ attempts: number }>(this.#sql.claim, [
+        o.consumer,
+        item.id,
+        item.fp,
+        owner,
+        o.leaseMs,
+        o.retentionMs,
+        o.conflictPolicy !== 'reject',
+      ]);
+      const attempts = claimed.rows[0]?.attempts;
+      if (attempts === undefined) {
+        // A new statement: under READ COMMITTED it sees the rival that made the claim wait.
+        const row = (await conn.client.query<ReadRow>(this.#sql.read, [o.consumer, item.id])).rows[0];
+        await conn.client.query('COMMIT');
+        conn.release();
+        return row
+          ? this.#fromRow(item, row)
+          : this.#out.retry(item.envelope, item.id, new Error('claim vanished'), false, false);
+      }
+      const rows = (
+        await conn.client.query<{ step: string; json: string | null }>(this.#sql.readSteps, [
+          o.consumer,
+          item.id,
+        ])
+      ).rows;
+      await conn.client.query('COMMIT');
+      conn.release();
+      const recorded = new Map(rows.map((r) => [r.step, r.json === null ? undefined : JSON.parse(r.json)]));
+      return { item, owner, attempt: attempts, recorded, sentAt };
+    } catch (err) {
+      await rollback(conn, err);
+      if (classifyDbError(err) === 'busy') return this.#out.busy(item.envelope, item.id, o.busyDelayMs);
+      return this.#out.retry(item.envelope, item.id, err, false, false);
+    }
+  }
+
+  /** The outcome for a row this delivery could not claim. */
+  #fromRow(item: Item, row: ReadRow): Outcome<R> {
+    const same = Buffer.compare(Buffer.from(row.fingerprint), item.fp) === 0;
+    const conflict = this.#out.conflict(item.envelope, item.id, same);
+    if (conflict) return conflict;
+    if (row.status === 'in_progress') {
+      // Redeliver when the holder's lease runs out: then it is either done or free to take over.
+      const left = Math.ceil(row.lease_left_ms ?? 0);
+      return this.#out.busy(item.envelope, item.id, Math.max(this.#o.busyDelayMs, left));
+    }
+    if (row.status === 'failed') {
+      return this.#out.failed(
+        item.envelope,
+        item.id,
+        'previously-failed',
+        new Error('this id was recorded as failed earlier'),
+      );
+    }
+    return {
+      status: 'duplicate',
+      id: item.id,
+      envelope: item.envelope,
+      result: (row.result ?? undefined) as R | undefined,
+    };
+  }
+
+  /** Writes `done`, fenced: in the handler's transaction (committing its writes) or on its own. */
+  async #finish(
+    c: Claimed,
+    run: LeaseRun<R> & { ok: true },
+    conn: Connection | undefined,
+  ): Promise<Outcome<R>> {
+    const o = this.#o;
+    const params = [o.consumer, c.item.id, c.owner, run.json, o.retentionMs];
+    if (conn) {
+      try {
+        const done = await conn.client.query(this.#sql.done, params);
+        if (done.rowCount === 0) {
+          await rollback(conn, undefined);
+          return this.#out.busy(c.item.envelope, c.item.id, o.busyDelayMs);
+        }
+        const commit = await conn.client.query('COMMIT');
+        conn.release();
+        if (commit.command === 'ROLLBACK') return this.#afterError(c, rolledBackError(), undefined);
+      } catch (err) {
+        // The handler's transaction failed (a statement error it swallowed, a dropped connection,
+        // a COMMIT whose outcome is unknown): the claim on redelivery sorts it out.
+        await rollback(conn, err);
+        return this.#afterError(c, err, undefined);
+      }
+    } else {
+      try {
+        const done = await o.pool.query(this.#sql.done, params);
+        if (done.rowCount === 0) return this.#out.busy(c.item.envelope, c.item.id, o.busyDelayMs);
+      } catch (err) {
+        return this.#afterError(c, err, undefined);
+      }
+    }
+    if (run.published) o.outbox?.wake();
+    return { status: 'processed', id: c.item.id, envelope: c.item.envelope, result: run.result };
+  }
+
+  /** The handler (or the final write) failed: give the id back and retry, or record it failed. */
+  async #afterError(c: Claimed, error: unknown, lost: OnceError | undefined): Promise<Outcome<R>> {
+    const o = this.#o;
+    const { envelope, id } = c.item;
+    if (lost || isLeaseLost(error)) {
+      // If the loss was only feared (renewals failing), give the id back so a redelivery need not
+      // wait for the lease to run out; the release is fenced, so it cannot touch a new owner's row.
+      await this.#release(c);
+      return this.#out.busy(envelope, id, o.busyDelayMs);
+    }
+    if (error instanceof DeadlineError) {
+      // The abandoned handler may still be inside a step: keep the lease until it runs out, so a
+      // step that completes late can still record its result (fenced) and no other worker runs
+      // the same step meanwhile.
+      if (c.attempt < o.maxAttempts) {
+        const r = this.#out.retry(envelope, id, error, true, true);
+        // The lease runs out at most leaseMs from now; a redelivery before that only meets `busy`.
+        return r.status === 'retry' ? { ...r, delayMs: Math.max(r.delayMs, o.leaseMs) } : r;
+      }
+      return this.#recordFailed(c, 'max-attempts', error);
+    }
+    const db = classifyDbError(error);
+    let reason: FailReason | undefined;
+    if (db === 'other') {
+      if (
+        PermanentError.is(error) ||
+        isPermanentLeaseError(error) ||
+        this.#out.classify(error) === 'permanent'
+      ) {
+        reason = 'permanent';
+      } else if (c.attempt >= o.maxAttempts) {
+        reason = 'max-attempts';
+      }
+    }
+    if (reason) return this.#recordFailed(c, reason, error);
+    await this.#release(c);
+    // A database fault is not the message's: it spends no attempt (the claim count still rises).
+    return this.#out.retry(envelope, id, error, true, db === 'other');
+  }
+
+  async #recordFailed(c: Claimed, reason: FailReason, error: unknown): Promise<Outcome<R>> {
+    const o = this.#o;
+    const { envelope, id } = c.item;
+    const body = envelope.body.subarray(0, o.failedBodyMaxBytes);
+    try {
+      const res = await o.pool.query(this.#sql.fail, [
+        o.consumer,
+        id,
+        c.owner,
+        JSON.stringify({ ...this.#out.serialize(error), reason }),
+        body,
+        envelope.body.length > o.failedBodyMaxBytes,
+        o.retentionMs,
+      ]);
+      if (res.rowCount === 0) return this.#out.busy(envelope, id, o.busyDelayMs);
+    } catch (err) {
+      // Not recorded: the database's fault, not the message's.
+      return this.#out.retry(envelope, id, err, true, false);
+    }
+    return this.#out.failed(envelope, id, reason, error);
+  }
+
+  /** Gives the id back (fenced) so its redelivery claims it at once; best effort. */
+  async #release(c: Claimed): Promise<void> {
+    try {
+      await this.#o.pool.query(this.#sql.release, [this.#o.consumer, c.item.id, c.owner]);
+    } catch {
+      // The lease runs out on its own.
+    }
+  }
+}
+
+/** Rolls back and returns the connection, or destroys it when its state is in doubt. */
+async function rollback(conn: Connection, cause: unknown): Promise<void> {
+  if (cause instanceof DeadlineError || classifyDbError(cause) === 'connection' || conn.error) {
+    conn.destroy(cause);
+    return;
+  }
+  try {
+    await conn.client.query('ROLLBACK');
+    conn.release();
+  } catch (err) {
+    conn.destroy(err);
+  }
+}
+
+function rolledBackError(): OnceError {
+  return new OnceError(
+    ErrorCode.CommitRolledBack,
+    'COMMIT rolled the transaction back: a statement inside it had failed (did the handler catch a query error and carry on?)',
+    { retryable: true },
+  );
+}

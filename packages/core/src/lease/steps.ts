@@ -1,0 +1,121 @@
+import { checkStepName } from './idempotency-key.js';
+import { LeaseErrorCode, stepError } from './lease-errors.js';
+
+/** What a step's function receives. */
+export interface StepInfo {
+  /** The step's stable key (`ctx.idempotencyKey(name)`): pass it to APIs that accept one. */
+  readonly idempotencyKey: string;
+  /** Aborted when the handler's deadline passes or the lease is lost. */
+  readonly signal: AbortSignal;
+}
+
+/** A step's work: one external effect. Its result must be JSON-serialisable. */
+export type StepFn<T> = (info: StepInfo) => Promise<T> | T;
+
+/** Where steps are made durable; lease mode implements it on Postgres, fenced by the lease owner. */
+export interface StepStore {
+  /** Renews the lease before a step's function runs; throws LEASE_LOST if it was taken over. */
+  renew(): Promise<void>;
+  /** Records a step's JSON result (`null` for undefined); throws LEASE_LOST if the lease was taken over. */
+  record(step: string, seq: number, json: string | null): Promise<void>;
+}
+
+/** What {@link Steps} needs besides the store. */
+export interface StepsSpec {
+  store: StepStore;
+  /** Results recorded by earlier attempts, by step name (`undefined` for a step that returned nothing). */
+  recorded: ReadonlyMap<string, unknown>;
+  keyOf: (step: string) => string;
+  signal: AbortSignal;
+}
+
+/**
+ * The `ctx.step` of one handler run. A step's function runs only if no earlier attempt recorded
+ * the step, and its result is recorded before `step` returns, so before the next step can start.
+ * Steps run one at a time; a name is used once per run. The value returned is always the JSON
+ * form of the result (what a later attempt would read back), so every attempt sees the same.
+ */
+export class Steps {
+  readonly #spec: StepsSpec;
+  readonly #used = new Set<string>();
+  #running: string | undefined;
+  #closed: Error | undefined;
+
+  constructor(spec: StepsSpec) {
+    this.#spec = spec;
+  }
+
+  /** Refuses every later step (the handler settled, or its lease is gone). A running step may still record. */
+  close(reason: Error): void {
+    this.#closed ??= reason;
+  }
+
+  async step<T>(name: string, fn: StepFn<T>): Promise<T> {
+    checkStepName(name);
+    if (this.#closed) throw this.#closed;
+    if (typeof fn !== 'function') {
+      throw stepError(LeaseErrorCode.InvalidStepName, `ctx.step('${name}', fn): fn must be a function`);
+    }
+    if (this.#running !== undefined) {
+      throw stepError(
+        LeaseErrorCode.StepsConcurrent,
+        `ctx.step('${name}') started while step '${this.#running}' is running: await each step before the next`,
+      );
+    }
+    if (this.#used.has(name)) {
+      throw stepError(
+        LeaseErrorCode.StepNameReused,
+        `ctx.step('${name}') ran twice in one handler run: give each step its own name (e.g. 'charge:' + lineId)`,
+      );
+    }
+    this.#used.add(name);
+    const seq = this.#used.size;
+    const { recorded, store } = this.#spec;
+    if (recorded.has(name)) return recorded.get(name) as T;
+    this.#running = name;
+    try {
+      await store.renew();
+      const value = await fn({ idempotencyKey: this.#spec.keyOf(name), signal: this.#spec.signal });
+      const json = toJson(name, value);
+      await store.record(name, seq, json);
+      return (json === null ? undefined : JSON.parse(json)) as T;
+    } finally {
+      this.#running = undefined;
+    }
+  }
+}
+
+/** The JSON text of a step result, `null` for undefined; a typed error for what JSON cannot hold. */
+export function toJson(step: string, value: unknown): string | null {
+  if (value === undefined) return null;
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(value);
+  } catch (err) {
+    throw stepError(
+      LeaseErrorCode.StepResultNotSerializable,
+      `the result of step '${step}' is not JSON-serialisable (${String(err)}): return plain data (ids, amounts, strings)`,
+      err,
+    );
+  }
+  if (json === undefined) {
+    throw stepError(
+      LeaseErrorCode.StepResultNotSerializable,
+      `the result of step '${step}' is a ${typeof value}, which JSON cannot hold: return plain data`,
+    );
+  }
+  return json;
+}
+
+/**
+ * `ctx.step` of a transactional consumer. It refuses rather than run `fn` unrecorded: there an
+ * external effect would repeat whenever the transaction rolls back, which is what lease mode is for.
+ */
+export function stepNeedsLease(name: string): Promise<never> {
+  return Promise.reject(
+    stepError(
+      LeaseErrorCode.StepNeedsLease,
+      `ctx.step('${String(name)}') needs a consumer in lease mode: createInbox({ mode: 'lease', ... }); in transactional mode write effects through ctx.tx`,
+    ),
+  );
+}

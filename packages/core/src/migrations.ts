@@ -1,0 +1,113 @@
+/**
+ * The schema, as numbered migrations. `{schema}` is replaced by the validated, quoted schema
+ * name. A migration is never edited once released: add a new one.
+ */
+export const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = Object.freeze([
+  {
+    version: 1,
+    name: 'inbox',
+    sql: `
+CREATE TABLE {schema}.inbox (
+  consumer        text        NOT NULL,
+  message_id      text        NOT NULL,
+  -- SHA-256 of the body (or of the user's projection of it)
+  fingerprint     bytea       NOT NULL,
+  -- 'done': processed, effects committed with this row; 'failed': recorded poison message
+  status          text        NOT NULL CHECK (status IN ('done', 'failed')),
+  result          jsonb,
+  error           jsonb,
+  -- the body of a failed message, for operators to inspect and replay
+  body            bytea,
+  body_truncated  boolean     NOT NULL DEFAULT false,
+  attempts        integer     NOT NULL DEFAULT 1,
+  created_at      timestamptz NOT NULL DEFAULT now(),
+  expires_at      timestamptz NOT NULL,
+  PRIMARY KEY (consumer, message_id)
+);
+-- purge walks expired rows in small batches through this index
+CREATE INDEX inbox_expires_at_idx ON {schema}.inbox (expires_at);
+-- operators list failed rows per consumer
+CREATE INDEX inbox_failed_idx ON {schema}.inbox (consumer, created_at) WHERE status = 'failed';
+`,
+  },
+  {
+    version: 2,
+    name: 'outbox',
+    sql: `
+CREATE TABLE {schema}.outbox (
+  -- publish order; per key, only the oldest pending row may be in flight
+  seq           bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  -- the message id downstream consumers deduplicate on: a UUID, so outboxes of several
+  -- services never collide in one downstream inbox
+  id            uuid        NOT NULL DEFAULT gen_random_uuid() UNIQUE,
+  destination   text        NOT NULL,
+  key           text,
+  body          bytea       NOT NULL,
+  headers       jsonb       NOT NULL DEFAULT '{}'::jsonb,
+  -- 'pending' → 'sent' once the broker confirmed it; 'failed' when parked after maxAttempts
+  status        text        NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'sent', 'failed')),
+  attempts      integer     NOT NULL DEFAULT 0,
+  available_at  timestamptz NOT NULL DEFAULT now(),
+  last_error    jsonb,
+  created_at    timestamptz NOT NULL DEFAULT now(),
+  sent_at       timestamptz
+);
+-- the relay's scan: pending rows in order, and "is there an older pending row of this key?"
+CREATE INDEX outbox_pending_idx ON {schema}.outbox (seq) WHERE status = 'pending';
+CREATE INDEX outbox_pending_key_idx ON {schema}.outbox (key, seq) WHERE status = 'pending';
+-- cleanup of sent rows by age
+CREATE INDEX outbox_sent_idx ON {schema}.outbox (sent_at) WHERE status = 'sent';
+`,
+  },
+  {
+    version: 3,
+    name: 'lease',
+    sql: `
+-- lease mode: 'in_progress' rows are held by owner until lease_until (database clock);
+-- owner NULL means released (claimable at once). Both are NULL on 'done' and 'failed' rows.
+-- The new columns are nullable without defaults, so existing rows are not rewritten.
+ALTER TABLE {schema}.inbox
+  ADD COLUMN owner text,
+  ADD COLUMN lease_until timestamptz,
+  -- the name PostgreSQL gave version 1's column constraint
+  DROP CONSTRAINT inbox_status_check,
+  ADD CONSTRAINT inbox_status_check CHECK (status IN ('done', 'failed', 'in_progress'));
+-- operators look for stuck leases per consumer
+CREATE INDEX inbox_in_progress_idx ON {schema}.inbox (consumer, lease_until) WHERE status = 'in_progress';
+-- durable steps: one row per (consumer, message, step), written before the next step runs
+CREATE TABLE {schema}.steps (
+  consumer     text        NOT NULL,
+  message_id   text        NOT NULL,
+  step         text        NOT NULL,
+  -- position of the step in the handler run that recorded it (1-based)
+  seq          integer     NOT NULL,
+  -- the inbox attempt that recorded it
+  attempt      integer     NOT NULL,
+  -- the step's JSON result; NULL when the step returned undefined
+  result       jsonb,
+  recorded_at  timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (consumer, message_id, step),
+  -- purge removes a message's steps with its inbox row
+  FOREIGN KEY (consumer, message_id) REFERENCES {schema}.inbox (consumer, message_id) ON DELETE CASCADE
+);
+`,
+  },
+  {
+    version: 4,
+    name: 'fences',
+    sql: `
+-- offset fencing: per consumer and partition of an ordered stream, the next offset to process;
+-- a message below it is a duplicate. Written in the transaction of the message's effects.
+CREATE TABLE {schema}.fences (
+  consumer     text    NOT NULL,
+  stream       text    NOT NULL,
+  partition    integer NOT NULL,
+  next_offset  bigint  NOT NULL,
+  PRIMARY KEY (consumer, stream, partition)
+);
+`,
+  },
+]);
+
+/** The schema version this build of @once/core expects. */
+export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]?.version ?? 0;

@@ -1,0 +1,219 @@
+import type { Envelope, IdOf } from './envelope.js';
+import { ErrorCode, OnceError } from './errors.js';
+import type { FenceOf } from './fence.js';
+import type { Handler } from './handler.js';
+import { quoteIdentifier } from './identifier.js';
+import { type LeaseOptions, resolveLeaseOptions } from './lease/lease-options.js';
+import { type Logger, silentLogger } from './logger.js';
+import type { Outbox } from './outbox.js';
+import type { PgPoolLike } from './pg-like.js';
+
+/** How a same-id, different-payload delivery is treated. */
+export type ConflictPolicy = 'reject' | 'warn' | 'ignore';
+/** How a batch isolates one failing handler from its neighbours. */
+export type BatchMode = 'optimistic' | 'savepoint';
+/** Transaction isolation for the message's transaction. */
+export type IsolationLevel = 'read committed' | 'repeatable read' | 'serializable';
+/** `classify`'s verdict; `undefined` leaves the default (transient until `maxAttempts`). */
+export type ErrorClass = 'transient' | 'permanent' | undefined;
+
+/** Options of {@link createInbox}. The lease-mode fields (`mode`, `leaseMs`, ...) are documented in {@link LeaseOptions}. */
+export interface InboxOptions<R = unknown> extends LeaseOptions {
+  /** The pool the inbox and the handler's transaction use (`new pg.Pool(...)`). */
+  pool: PgPoolLike;
+  /** The name effects are recorded under: one per logical consumer (e.g. `billing.orders`). At most 200 characters. */
+  consumer: string;
+  /** The message handler. */
+  handler: Handler<R>;
+  /** Schema holding once's tables. @default 'once' */
+  schema?: string | undefined;
+  /** Derive the id from the envelope (a business key). @default the envelope's id */
+  idOf?: IdOf | undefined;
+  /** The bytes whose SHA-256 is the payload fingerprint. @default the body */
+  fingerprintOf?: ((envelope: Envelope) => Buffer | string) | undefined;
+  /** Same id, different fingerprint. @default 'reject' (dead-letter it) */
+  conflictPolicy?: ConflictPolicy | undefined;
+  /** Store the handler's JSON result and return it to duplicates. @default false */
+  storeResult?: boolean | undefined;
+  /** Attempts before a transient failure becomes `failed`. @default 5 */
+  maxAttempts?: number | undefined;
+  /** How long a claim waits for another worker holding the same id before `busy`, in ms. @default 5000 */
+  lockTimeoutMs?: number | undefined;
+  /** The handler's deadline in ms; past it the transaction is abandoned and the outcome is `retry`. @default 60000 */
+  handlerTimeoutMs?: number | undefined;
+  /** How long processed ids are remembered, in ms. Keep it longer than the broker can redeliver. @default 7 days */
+  retentionMs?: number | undefined;
+  /** Redelivery delay for attempt n (1-based) in ms. @default min(1000 · 2^(n-1), 60000) */
+  retryDelayMs?: ((attempt: number) => number) | undefined;
+  /** Sort an error into transient or permanent. PermanentError is always permanent. */
+  classify?: ((err: unknown) => ErrorClass) | undefined;
+  /** Largest body stored with a `failed` row, in bytes; longer bodies are cut and flagged. @default 262144 */
+  failedBodyMaxBytes?: number | undefined;
+  /** @default 'optimistic' */
+  batchMode?: BatchMode | undefined;
+  /** @default 'read committed' */
+  isolation?: IsolationLevel | undefined;
+  /** Delay before redelivering a `busy` message, in ms. @default 1000 */
+  busyDelayMs?: number | undefined;
+  /** @default silent */
+  logger?: Logger | undefined;
+  /** Enables `ctx.publish` in handlers: messages go out through this outbox, in the handler's transaction. */
+  outbox?: Outbox | undefined;
+  /**
+   * Offset fencing, for ordered streams whose producers never send a message twice (Kafka
+   * topics written once per message). When it returns a position for an envelope, the claim is
+   * a per-(consumer, stream, partition) fence row instead of an inbox row: the fence moves past
+   * the offset in the transaction of the message's effects, and a message below the fence is a
+   * `duplicate` without any row of its own. So a redelivery is caught, but a producer's
+   * duplicate (same id, new offset) is not, nor is a payload `conflict`. Messages must be
+   * processed in offset order per partition (a fence skips everything below it). A permanent
+   * failure moves the fence and records a `failed` inbox row, so a redelivery of it is `failed`
+   * again. Fenced envelopes run one per transaction, also in {@link Inbox.processBatch}.
+   * Cannot be combined with `storeResult` (no row to hold the result) or lease mode. Return
+   * `undefined` for envelopes that should use the inbox as usual.
+   * @default undefined (no fencing)
+   */
+  fenceOf?: FenceOf | undefined;
+}
+
+type Defined<T> = { readonly [K in keyof T]-?: Exclude<T[K], undefined> };
+
+/** Options after defaults, frozen. */
+export interface ResolvedInboxOptions<R = unknown>
+  extends Defined<Omit<InboxOptions<R>, 'idOf' | 'fingerprintOf' | 'classify' | 'outbox' | 'fenceOf'>> {
+  readonly outbox: Outbox | undefined;
+  readonly fenceOf: FenceOf | undefined;
+  readonly idOf: IdOf | undefined;
+  readonly fingerprintOf: ((envelope: Envelope) => Buffer | string) | undefined;
+  readonly classify: ((err: unknown) => ErrorClass) | undefined;
+  /** The schema, validated and quoted. */
+  readonly quotedSchema: string;
+}
+
+const DAY_MS = 86_400_000;
+
+export const DEFAULT_INBOX_OPTIONS = Object.freeze({
+  schema: 'once',
+  conflictPolicy: 'reject' as ConflictPolicy,
+  storeResult: false,
+  maxAttempts: 5,
+  lockTimeoutMs: 5_000,
+  handlerTimeoutMs: 60_000,
+  retentionMs: 7 * DAY_MS,
+  retryDelayMs: (attempt: number) => Math.min(1000 * 2 ** Math.max(0, attempt - 1), 60_000),
+  failedBodyMaxBytes: 262_144,
+  batchMode: 'optimistic' as BatchMode,
+  isolation: 'read committed' as IsolationLevel,
+  busyDelayMs: 1_000,
+  logger: silentLogger,
+});
+
+function invalid(field: string, message: string): OnceError {
+  return new OnceError(ErrorCode.InvalidOption, `options.${field} ${message}`);
+}
+
+/** Checks a duration or count; names the field when it is wrong. */
+export function checkNumber(field: string, value: unknown, min: number, integer = true): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || (integer && !Number.isInteger(value))) {
+    throw invalid(field, `must be a finite ${integer ? 'integer' : 'number'}, got ${JSON.stringify(value)}`);
+  }
+  if (value < min) throw invalid(field, `must be at least ${min}, got ${value}`);
+  return value;
+}
+
+function checkOneOf<T extends string>(field: string, value: unknown, allowed: readonly T[]): T {
+  if (!allowed.includes(value as T)) {
+    throw invalid(
+      field,
+      `must be one of ${allowed.map((a) => `'${a}'`).join(', ')}, got ${JSON.stringify(value)}`,
+    );
+  }
+  return value as T;
+}
+
+function checkFunction(field: string, value: unknown): void {
+  if (value !== undefined && typeof value !== 'function') throw invalid(field, 'must be a function');
+}
+
+/** Applies defaults and validates every field, naming the first bad one. */
+export function resolveInboxOptions<R>(options: InboxOptions<R>): ResolvedInboxOptions<R> {
+  if (typeof options !== 'object' || options === null) throw invalid('', 'must be an object');
+  const o = { ...DEFAULT_INBOX_OPTIONS, ...stripUndefined(options) };
+  const pool = o.pool as PgPoolLike | undefined;
+  if (!pool || typeof pool.connect !== 'function' || typeof pool.query !== 'function') {
+    throw invalid('pool', 'must be a pg Pool (an object with connect() and query())');
+  }
+  if (
+    typeof o.consumer !== 'string' ||
+    o.consumer.length === 0 ||
+    o.consumer.length > 200 ||
+    o.consumer.includes('\0')
+  ) {
+    throw invalid(
+      'consumer',
+      `must be a non-empty string of at most 200 characters, got ${JSON.stringify(o.consumer)}`,
+    );
+  }
+  if (typeof o.handler !== 'function') throw invalid('handler', 'must be a function');
+  checkFunction('idOf', o.idOf);
+  checkFunction('fingerprintOf', o.fingerprintOf);
+  checkFunction('classify', o.classify);
+  checkFunction('retryDelayMs', o.retryDelayMs);
+  checkFunction('fenceOf', o.fenceOf);
+  const logger = o.logger as Logger;
+  for (const level of ['debug', 'info', 'warn', 'error'] as const) {
+    if (typeof logger?.[level] !== 'function') throw invalid('logger', `must have a ${level}() method`);
+  }
+  const lease = resolveLeaseOptions(options);
+  if (o.fenceOf !== undefined && o.storeResult === true) {
+    throw invalid(
+      'fenceOf',
+      'cannot be combined with storeResult (a fenced message has no row to hold its result)',
+    );
+  }
+  if (o.fenceOf !== undefined && lease.mode === 'lease') {
+    throw invalid('fenceOf', "cannot be combined with mode 'lease'");
+  }
+  return Object.freeze({
+    pool,
+    consumer: o.consumer,
+    handler: o.handler,
+    schema: o.schema as string,
+    quotedSchema: quoteIdentifier(o.schema, 'options.schema'),
+    idOf: o.idOf,
+    fingerprintOf: o.fingerprintOf,
+    conflictPolicy: checkOneOf('conflictPolicy', o.conflictPolicy, ['reject', 'warn', 'ignore']),
+    storeResult: checkBoolean('storeResult', o.storeResult),
+    maxAttempts: checkNumber('maxAttempts', o.maxAttempts, 1),
+    lockTimeoutMs: checkNumber('lockTimeoutMs', o.lockTimeoutMs, 1),
+    handlerTimeoutMs: checkNumber('handlerTimeoutMs', o.handlerTimeoutMs, 1),
+    retentionMs: checkNumber('retentionMs', o.retentionMs, 1000),
+    retryDelayMs: o.retryDelayMs as (attempt: number) => number,
+    classify: o.classify,
+    failedBodyMaxBytes: checkNumber('failedBodyMaxBytes', o.failedBodyMaxBytes, 0),
+    batchMode: checkOneOf('batchMode', o.batchMode, ['optimistic', 'savepoint']),
+    isolation: checkOneOf('isolation', o.isolation, ['read committed', 'repeatable read', 'serializable']),
+    busyDelayMs: checkNumber('busyDelayMs', o.busyDelayMs, 0),
+    logger,
+    outbox: checkOutbox(o.outbox),
+    fenceOf: o.fenceOf,
+    ...lease,
+  });
+}
+
+function checkBoolean(field: string, value: unknown): boolean {
+  if (typeof value !== 'boolean') throw invalid(field, `must be a boolean, got ${JSON.stringify(value)}`);
+  return value;
+}
+
+function stripUndefined<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+function checkOutbox(value: unknown): Outbox | undefined {
+  if (value === undefined) return undefined;
+  if (typeof (value as Outbox).enqueue !== 'function' || typeof (value as Outbox).wake !== 'function') {
+    throw invalid('outbox', 'must be an Outbox from createOutbox()');
+  }
+  return value as Outbox;
+}

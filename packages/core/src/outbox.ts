@@ -1,0 +1,162 @@
+import { ErrorCode, OnceError } from './errors.js';
+import { quoteIdentifier } from './identifier.js';
+import { checkNumber } from './options.js';
+import type { PgPoolLike, QueryResultLike } from './pg-like.js';
+import { outboxChannel, outboxSql } from './sql/outbox.js';
+
+/** Anything that runs a query: the handler's `ctx.tx`, or a pg client inside your own transaction. */
+export interface Queryable {
+  // biome-ignore lint/suspicious/noExplicitAny: row type chosen by the caller, as in pg
+  query<R = any>(text: string, values?: unknown[]): Promise<QueryResultLike<R>>;
+}
+
+/** A destination the outbox may publish to. */
+export interface DestinationOptions {
+  /** Largest body accepted at enqueue, in bytes (SQS: 262144). @default 1048576 */
+  maxBodyBytes?: number | undefined;
+}
+
+/** Options of {@link createOutbox}. */
+export interface OutboxOptions {
+  /** Used to send the after-commit wake-up (NOTIFY) to relays. */
+  pool: PgPoolLike;
+  /** @default 'once' */
+  schema?: string | undefined;
+  /** Every destination (topic, queue URL, exchange) messages may go to; anything else is refused at enqueue. */
+  destinations: readonly string[] | Readonly<Record<string, DestinationOptions>>;
+  /** Wake-ups within this window are sent as one NOTIFY, in ms. @default 10 */
+  notifyDebounceMs?: number | undefined;
+}
+
+/** What `publish`/`enqueue` take besides destination and body. */
+export interface PublishOptions {
+  /** Ordering key: rows of one key are published in order, one at a time. */
+  key?: string | undefined;
+  /** String headers (Kafka headers, SQS attributes, AMQP headers). */
+  headers?: Readonly<Record<string, string>> | undefined;
+  /** Publish no earlier than this many ms after commit. @default 0 */
+  delayMs?: number | undefined;
+}
+
+const DEFAULT_MAX_BODY = 1_048_576;
+
+/**
+ * The transactional outbox: `enqueue` writes a message into the caller's transaction, so it is
+ * published if and only if that transaction commits. Relays (see `createRelay`) send it later
+ * with the row's UUID as the message id.
+ */
+export class Outbox {
+  readonly schema: string;
+  readonly #pool: PgPoolLike;
+  readonly #sql: ReturnType<typeof outboxSql>;
+  readonly #limits: ReadonlyMap<string, number>;
+  readonly #channel: string;
+  readonly #debounceMs: number;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(options: OutboxOptions) {
+    if (!options || typeof options.pool?.query !== 'function') {
+      throw new OnceError(ErrorCode.InvalidOption, 'options.pool must be a pg Pool');
+    }
+    this.schema = options.schema ?? 'once';
+    this.#sql = outboxSql(quoteIdentifier(this.schema, 'options.schema'));
+    this.#pool = options.pool;
+    this.#channel = outboxChannel(this.schema);
+    this.#debounceMs = checkNumber('notifyDebounceMs', options.notifyDebounceMs ?? 10, 0);
+    const d = options.destinations;
+    const entries: [string, number][] = Array.isArray(d)
+      ? d.map((name) => [name, DEFAULT_MAX_BODY])
+      : Object.entries(d ?? {}).map(([name, o]) => [
+          name,
+          checkNumber(
+            `destinations.${name}.maxBodyBytes`,
+            (o as DestinationOptions)?.maxBodyBytes ?? DEFAULT_MAX_BODY,
+            1,
+          ),
+        ]);
+    if (entries.length === 0) {
+      throw new OnceError(ErrorCode.InvalidOption, 'options.destinations must name at least one destination');
+    }
+    for (const [name] of entries) {
+      if (typeof name !== 'string' || name.length === 0) {
+        throw new OnceError(
+          ErrorCode.InvalidOption,
+          'options.destinations: a destination name must be a non-empty string',
+        );
+      }
+    }
+    this.#limits = new Map(entries);
+  }
+
+  /** The destinations this outbox accepts. */
+  get destinations(): string[] {
+    return [...this.#limits.keys()];
+  }
+
+  /**
+   * Writes a message into the transaction `tx` belongs to. Throws OUTBOX_INVALID (naming the
+   * field) for an unknown destination, an oversize body, or non-string headers. Returns the id.
+   * Call {@link Outbox.wake} after your own COMMIT (handlers' publishes are woken for you).
+   */
+  async enqueue(
+    tx: Queryable,
+    destination: string,
+    body: Buffer | string | object,
+    options: PublishOptions = {},
+  ): Promise<string> {
+    const limit = this.#limits.get(destination);
+    if (limit === undefined) {
+      throw invalid(
+        `unknown destination ${JSON.stringify(destination)}: known are ${this.destinations.join(', ')}`,
+      );
+    }
+    const bytes = Buffer.isBuffer(body)
+      ? body
+      : typeof body === 'string'
+        ? Buffer.from(body)
+        : Buffer.from(JSON.stringify(body));
+    if (bytes.length > limit) {
+      throw invalid(`body of ${bytes.length} bytes exceeds ${limit} bytes allowed for ${destination}`);
+    }
+    const { key, headers = {}, delayMs = 0 } = options;
+    if (key !== undefined && (typeof key !== 'string' || key.length === 0)) {
+      throw invalid('key must be a non-empty string when given');
+    }
+    for (const [name, value] of Object.entries(headers)) {
+      if (typeof value !== 'string')
+        throw invalid(`header ${JSON.stringify(name)} must be a string, got ${typeof value}`);
+    }
+    if (!Number.isInteger(delayMs) || delayMs < 0)
+      throw invalid(`delayMs must be a non-negative integer, got ${delayMs}`);
+    const res = await tx.query<{ id: string }>(this.#sql.enqueue, [
+      destination,
+      key ?? null,
+      bytes,
+      JSON.stringify(headers),
+      delayMs,
+    ]);
+    return res.rows[0]!.id;
+  }
+
+  /**
+   * Tells relays there is work, after commit and outside any transaction (a NOTIFY inside one
+   * takes a cluster-wide lock until commit). Debounced; failures are ignored, since relays poll.
+   */
+  wake(): void {
+    if (this.#timer) return;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.#pool.query(this.#sql.notify, [this.#channel]).catch(() => {});
+    }, this.#debounceMs);
+    this.#timer.unref?.();
+  }
+}
+
+function invalid(message: string): OnceError {
+  return new OnceError(ErrorCode.OutboxInvalid, `outbox: ${message}`);
+}
+
+/** Creates an {@link Outbox}. */
+export function createOutbox(options: OutboxOptions): Outbox {
+  return new Outbox(options);
+}

@@ -1,0 +1,71 @@
+import type { Envelope } from './envelope.js';
+import { type SerializedError, serializeError } from './errors.js';
+import type { ResolvedInboxOptions } from './options.js';
+import type { FailReason, Outcome } from './outcome.js';
+
+/** Builds outcomes from an inbox's options: one place for both the transactional and the lease path. */
+export class Outcomes<R> {
+  readonly #o: ResolvedInboxOptions<R>;
+
+  constructor(options: ResolvedInboxOptions<R>) {
+    this.#o = options;
+  }
+
+  /** `ran`: the handler started; `spent`: its own failure counts toward maxAttempts (see RetryOutcome). */
+  retry(
+    envelope: Envelope,
+    id: string | undefined,
+    error: unknown,
+    ran: boolean,
+    spent: boolean,
+  ): Outcome<R> {
+    const delayMs = Math.max(0, Math.floor(this.#o.retryDelayMs(Math.max(1, envelope.attempt))));
+    return { status: 'retry', id, envelope, error: serializeError(error), delayMs, ran, spent };
+  }
+
+  /** A message that never ran because an earlier one (in its batch or group) must be retried first. */
+  notRun(envelope: Envelope, id: string | undefined = envelope.id): Outcome<R> {
+    return this.retry(
+      envelope,
+      id,
+      new Error('not run: an earlier message must be retried first'),
+      false,
+      false,
+    );
+  }
+
+  busy(envelope: Envelope, id: string, delayMs: number): Outcome<R> {
+    return { status: 'busy', id, envelope, delayMs };
+  }
+
+  failed(envelope: Envelope, id: string | undefined, reason: FailReason, error: unknown): Outcome<R> {
+    return { status: 'failed', id, envelope, reason, error: serializeError(error) };
+  }
+
+  /** A `conflict` outcome when the fingerprints differ and the policy says so; else undefined. */
+  conflict(envelope: Envelope, id: string, sameFingerprint: boolean): Outcome<R> | undefined {
+    const policy = this.#o.conflictPolicy;
+    if (sameFingerprint || policy === 'ignore') return undefined;
+    if (policy === 'warn') {
+      this.#o.logger.warn('once: same message id, different payload; treated as a duplicate', {
+        consumer: this.#o.consumer,
+        id,
+      });
+    }
+    return { status: 'conflict', id, envelope, action: policy === 'reject' ? 'dead-letter' : 'ack' };
+  }
+
+  /** The user's `classify`, guarded: a throwing classifier means transient. */
+  classify(error: unknown): 'transient' | 'permanent' {
+    try {
+      return this.#o.classify?.(error) ?? 'transient';
+    } catch (err) {
+      this.#o.logger.warn('once: classify() threw; treating the error as transient', { error: String(err) });
+      return 'transient';
+    }
+  }
+
+  serialize(error: unknown): SerializedError {
+    return serializeError(error);
+  }
+}

@@ -1,0 +1,44 @@
+import { quoteIdentifier } from './identifier.js';
+import { checkNumber } from './options.js';
+import type { PgPoolLike } from './pg-like.js';
+import { inboxSql } from './sql/inbox.js';
+
+/** Options of {@link purge}. */
+export interface PurgeOptions {
+  /** @default 'once' */
+  schema?: string;
+  /** Rows deleted per statement; small batches keep locks short. @default 1000 */
+  batchSize?: number;
+  /** Stop after this many rows (for a bounded maintenance window). @default no limit */
+  maxRows?: number;
+  /** Pause between batches, in ms, to leave room for consumers. @default 0 */
+  pauseMs?: number;
+  /** Called after each batch with the running total. */
+  onProgress?: (deleted: number) => void;
+  /** Stops between batches when aborted. */
+  signal?: AbortSignal;
+}
+
+/**
+ * Deletes expired inbox rows in small batches through the expiry index, never in one long
+ * DELETE. Rows another purger (or a consumer) has locked are skipped, so purgers can overlap.
+ * Returns the number of rows deleted.
+ */
+export async function purge(pool: PgPoolLike, options: PurgeOptions = {}): Promise<number> {
+  const sql = inboxSql(quoteIdentifier(options.schema ?? 'once', 'options.schema'));
+  const batchSize = checkNumber('batchSize', options.batchSize ?? 1000, 1);
+  const maxRows =
+    options.maxRows === undefined ? Number.POSITIVE_INFINITY : checkNumber('maxRows', options.maxRows, 0);
+  const pauseMs = checkNumber('pauseMs', options.pauseMs ?? 0, 0);
+  let deleted = 0;
+  while (deleted < maxRows && !options.signal?.aborted) {
+    const n = Math.min(batchSize, maxRows - deleted);
+    const res = await pool.query(sql.purgeStep, [n]);
+    const count = res.rowCount ?? 0;
+    deleted += count;
+    if (count > 0) options.onProgress?.(deleted);
+    if (count < n) break;
+    if (pauseMs > 0) await new Promise((r) => setTimeout(r, pauseMs));
+  }
+  return deleted;
+}

@@ -1,0 +1,46 @@
+import type { IsolationLevel } from '../options.js';
+import { quoteLiteral } from './literal.js';
+
+/**
+ * Statements of offset fencing, built once per schema (validated and quoted, like inboxSql).
+ * A fence row holds the next offset to process per (consumer, stream, partition); a message
+ * below it is a duplicate. Values go as parameters, except in `beginAndFence` (see literal.ts).
+ */
+export function fenceSql(schema: string) {
+  const fences = `${schema}.fences`;
+  const inbox = `${schema}.inbox`;
+  return Object.freeze({
+    /**
+     * BEGIN with its settings and the fence claim in one round trip. The upsert moves the fence
+     * past the offset only when the offset is at or above it; its row lock makes a rival claim
+     * on the same partition wait, then (READ COMMITTED re-checks the row) find it moved. The
+     * last result's rowCount is 1 when claimed, 0 for a duplicate.
+     */
+    beginAndFence: (isolation: IsolationLevel, lockTimeoutMs: number) => {
+      const begin = `BEGIN ISOLATION LEVEL ${isolation.toUpperCase()}; SET LOCAL synchronous_commit = on; SET LOCAL lock_timeout = ${Math.floor(lockTimeoutMs)}`;
+      return (consumer: string, stream: string, partition: number, offset: bigint): string =>
+        `${begin}; INSERT INTO ${fences} AS f (consumer, stream, partition, next_offset) VALUES (${quoteLiteral(consumer)}, ${quoteLiteral(stream)}, ${Math.floor(partition)}, ${(offset + 1n).toString()}) ON CONFLICT (consumer, stream, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset WHERE f.next_offset <= ${offset.toString()}`;
+    },
+    /**
+     * A permanent failure on the fenced path: moves the fence past the message and records the
+     * `failed` inbox row in one statement (a redelivery below the fence finds that row and is
+     * `failed` again). Nothing is written when a rival moved the fence first.
+     * $1 consumer, $2 id, $3 fingerprint, $4 retention ms, $5 error, $6 body, $7 truncated,
+     * $8 attempts, $9 stream, $10 partition, $11 offset (text).
+     */
+    recordFailed: `WITH f AS (
+        INSERT INTO ${fences} AS f (consumer, stream, partition, next_offset)
+        VALUES ($1, $9, $10, $11::bigint + 1)
+        ON CONFLICT (consumer, stream, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset
+        WHERE f.next_offset <= $11::bigint RETURNING 1)
+      INSERT INTO ${inbox}
+        (consumer, message_id, fingerprint, status, expires_at, error, body, body_truncated, attempts)
+      SELECT $1, $2, $3, 'failed', now() + $4 * interval '1 millisecond', $5::jsonb, $6, $7, $8
+      WHERE EXISTS (SELECT 1 FROM f)
+      ON CONFLICT DO NOTHING RETURNING message_id`,
+    /** $1 consumer, $2 stream, $3 partition. The next offset to process, as text. */
+    read: `SELECT next_offset::text AS next_offset FROM ${fences} WHERE consumer = $1 AND stream = $2 AND partition = $3`,
+  });
+}
+
+export type FenceSql = ReturnType<typeof fenceSql>;

@@ -1,0 +1,75 @@
+import type { IsolationLevel } from '../options.js';
+import { byteaLiteral, quoteLiteral } from './literal.js';
+
+/**
+ * Every statement core runs against the inbox, built once per schema. The schema is the only
+ * identifier spliced in, and it has been validated and quoted by `quoteIdentifier`; all values
+ * go as parameters, except in `beginAndClaim` (see literal.ts). Numbers come from validated options.
+ */
+export function inboxSql(schema: string) {
+  const inbox = `${schema}.inbox`;
+  const cols = 'message_id, status, fingerprint, result';
+  return Object.freeze({
+    /**
+     * One round trip opens the transaction and pins its settings. synchronous_commit=on: a
+     * user's asynchronous-commit default must never let us settle on an unflushed commit.
+     */
+    begin: (isolation: IsolationLevel, lockTimeoutMs: number) =>
+      `BEGIN ISOLATION LEVEL ${isolation.toUpperCase()}; SET LOCAL synchronous_commit = on; SET LOCAL lock_timeout = ${Math.floor(lockTimeoutMs)}`,
+    /**
+     * BEGIN with its settings and the single-message claim in one round trip (a simple query,
+     * so the values are literals: see literal.ts). The last result's rowCount is 1 when claimed.
+     */
+    beginAndClaim: (isolation: IsolationLevel, lockTimeoutMs: number) => {
+      const begin = `BEGIN ISOLATION LEVEL ${isolation.toUpperCase()}; SET LOCAL synchronous_commit = on; SET LOCAL lock_timeout = ${Math.floor(lockTimeoutMs)}`;
+      return (consumer: string, id: string, fp: Buffer, retentionMs: number): string =>
+        `${begin}; INSERT INTO ${inbox} (consumer, message_id, fingerprint, status, expires_at) VALUES (${quoteLiteral(consumer)}, ${quoteLiteral(id)}, ${byteaLiteral(fp)}, 'done', now() + ${Math.floor(retentionMs)} * interval '1 millisecond') ON CONFLICT DO NOTHING`;
+    },
+    /** $1 consumer, $2 id, $3 fingerprint, $4 retention ms. A rival's uncommitted row makes this wait. */
+    claimOne: `INSERT INTO ${inbox} (consumer, message_id, fingerprint, status, expires_at)
+      VALUES ($1, $2, $3, 'done', now() + $4 * interval '1 millisecond') ON CONFLICT DO NOTHING`,
+    /** $1 consumer, $2 ids (sorted, so overlapping batches lock in one order), $3 fingerprints, $4 retention ms. */
+    claimMany: `INSERT INTO ${inbox} (consumer, message_id, fingerprint, status, expires_at)
+      SELECT $1, t.m, t.f, 'done', now() + $4 * interval '1 millisecond'
+      FROM unnest($2::text[], $3::bytea[]) WITH ORDINALITY AS t(m, f, n) ORDER BY t.n
+      ON CONFLICT DO NOTHING RETURNING message_id`,
+    readOne: `SELECT ${cols} FROM ${inbox} WHERE consumer = $1 AND message_id = $2`,
+    readMany: `SELECT ${cols} FROM ${inbox} WHERE consumer = $1 AND message_id = ANY($2::text[])`,
+    /** $1 consumer, $2 id, $3 result json. */
+    storeResult: `UPDATE ${inbox} SET result = $3::jsonb WHERE consumer = $1 AND message_id = $2`,
+    storeResults: `UPDATE ${inbox} AS i SET result = t.r FROM unnest($2::text[], $3::jsonb[]) AS t(m, r)
+      WHERE i.consumer = $1 AND i.message_id = t.m`,
+    /** $1 consumer, $2 id, $3 fingerprint, $4 retention ms, $5 error, $6 body, $7 truncated, $8 attempts. */
+    recordFailed: `INSERT INTO ${inbox}
+      (consumer, message_id, fingerprint, status, expires_at, error, body, body_truncated, attempts)
+      VALUES ($1, $2, $3, 'failed', now() + $4 * interval '1 millisecond', $5::jsonb, $6, $7, $8)
+      ON CONFLICT DO NOTHING RETURNING message_id`,
+    /** Savepoint batches: turn a held claim into a failed record. $1 consumer, $2 id, $3 error, $4 body, $5 truncated, $6 attempts. */
+    markFailed: `UPDATE ${inbox} SET status = 'failed', error = $3::jsonb, body = $4, body_truncated = $5, attempts = $6
+      WHERE consumer = $1 AND message_id = $2`,
+    /** Drop claims of messages that did not run. $1 consumer, $2 ids. */
+    unclaim: `DELETE FROM ${inbox} WHERE consumer = $1 AND message_id = ANY($2::text[])`,
+    /** One small purge step; SKIP LOCKED lets two purgers and live consumers share the table. $1 batch size. */
+    purgeStep: `WITH doomed AS (
+        SELECT consumer, message_id FROM ${inbox} WHERE expires_at < now()
+        ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+      DELETE FROM ${inbox} AS i USING doomed AS d
+      WHERE i.consumer = d.consumer AND i.message_id = d.message_id`,
+    schemaVersion: `SELECT max(version) AS version FROM ${schema}.schema_version`,
+  });
+}
+
+export type InboxSql = ReturnType<typeof inboxSql>;
+
+/** Statements of the migration runner. */
+export function migrationSql(schema: string) {
+  return Object.freeze({
+    createSchema: `CREATE SCHEMA IF NOT EXISTS ${schema}`,
+    createVersionTable: `CREATE TABLE IF NOT EXISTS ${schema}.schema_version (
+      version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
+    currentVersion: `SELECT coalesce(max(version), 0) AS version FROM ${schema}.schema_version`,
+    recordVersion: `INSERT INTO ${schema}.schema_version (version, name) VALUES ($1, $2)`,
+    /** Serialises migrate() across processes: $1, $2 are the two halves of the lock key. */
+    lock: 'SELECT pg_advisory_xact_lock($1::int, $2::int)',
+  });
+}

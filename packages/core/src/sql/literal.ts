@@ -1,0 +1,20 @@
+/**
+ * SQL literals, for the one statement that cannot take parameters: the single-message claim
+ * travels in the same simple-query round trip as BEGIN (the simple protocol has no parameters),
+ * which saves a quarter of a message's round trips. Nothing else in core builds SQL from values.
+ *
+ * Safety rests on three facts: node-postgres always speaks UTF-8 (no multibyte encoding can hide
+ * a quote or backslash byte); a string holding a backslash is written as E'…' with every
+ * backslash doubled, so it reads the same whatever `standard_conforming_strings` says; and NUL,
+ * which would end the query string early, is refused before we get here (ids cannot hold it).
+ */
+export function quoteLiteral(value: string): string {
+  if (value.includes('\0')) throw new Error('a SQL literal cannot hold NUL');
+  const quoted = `'${value.replaceAll("'", "''")}'`;
+  return value.includes('\\') ? `E${quoted.replaceAll('\\', '\\\\')}` : quoted;
+}
+
+/** A bytea literal without backslashes: `decode('<hex>', 'hex')`. */
+export function byteaLiteral(value: Buffer): string {
+  return `decode('${value.toString('hex')}', 'hex')`;
+}

@@ -1,0 +1,148 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createInbox, type Envelope, type Handler, PermanentError } from '../../src/index.js';
+import { envelope, freshDb } from './fixtures/db.js';
+
+let db: Awaited<ReturnType<typeof freshDb>>;
+beforeAll(async () => {
+  db = await freshDb('core_fence', 8);
+});
+afterAll(async () => {
+  await db.close();
+});
+
+/** Fence on the envelope's queue, partition 0 and offset. */
+const fenceOf = (e: Envelope) => ({ stream: e.source.queue, partition: 0, offset: e.source.offset! });
+const at = (stream: string, offset: number, patch: Partial<Envelope> = {}) =>
+  envelope(`${stream}-${offset}`, {
+    source: { broker: 'test', queue: stream, partition: 0, offset: String(offset) },
+    ...patch,
+  });
+const write: Handler = async (e, { tx }) => {
+  await tx.query(`INSERT INTO ${db.effects} (id) VALUES ($1)`, [e.id]);
+};
+const inbox = (consumer: string, handler: Handler = write, maxAttempts = 3) =>
+  createInbox({
+    pool: db.pool,
+    schema: db.schema,
+    consumer,
+    handler,
+    fenceOf,
+    maxAttempts,
+    lockTimeoutMs: 10_000,
+  });
+const inboxRows = async (consumer: string) =>
+  Number(
+    (await db.pool.query(`SELECT count(*) AS n FROM ${db.schema}.inbox WHERE consumer = $1`, [consumer]))
+      .rows[0].n,
+  );
+const fenceAt = async (consumer: string, stream: string) =>
+  (
+    await db.pool.query(
+      `SELECT next_offset::text AS n FROM ${db.schema}.fences WHERE consumer = $1 AND stream = $2`,
+      [consumer, stream],
+    )
+  ).rows[0]?.n as string | undefined;
+
+describe('offset fencing', () => {
+  it('processes in order without inbox rows; a redelivery at or below the fence is a duplicate', async () => {
+    const ib = inbox('seq');
+    for (let o = 0; o < 5; o++) expect((await ib.process(at('s1', o))).status).toBe('processed');
+    expect(await fenceAt('seq', 's1')).toBe('5');
+    const again = await ib.processBatch([0, 1, 2, 3, 4].map((o) => at('s1', o, { redelivered: true })));
+    expect(again.map((o) => o.status)).toEqual(Array(5).fill('duplicate'));
+    expect(await inboxRows('seq')).toBe(0);
+    const counts = await db.counts();
+    for (let o = 0; o < 5; o++) expect(counts.get(`s1-${o}`)).toBe(1);
+    // An envelope that fenceOf does not place uses the inbox as usual.
+    const mixed = createInbox({
+      pool: db.pool,
+      schema: db.schema,
+      consumer: 'seq',
+      handler: write,
+      fenceOf: (e) => (e.source.queue === 'plain' ? undefined : fenceOf(e)),
+    });
+    expect((await mixed.process(at('plain', 0))).status).toBe('processed');
+    expect((await mixed.process(at('plain', 0))).status).toBe('duplicate');
+    expect(await inboxRows('seq')).toBe(1);
+  });
+
+  it('a zombie on the same partition waits for the claim, then finds a duplicate', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    let entered!: () => void;
+    const inside = new Promise<void>((r) => {
+      entered = r;
+    });
+    const slow = inbox('zombie', async (e, ctx) => {
+      await write(e, ctx);
+      entered();
+      await gate;
+    });
+    const fast = inbox('zombie');
+    const first = slow.process(at('s2', 0));
+    await inside;
+    const second = fast.process(at('s2', 0, { redelivered: true }));
+    await new Promise((r) => setTimeout(r, 200));
+    release();
+    const [a, b] = await Promise.all([first, second]);
+    expect(a.status).toBe('processed');
+    expect(b.status).toBe('duplicate');
+    expect((await db.counts()).get('s2-0')).toBe(1);
+  });
+
+  it('a batch with a transient failure at k leaves the fence at k; the redelivery runs k and later', async () => {
+    let failOnce = true;
+    const ib = inbox('batch', async (e, ctx) => {
+      await write(e, ctx);
+      if (e.id === 's3-4' && failOnce) {
+        failOnce = false;
+        throw new Error('transient');
+      }
+    });
+    const first = await ib.processBatch([0, 1, 2, 3, 4, 5, 6].map((o) => at('s3', o)));
+    expect(first.map((o) => o.status)).toEqual([...Array(4).fill('processed'), ...Array(3).fill('retry')]);
+    expect(await fenceAt('batch', 's3')).toBe('4');
+    const second = await ib.processBatch(
+      [4, 5, 6].map((o) => at('s3', o, { redelivered: true, attempt: 2 })),
+    );
+    expect(second.map((o) => o.status)).toEqual(Array(3).fill('processed'));
+    expect(await fenceAt('batch', 's3')).toBe('7');
+    const counts = await db.counts();
+    for (let o = 0; o < 7; o++) expect(counts.get(`s3-${o}`)).toBe(1);
+    expect(await inboxRows('batch')).toBe(0);
+  });
+
+  it('a permanent failure moves the fence and is failed again on redelivery', async () => {
+    const ib = inbox('poison', async (e, ctx) => {
+      await write(e, ctx);
+      if (e.id === 's4-1') throw new PermanentError('bad');
+    });
+    const first = await ib.processBatch([0, 1, 2].map((o) => at('s4', o)));
+    expect(first.map((o) => o.status)).toEqual(['processed', 'failed', 'processed']);
+    expect(await fenceAt('poison', 's4')).toBe('3');
+    const again = await ib.processBatch([0, 1, 2].map((o) => at('s4', o, { redelivered: true })));
+    expect(again.map((o) => o.status)).toEqual(['duplicate', 'failed', 'duplicate']);
+    expect(again[1]).toMatchObject({ reason: 'previously-failed' });
+    const counts = await db.counts();
+    expect(counts.get('s4-1')).toBeUndefined();
+    expect(counts.get('s4-0')).toBe(1);
+    expect(await inboxRows('poison')).toBe(1);
+  });
+
+  it('validates fenceOf and what it returns', async () => {
+    expect(() =>
+      createInbox({ pool: db.pool, consumer: 'x', handler: write, fenceOf: fenceOf, storeResult: true }),
+    ).toThrow(/options\.fenceOf/);
+    const ib = createInbox({
+      pool: db.pool,
+      schema: db.schema,
+      consumer: 'bad',
+      handler: write,
+      fenceOf: () => ({ stream: 's5', partition: 0, offset: '-1' }),
+    });
+    const o = await ib.process(at('s5', 0));
+    expect(o).toMatchObject({ status: 'failed', reason: 'invalid-id' });
+  });
+});

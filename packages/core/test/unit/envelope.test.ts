@@ -1,0 +1,48 @@
+import { describe, expect, it } from 'vitest';
+import { type Envelope, InvalidIdError, MAX_ID_LENGTH, resolveId } from '../../src/index.js';
+
+const env = (id: unknown): Envelope =>
+  ({
+    id,
+    body: Buffer.from('{}'),
+    headers: {},
+    source: { broker: 't', queue: 'q' },
+    attempt: 1,
+    redelivered: false,
+  }) as Envelope;
+
+describe('resolveId', () => {
+  it('returns the delivered id', () => {
+    expect(resolveId(env('abc'))).toBe('abc');
+  });
+  it('prefers idOf', () => {
+    expect(resolveId(env('abc'), () => 'order-7')).toBe('order-7');
+  });
+  it.each([
+    ['missing', undefined, /missing/],
+    ['empty', '', /empty/],
+    ['non-string', 42, /must be a string/],
+    ['oversize', 'x'.repeat(MAX_ID_LENGTH + 1), /maximum is 512/],
+  ])('rejects a %s id with a typed error', (_name, id, message) => {
+    let caught: unknown;
+    try {
+      resolveId(env(id));
+    } catch (err) {
+      caught = err;
+    }
+    expect(caught).toBeInstanceOf(InvalidIdError);
+    expect((caught as InvalidIdError).code).toBe('INVALID_ID');
+    expect((caught as Error).message).toMatch(message);
+  });
+  it('accepts an id of exactly the maximum length and never truncates', () => {
+    const id = 'y'.repeat(MAX_ID_LENGTH);
+    expect(resolveId(env(id))).toBe(id);
+  });
+  it('turns a throwing idOf into an InvalidIdError naming it', () => {
+    expect(() =>
+      resolveId(env('a'), () => {
+        throw new Error('no order id in body');
+      }),
+    ).toThrow(/idOf threw: no order id in body/);
+  });
+});

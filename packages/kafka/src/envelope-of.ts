@@ -1,0 +1,94 @@
+import { type Envelope, InvalidIdError } from '@once/core';
+import type { IHeaders, KafkaMessage } from 'kafkajs';
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** Where a message was read, and how to derive its id. */
+export interface EnvelopeContext {
+  topic: string;
+  partition: number;
+  groupId: string;
+  messageIdHeader: string;
+  idFromOffset: boolean;
+  /** True when the user's `idOf` decides the id: header problems are then not ours to report. */
+  hasIdOf: boolean;
+  attempt: number;
+  redelivered: boolean;
+}
+
+/** An envelope, or the reason the message has no usable id (it is dead-lettered with it). */
+export interface MappedMessage {
+  message: KafkaMessage;
+  envelope: Envelope;
+  idError: InvalidIdError | undefined;
+}
+
+/** Decodes one header value; `undefined` when it is absent or not valid UTF-8. */
+function decode(value: Buffer | string): string | undefined {
+  if (typeof value === 'string') return value;
+  try {
+    return utf8.decode(value);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Every value of a header as raw bytes-or-strings; Kafka allows a key to repeat. */
+function valuesOf(raw: IHeaders[string]): (Buffer | string)[] {
+  if (raw === undefined) return [];
+  return Array.isArray(raw) ? raw : [raw];
+}
+
+/**
+ * Maps a kafkajs message to an {@link Envelope}. Headers are decoded as UTF-8; a header that is
+ * not valid UTF-8 is left out of `envelope.headers` (the dead-letter copy keeps the raw bytes).
+ * A repeated header keeps its last value.
+ */
+export function envelopeOf(message: KafkaMessage, ctx: EnvelopeContext): MappedMessage {
+  const headers: Record<string, string | undefined> = {};
+  for (const [name, raw] of Object.entries(message.headers ?? {})) {
+    const values = valuesOf(raw);
+    const last = values[values.length - 1];
+    headers[name] = last === undefined ? undefined : decode(last);
+  }
+  let id: string | undefined;
+  let idError: InvalidIdError | undefined;
+  if (ctx.idFromOffset) {
+    id = `${ctx.topic}/${ctx.partition}/${message.offset}`;
+  } else {
+    const values = valuesOf(message.headers?.[ctx.messageIdHeader]);
+    const decoded = values.map(decode);
+    if (decoded.some((v) => v === undefined)) {
+      idError = new InvalidIdError(
+        `the ${ctx.messageIdHeader} header is not valid UTF-8; publish ids as UTF-8 text or pass idOf`,
+        Buffer.from(values.find((v) => decode(v) === undefined) ?? '')
+          .toString('hex')
+          .slice(0, 128),
+      );
+    } else if (new Set(decoded).size > 1) {
+      idError = new InvalidIdError(
+        `the ${ctx.messageIdHeader} header appears ${values.length} times with different values; a message has one id`,
+        decoded,
+      );
+    } else {
+      id = decoded[0];
+    }
+  }
+  const key = message.key === null || message.key === undefined ? undefined : decode(message.key);
+  const envelope: Envelope = {
+    id,
+    body: message.value ?? Buffer.alloc(0),
+    headers,
+    key,
+    source: {
+      broker: 'kafka',
+      queue: ctx.topic,
+      partition: ctx.partition,
+      offset: message.offset,
+      group: ctx.groupId,
+    },
+    attempt: ctx.attempt,
+    redelivered: ctx.redelivered,
+  };
+  return { message, envelope, idError: ctx.hasIdOf ? undefined : idError };
+}

@@ -1,0 +1,413 @@
+import {
+  createInbox,
+  type Envelope,
+  ErrorCode,
+  type FencePosition,
+  type Inbox,
+  OnceError,
+  type SerializedError,
+  serializeError,
+} from '@once/core';
+import type { ConsumerCrashEvent, ConsumerGroupJoinEvent, KafkaMessage } from 'kafkajs';
+import { type DeadLetterOutcome, deadLetterMessage } from './dead-letter.js';
+import {
+  type KafkaConsumerEventListener,
+  type KafkaConsumerEventName,
+  KafkaConsumerEvents,
+} from './events.js';
+import type { AdminLike, ConsumerLike, ProducerLike } from './kafka-like.js';
+import {
+  type KafkaConsumerOptions,
+  type ResolvedKafkaConsumerOptions,
+  resolveKafkaConsumerOptions,
+} from './options.js';
+import { newPartitionState, type PartitionState } from './partition-state.js';
+import { runPartitionBatch } from './run-partition-batch.js';
+
+/** Where the consumer is in its life. */
+export type KafkaConsumerStatus = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped' | 'failed';
+
+/** A snapshot for health checks and dashboards. */
+export interface KafkaConsumerHealth {
+  status: KafkaConsumerStatus;
+  /** True while running and kafkajs is not in a crash it will not restart from. */
+  healthy: boolean;
+  groupId: string;
+  memberId: string | undefined;
+  /** Group joins so far (rebalances + 1). */
+  generation: number;
+  /** Partitions this member owns, by topic. */
+  assignment: Record<string, number[]>;
+  /** Partitions paused for a retry backoff, as `topic/partition`. */
+  retrying: string[];
+  /** kafkajs crashes (it restarts after retriable ones). */
+  crashes: number;
+  /** When a slice last settled, epoch ms. */
+  lastProgressAt: number | undefined;
+  lastError: (SerializedError & { where: string; at: number }) | undefined;
+}
+
+/** Code of the error thrown for a crash-looping message that is not run again. */
+export const CONSUMER_KILLED = 'CONSUMER_KILLED';
+
+/**
+ * An effectively-once Kafka consumer: kafkajs `eachBatch` with autocommit off, an inbox claim per
+ * message in the handler's Postgres transaction, offsets committed only after that transaction
+ * and only for the contiguous settled prefix. Create it with {@link createKafkaConsumer}.
+ */
+export class KafkaConsumer<R = unknown> {
+  /** The Kafka options after defaults. */
+  readonly options: ResolvedKafkaConsumerOptions;
+  /** The inbox doing the processing; subscribe to per-message events with `inbox.on(...)`. */
+  readonly inbox: Inbox<R>;
+  readonly #events: KafkaConsumerEvents;
+  readonly #states = new Map<string, PartitionState>();
+  readonly #timers = new Map<string, NodeJS.Timeout>();
+  readonly #doomed = new WeakMap<Envelope, number>();
+  #status: KafkaConsumerStatus = 'idle';
+  #consumer: ConsumerLike | undefined;
+  #producer: ProducerLike | undefined;
+  #admin: AdminLike | undefined;
+  #generation = 0;
+  #memberId: string | undefined;
+  #assignment: Record<string, number[]> = {};
+  #metadata = new Map<string, Promise<Map<number, string | null>>>();
+  #crashes = 0;
+  #failed = false;
+  #lastProgressAt: number | undefined;
+  #lastError: KafkaConsumerHealth['lastError'];
+  #starting: Promise<void> | undefined;
+  #stopping: Promise<void> | undefined;
+
+  constructor(options: KafkaConsumerOptions<R>) {
+    this.options = resolveKafkaConsumerOptions(options);
+    const user = options.handler;
+    this.inbox = createInbox<R>({
+      ...options,
+      consumer: this.options.consumer,
+      fenceOf: this.options.offsetFencing ? fenceOfKafka : options.fenceOf,
+      handler: (envelope, ctx) => {
+        const starts = this.#doomed.get(envelope);
+        if (starts !== undefined) {
+          throw new OnceError(
+            CONSUMER_KILLED,
+            `the consumer died ${starts} times while this message ran alone (offset ${envelope.source.offset}); it is not run again`,
+          );
+        }
+        return user(envelope, ctx);
+      },
+    });
+    this.#events = new KafkaConsumerEvents(this.inbox.options.logger);
+    this.#events.on('error', (e) => {
+      this.#lastError = { ...e.error, where: e.where, at: Date.now() };
+    });
+    this.#events.on('slice:done', () => {
+      this.#lastProgressAt = Date.now();
+    });
+  }
+
+  /** Subscribe to a consumer event; returns an unsubscribe function. */
+  on<E extends KafkaConsumerEventName>(name: E, listener: KafkaConsumerEventListener<E>): () => void {
+    return this.#events.on(name, listener);
+  }
+
+  get status(): KafkaConsumerStatus {
+    return this.#status;
+  }
+
+  /**
+   * Checks the schema and the topics, connects and starts consuming. Throws a typed
+   * {@link OnceError} when Postgres or Kafka cannot be reached (`DATABASE`, `KAFKA_UNREACHABLE`),
+   * the schema is not installed, or a topic does not exist (`UNKNOWN_TOPIC`).
+   */
+  start(): Promise<void> {
+    if (this.#status !== 'idle') {
+      if (this.#starting) return this.#starting;
+      return Promise.reject(
+        new OnceError(ErrorCode.Closed, `the consumer is ${this.#status}; create a new one`),
+      );
+    }
+    this.#status = 'starting';
+    this.#starting = this.#start().then(
+      () => {
+        this.#status = 'running';
+      },
+      async (err: unknown) => {
+        await this.#close();
+        this.#status = 'failed';
+        throw err;
+      },
+    );
+    return this.#starting;
+  }
+
+  async #start(): Promise<void> {
+    const o = this.options;
+    try {
+      await this.inbox.ready();
+    } catch (err) {
+      if (OnceError.is(err)) throw err;
+      throw new OnceError(ErrorCode.Database, `cannot reach PostgreSQL: ${(err as Error)?.message ?? err}`, {
+        retryable: true,
+        cause: err,
+      });
+    }
+    const admin = o.kafka.admin();
+    this.#admin = admin;
+    await kafkaStep('connect the admin client', () => admin.connect());
+    const existing = new Set(await kafkaStep('list topics', () => admin.listTopics()));
+    const missing = o.topics.filter((t) => !existing.has(t));
+    if (missing.length > 0) {
+      throw new OnceError('UNKNOWN_TOPIC', `topic(s) ${missing.join(', ')} do not exist: create them first`);
+    }
+    if (o.topics.some((t) => o.deadLetterTopicOf(t) !== undefined)) {
+      // Idempotent, acks from all replicas, one request in flight: a dead letter is written once, in order.
+      const producer = o.kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
+      this.#producer = producer;
+      await kafkaStep('connect the dead-letter producer', () => producer.connect());
+    }
+    const consumer = o.kafka.consumer({
+      maxWaitTimeInMs: 1_000,
+      ...o.consumerConfig,
+      groupId: o.groupId,
+      sessionTimeout: o.sessionTimeoutMs,
+      heartbeatInterval: o.heartbeatIntervalMs,
+      rebalanceTimeout: o.rebalanceTimeoutMs,
+    });
+    this.#consumer = consumer;
+    consumer.on(consumer.events.GROUP_JOIN, (e: ConsumerGroupJoinEvent) => this.#onJoin(e));
+    consumer.on(consumer.events.CRASH, (e: ConsumerCrashEvent) => this.#onCrash(e));
+    await kafkaStep('connect the consumer', () => consumer.connect());
+    await kafkaStep('subscribe', () =>
+      consumer.subscribe({ topics: [...o.topics], fromBeginning: o.fromBeginning }),
+    );
+    await kafkaStep('run the consumer', () =>
+      consumer.run({
+        autoCommit: false,
+        eachBatchAutoResolve: false,
+        partitionsConsumedConcurrently: o.partitionConcurrency,
+        eachBatch: (payload) =>
+          runPartitionBatch(
+            {
+              options: o,
+              inbox: this.inbox,
+              maxAttempts: this.inbox.options.maxAttempts,
+              retryDelayMs: this.inbox.options.retryDelayMs,
+              hasIdOf: this.inbox.options.idOf !== undefined,
+              lease: this.inbox.options.mode === 'lease',
+              logger: this.inbox.options.logger,
+              events: this.#events,
+              state: (topic, partition) => this.#state(topic, partition),
+              generation: () => this.#generation,
+              owns: (topic, partition) => this.#assignment[topic]?.includes(partition) ?? false,
+              isStopping: () => this.#status === 'stopping',
+              committedMetadata: (topic, partition) => this.#committedMetadata(topic, partition),
+              deadLetter: (topic, partition, message, outcome) =>
+                this.#deadLetter(topic, partition, message, outcome),
+              retryLater: (topic, partition, offset, delayMs) =>
+                this.#retryLater(topic, partition, offset, delayMs),
+              doom: (envelope, starts) => this.#doomed.set(envelope, starts),
+            },
+            payload,
+          ),
+      }),
+    );
+  }
+
+  #state(topic: string, partition: number): PartitionState {
+    const key = `${topic}/${partition}`;
+    let s = this.#states.get(key);
+    if (!s) {
+      s = newPartitionState();
+      this.#states.set(key, s);
+    }
+    return s;
+  }
+
+  #onJoin(e: ConsumerGroupJoinEvent): void {
+    this.#generation += 1;
+    this.#memberId = e.payload.memberId;
+    this.#assignment = Object.fromEntries(
+      Object.entries(e.payload.memberAssignment).map(([t, ps]) => [t, [...ps].sort((a, b) => a - b)]),
+    );
+    // Markers are read again for the new assignment; a crashed member may have left some.
+    this.#metadata.clear();
+    this.#events.emit('group:joined', {
+      generation: this.#generation,
+      memberId: e.payload.memberId,
+      assignment: this.#assignment,
+    });
+  }
+
+  #onCrash(e: ConsumerCrashEvent): void {
+    this.#crashes += 1;
+    this.#assignment = {};
+    if (!e.payload.restart) this.#failed = true;
+    const error = serializeError(e.payload.error);
+    this.inbox.options.logger.error('once/kafka: kafkajs crashed', {
+      error: error.message,
+      restart: e.payload.restart,
+    });
+    this.#lastError = { ...error, where: 'kafkajs', at: Date.now() };
+    this.#events.emit('consumer:crashed', { error, restart: e.payload.restart });
+  }
+
+  /** Committed offset metadata for a topic's partitions, read once per generation. */
+  #committedMetadata(topic: string, partition: number): Promise<string | null> {
+    let p = this.#metadata.get(topic);
+    if (!p) {
+      const admin = this.#admin;
+      if (!admin) return Promise.reject(new OnceError(ErrorCode.Closed, 'the admin client is closed'));
+      p = admin.fetchOffsets({ groupId: this.options.groupId, topics: [topic] }).then((res) => {
+        const map = new Map<number, string | null>();
+        for (const t of res) for (const po of t.partitions) map.set(po.partition, po.metadata);
+        return map;
+      });
+      p.catch(() => this.#metadata.delete(topic));
+      this.#metadata.set(topic, p);
+    }
+    return p.then((m) => m.get(partition) ?? null);
+  }
+
+  async #deadLetter(
+    topic: string,
+    partition: number,
+    message: KafkaMessage,
+    outcome: DeadLetterOutcome,
+  ): Promise<void> {
+    const target = this.options.deadLetterTopicOf(topic);
+    const logger = this.inbox.options.logger;
+    if (target === undefined || !this.#producer) {
+      logger.error('once/kafka: message failed and dead-lettering is off; it is recorded and skipped', {
+        topic,
+        partition,
+        offset: message.offset,
+        id: outcome.id,
+      });
+      return;
+    }
+    await this.#producer.send({
+      topic: target,
+      acks: -1,
+      messages: [deadLetterMessage(message, { topic, partition }, outcome, this.options.consumer)],
+    });
+    logger.warn('once/kafka: message dead-lettered', {
+      topic,
+      partition,
+      offset: message.offset,
+      to: target,
+    });
+  }
+
+  /** Pauses a partition, seeks back to `offset` and resumes it after `delayMs`. */
+  #retryLater(topic: string, partition: number, offset: string, delayMs: number): void {
+    const consumer = this.#consumer;
+    if (!consumer) return;
+    const key = `${topic}/${partition}`;
+    const tp = [{ topic, partitions: [partition] }];
+    try {
+      consumer.pause(tp);
+      consumer.seek({ topic, partition, offset });
+    } catch (err) {
+      // kafkajs throws when it is between runs (a crash restart): it reads from the committed offset then.
+      this.#events.emit('error', { where: 'seek', error: serializeError(err), topic, partition });
+    }
+    clearTimeout(this.#timers.get(key));
+    const timer = setTimeout(() => {
+      this.#timers.delete(key);
+      try {
+        consumer.resume(tp);
+      } catch (err) {
+        this.#events.emit('error', { where: 'resume', error: serializeError(err), topic, partition });
+      }
+    }, delayMs);
+    timer.unref?.();
+    this.#timers.set(key, timer);
+  }
+
+  /** A snapshot of the consumer's state. */
+  health(): KafkaConsumerHealth {
+    return {
+      status: this.#status,
+      healthy: this.#status === 'running' && !this.#failed,
+      groupId: this.options.groupId,
+      memberId: this.#memberId,
+      generation: this.#generation,
+      assignment: this.#assignment,
+      retrying: [...this.#timers.keys()],
+      crashes: this.#crashes,
+      lastProgressAt: this.#lastProgressAt,
+      lastError: this.#lastError,
+    };
+  }
+
+  /**
+   * Stops gracefully: no new slice starts, the slices in flight finish and their offsets are
+   * committed, then the group is left and every client closed. Safe to call more than once.
+   */
+  stop(): Promise<void> {
+    if (this.#stopping) return this.#stopping;
+    this.#stopping = (async () => {
+      if (this.#starting) await this.#starting.catch(() => {});
+      if (this.#status === 'failed' || this.#status === 'idle') {
+        this.#status = 'stopped';
+        return;
+      }
+      this.#status = 'stopping';
+      await this.#close();
+      this.#status = 'stopped';
+    })();
+    return this.#stopping;
+  }
+
+  async #close(): Promise<void> {
+    const logger = this.inbox.options.logger;
+    const quietly = async (what: string, fn: (() => Promise<void>) | undefined): Promise<void> => {
+      try {
+        await fn?.();
+      } catch (err) {
+        logger.warn(`once/kafka: ${what} failed while stopping`, { error: String(err) });
+      }
+    };
+    const consumer = this.#consumer;
+    await quietly('disconnecting the consumer', consumer && (() => consumer.disconnect()));
+    for (const t of this.#timers.values()) clearTimeout(t);
+    this.#timers.clear();
+    const producer = this.#producer;
+    const admin = this.#admin;
+    await quietly('disconnecting the producer', producer && (() => producer.disconnect()));
+    await quietly('disconnecting the admin client', admin && (() => admin.disconnect()));
+    this.#consumer = undefined;
+    this.#producer = undefined;
+    this.#admin = undefined;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.stop();
+  }
+}
+
+/** Runs a Kafka call of the start sequence; a failure becomes a KAFKA_UNREACHABLE error that says which. */
+async function kafkaStep<T>(what: string, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (OnceError.is(err)) throw err;
+    throw new OnceError('KAFKA_UNREACHABLE', `cannot ${what}: ${(err as Error)?.message ?? err}`, {
+      retryable: true,
+      cause: err,
+    });
+  }
+}
+
+/** Creates a {@link KafkaConsumer}; validates the options and names the first bad field. */
+export function createKafkaConsumer<R = unknown>(options: KafkaConsumerOptions<R>): KafkaConsumer<R> {
+  return new KafkaConsumer(options);
+}
+
+/** Offset fencing on a Kafka envelope's topic, partition and offset. */
+function fenceOfKafka(envelope: Envelope): FencePosition | undefined {
+  const { queue, partition, offset } = envelope.source;
+  if (partition === undefined || offset === undefined) return undefined;
+  return { stream: queue, partition, offset };
+}

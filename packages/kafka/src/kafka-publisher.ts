@@ -1,0 +1,149 @@
+import {
+  ErrorCode,
+  MAX_ID_LENGTH,
+  OnceError,
+  type OutboxPublisher,
+  type OutboxPublishResult,
+} from '@once/core';
+import type { IHeaders, Message, ProducerConfig } from 'kafkajs';
+import type { KafkaLike, ProducerLike } from './kafka-like.js';
+
+/** One message to publish; `id` becomes the message-id header (an outbox row id, say). Core's `OutboxMessage` fits. */
+export interface PublishMessage {
+  /** The message id consumers deduplicate on. At most `MAX_ID_LENGTH` (512) characters. */
+  id: string;
+  /** The topic. */
+  destination: string;
+  body: Buffer | string;
+  /** Partitioning key: messages with one key keep their order. */
+  key?: string | Buffer | undefined;
+  headers?: Readonly<Record<string, string>> | undefined;
+}
+
+/** Options of {@link createKafkaPublisher}. */
+export interface KafkaPublisherOptions {
+  /** A kafkajs `Kafka` instance. */
+  kafka: KafkaLike;
+  /** Header the id is written to. @default 'message-id' */
+  messageIdHeader?: string;
+  /** Broker acknowledgement wait per request, in ms. @default 30000 */
+  ackTimeoutMs?: number;
+  /** Other kafkajs producer settings; `idempotent` and `maxInFlightRequests` are fixed. */
+  producerConfig?: Omit<ProducerConfig, 'idempotent' | 'maxInFlightRequests' | 'transactionalId'>;
+}
+
+const DEFAULTS = Object.freeze({ messageIdHeader: 'message-id', ackTimeoutMs: 30_000 });
+
+/**
+ * Publishes to Kafka for the outbox relay: an idempotent producer (no broker-side duplicates from
+ * its own retries), `acks: -1` (every in-sync replica) and one request in flight (kafkajs allows
+ * more and calls idempotence experimental; one keeps per-partition order under retries). A
+ * `publish` resolves only once Kafka acknowledged every message, so a row is marked sent only then.
+ */
+export class KafkaPublisher implements OutboxPublisher {
+  readonly #producer: ProducerLike;
+  readonly #header: string;
+  readonly #ackTimeoutMs: number;
+  #state: 'idle' | 'connected' | 'closed' = 'idle';
+  #connecting: Promise<void> | undefined;
+
+  constructor(options: KafkaPublisherOptions) {
+    if (typeof options?.kafka?.producer !== 'function') {
+      throw new OnceError(ErrorCode.InvalidOption, 'options.kafka must be a kafkajs Kafka instance');
+    }
+    const header = options.messageIdHeader ?? DEFAULTS.messageIdHeader;
+    if (typeof header !== 'string' || header.length === 0) {
+      throw new OnceError(ErrorCode.InvalidOption, 'options.messageIdHeader must be a non-empty string');
+    }
+    const ack = options.ackTimeoutMs ?? DEFAULTS.ackTimeoutMs;
+    if (!Number.isInteger(ack) || ack < 1) {
+      throw new OnceError(
+        ErrorCode.InvalidOption,
+        `options.ackTimeoutMs must be a positive integer, got ${ack}`,
+      );
+    }
+    this.#header = header;
+    this.#ackTimeoutMs = ack;
+    this.#producer = options.kafka.producer({
+      ...options.producerConfig,
+      idempotent: true,
+      maxInFlightRequests: 1,
+    });
+  }
+
+  /** Connects the producer; `publish` calls it too. */
+  start(): Promise<void> {
+    if (this.#state === 'closed')
+      return Promise.reject(new OnceError(ErrorCode.Closed, 'the publisher is stopped'));
+    this.#connecting ??= this.#producer.connect().then(
+      () => {
+        this.#state = 'connected';
+      },
+      (err: unknown) => {
+        this.#connecting = undefined;
+        throw new OnceError(
+          'KAFKA_UNREACHABLE',
+          `cannot connect the producer: ${(err as Error)?.message ?? err}`,
+          {
+            retryable: true,
+            cause: err,
+          },
+        );
+      },
+    );
+    return this.#connecting;
+  }
+
+  /**
+   * Publishes messages in order and resolves once Kafka acknowledged all of them, with one result
+   * per message: a message with an unusable id is refused (`ok: false`, not retryable) and the
+   * others are sent. On a rejection none may be assumed sent: publish them again (consumers
+   * deduplicate on the id).
+   */
+  async publish(messages: readonly PublishMessage[]): Promise<OutboxPublishResult[]> {
+    if (messages.length === 0) return [];
+    await this.start();
+    const results: OutboxPublishResult[] = [];
+    const byTopic = new Map<string, Message[]>();
+    for (const m of messages) {
+      if (typeof m.id !== 'string' || m.id.length === 0 || m.id.length > MAX_ID_LENGTH) {
+        const error = new OnceError(
+          ErrorCode.InvalidId,
+          `message id must be a string of 1 to ${MAX_ID_LENGTH} characters, got ${String(m.id).length} characters`,
+        );
+        results.push({ id: String(m.id), ok: false, error, retryable: false });
+        continue;
+      }
+      const headers: IHeaders = { ...(m.headers ?? {}), [this.#header]: m.id };
+      const list = byTopic.get(m.destination) ?? [];
+      list.push({ key: m.key ?? null, value: m.body, headers });
+      byTopic.set(m.destination, list);
+      results.push({ id: m.id, ok: true });
+    }
+    if (byTopic.size > 0) {
+      await this.#producer.sendBatch({
+        acks: -1,
+        timeout: this.#ackTimeoutMs,
+        topicMessages: [...byTopic].map(([topic, list]) => ({ topic, messages: list })),
+      });
+    }
+    return results;
+  }
+
+  /** Disconnects the producer. */
+  async stop(): Promise<void> {
+    if (this.#state === 'closed') return;
+    this.#state = 'closed';
+    await this.#connecting?.catch(() => {});
+    await this.#producer.disconnect();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.stop();
+  }
+}
+
+/** Creates a {@link KafkaPublisher}. */
+export function createKafkaPublisher(options: KafkaPublisherOptions): KafkaPublisher {
+  return new KafkaPublisher(options);
+}

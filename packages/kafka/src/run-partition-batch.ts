@@ -1,0 +1,414 @@
+import { type Envelope, type FailedOutcome, type Logger, type Outcome, serializeError } from '@once/core';
+import type { EachBatchPayload, KafkaMessage, Offsets } from 'kafkajs';
+import type { DeadLetterOutcome } from './dead-letter.js';
+import { envelopeOf, type MappedMessage } from './envelope-of.js';
+import type { KafkaConsumerEvents } from './events.js';
+import { isOwnershipLost } from './kafka-like.js';
+import type { ResolvedKafkaConsumerOptions } from './options.js';
+import { attemptOf, type PartitionState } from './partition-state.js';
+import { decodeMarker, encodeMarker } from './replay-marker.js';
+import { planSettle } from './settle-plan.js';
+
+/** The inbox calls the runner makes. */
+export interface InboxLike {
+  process(envelope: Envelope): Promise<Outcome>;
+  processBatch(envelopes: readonly Envelope[]): Promise<Outcome[]>;
+}
+
+/** What {@link runPartitionBatch} needs from the consumer that owns it. */
+export interface PartitionBatchDeps {
+  options: ResolvedKafkaConsumerOptions;
+  inbox: InboxLike;
+  /** The inbox's `maxAttempts`. */
+  maxAttempts: number;
+  /** The inbox's redelivery delay for attempt n, in ms. */
+  retryDelayMs: (attempt: number) => number;
+  /** True when the user's `idOf` decides ids. */
+  hasIdOf: boolean;
+  /**
+   * The inbox runs in lease mode: each envelope gets a `liveness` whose `extend` calls this
+   * batch's `heartbeat()`, so core's lease clock also keeps the group session alive. @default false
+   */
+  lease?: boolean;
+  logger: Logger;
+  events: KafkaConsumerEvents;
+  state(topic: string, partition: number): PartitionState;
+  /** The current group generation (counts joins). */
+  generation(): number;
+  /** False once a rebalance gave the partition to another member. */
+  owns(topic: string, partition: number): boolean;
+  isStopping(): boolean;
+  /** The group's committed offset metadata for a partition (read once per assignment). */
+  committedMetadata(topic: string, partition: number): Promise<string | null>;
+  /** Sends a dead-letter copy; resolves once Kafka acknowledged it (or when dead-lettering is off). */
+  deadLetter(
+    topic: string,
+    partition: number,
+    message: KafkaMessage,
+    outcome: DeadLetterOutcome,
+  ): Promise<void>;
+  /** Pauses the partition, seeks back to `offset`, and resumes after `delayMs`. */
+  retryLater(topic: string, partition: number, offset: string, delayMs: number): void;
+  /** Marks an envelope so the wrapped handler refuses to run it (it killed the consumer before). */
+  doom(envelope: Envelope, starts: number): void;
+}
+
+/** How many messages a step settled, or why the loop over a kafkajs batch must end. */
+type Step = number | 'lost' | 'paused';
+
+/**
+ * Processes one kafkajs batch of one partition, effectively once. Offsets are resolved and
+ * committed only after the Postgres transaction that covered them committed, and only for the
+ * contiguous prefix of settled messages. Returns normally except when the member lost its
+ * generation: then it throws kafkajs's error so the kafkajs runner rejoins the group.
+ */
+export async function runPartitionBatch(deps: PartitionBatchDeps, payload: EachBatchPayload): Promise<void> {
+  const run = new BatchRun(deps, payload);
+  await run.run();
+}
+
+/** One eachBatch call; a class only to keep its shared state in one place. */
+class BatchRun {
+  readonly #deps: PartitionBatchDeps;
+  readonly #payload: EachBatchPayload;
+  readonly #topic: string;
+  readonly #partition: number;
+  readonly #state: PartitionState;
+  #lost: unknown;
+  /** Offset after the settled prefix, not yet committed to Kafka. */
+  #pending: string | undefined;
+  /** The next offset to read: after the settled prefix. */
+  #next: string | undefined;
+
+  constructor(deps: PartitionBatchDeps, payload: EachBatchPayload) {
+    this.#deps = deps;
+    this.#payload = payload;
+    this.#topic = payload.batch.topic;
+    this.#partition = payload.batch.partition;
+    this.#state = deps.state(this.#topic, this.#partition);
+  }
+
+  async run(): Promise<void> {
+    const { batch } = this.#payload;
+    if (batch.messages.length === 0) return;
+    const { heartbeatIntervalMs, maxBatchMs } = this.#deps.options;
+    // Heartbeats while a slice runs: a long transaction must not cost the membership (K3).
+    const timer = setInterval(() => void this.#beat(), Math.max(100, Math.floor(heartbeatIntervalMs / 2)));
+    timer.unref?.();
+    const started = performance.now();
+    try {
+      await this.#loadReplay();
+      const messages = batch.messages;
+      let i = 0;
+      while (i < messages.length) {
+        if (this.#shouldStop()) break;
+        if (i > 0 && performance.now() - started >= maxBatchMs) break;
+        const first = messages[i]!;
+        const replay = this.#state.replay;
+        let step: Step;
+        if (replay && BigInt(first.offset) <= replay.end) {
+          step = await this.#runAlone(first);
+        } else {
+          this.#state.replay = undefined;
+          step = await this.#runSlice(messages.slice(i, i + this.#deps.options.maxBatchSize));
+        }
+        if (typeof step !== 'number') break;
+        i += step;
+      }
+      if (this.#pending !== undefined && !this.#lost) await this.#commit(this.#pending, null);
+    } catch (err) {
+      // Never let a fault of ours crash kafkajs: read the partition again later.
+      this.#emitError('batch', err);
+      const from = this.#next ?? batch.messages[0]!.offset;
+      if (!this.#lost) this.#backoff(from);
+    } finally {
+      clearInterval(timer);
+    }
+    if (this.#lost) throw this.#lost;
+  }
+
+  #shouldStop(): boolean {
+    return (
+      this.#lost !== undefined ||
+      !this.#payload.isRunning() ||
+      this.#payload.isStale() ||
+      this.#deps.isStopping() ||
+      !this.#deps.owns(this.#topic, this.#partition)
+    );
+  }
+
+  async #beat(): Promise<void> {
+    try {
+      await this.#payload.heartbeat();
+    } catch (err) {
+      if (isOwnershipLost(err)) this.#lost ??= err;
+      else this.#emitError('heartbeat', err);
+    }
+  }
+
+  /** Reads the replay marker once per assignment: did a consumer die with offsets in flight? */
+  async #loadReplay(): Promise<void> {
+    const deps = this.#deps;
+    const generation = deps.generation();
+    if (!deps.options.crashReplay || this.#state.checkedGeneration === generation) return;
+    this.#state.checkedGeneration = generation;
+    const { batch } = this.#payload;
+    const firstOffset = BigInt(batch.messages[0]!.offset);
+    let metadata: string | null;
+    try {
+      metadata = await deps.committedMetadata(this.#topic, this.#partition);
+    } catch (err) {
+      // Without the marker, be safe: run this whole first batch one message per transaction.
+      this.#emitError('read-replay-marker', err);
+      this.#state.replay = { end: BigInt(batch.lastOffset()), at: undefined, starts: 0 };
+      return;
+    }
+    const marker = decodeMarker(metadata);
+    if (!marker || BigInt(marker.end) < firstOffset) {
+      this.#state.replay = undefined;
+      return;
+    }
+    this.#state.replay = { end: BigInt(marker.end), at: marker.at, starts: marker.starts ?? 0 };
+    deps.logger.warn(
+      'once/kafka: a previous consumer stopped with offsets in flight; replaying them one by one',
+      {
+        topic: this.#topic,
+        partition: this.#partition,
+        from: String(firstOffset),
+        to: marker.end,
+      },
+    );
+    deps.events.emit('partition:replay', {
+      topic: this.#topic,
+      partition: this.#partition,
+      fromOffset: String(firstOffset),
+      toOffset: marker.end,
+      ...(marker.at === undefined ? {} : { at: marker.at, starts: marker.starts ?? 0 }),
+    });
+  }
+
+  /** A fresh slice: one transaction (batch mode) or one per message, offsets after. */
+  async #runSlice(slice: KafkaMessage[]): Promise<Step> {
+    const deps = this.#deps;
+    const last = slice[slice.length - 1]!;
+    if (deps.options.crashReplay) {
+      // Durably note the range before it runs; this commit also records the progress so far.
+      if (!(await this.#commit(slice[0]!.offset, encodeMarker({ end: last.offset }))))
+        return this.#commitFailed(slice[0]!);
+    }
+    const mapped = slice.map((m) => {
+      const attempt = attemptOf(this.#state, m.offset);
+      return this.#map(m, attempt, attempt > 1);
+    });
+    const started = performance.now();
+    const outcomes = await this.#process(mapped);
+    return this.#settle(mapped, outcomes, started);
+  }
+
+  /** A message a dead consumer had in flight: alone in its transaction, its starts counted in Kafka. */
+  async #runAlone(message: KafkaMessage): Promise<Step> {
+    const deps = this.#deps;
+    const replay = this.#state.replay!;
+    const starts = replay.at === message.offset ? replay.starts : 0;
+    const marker = encodeMarker({ end: replay.end.toString(), at: message.offset, starts: starts + 1 });
+    if (!(await this.#commit(message.offset, marker))) return this.#commitFailed(message);
+    replay.at = message.offset;
+    replay.starts = starts + 1;
+    const attempt = Math.max(starts + 1, attemptOf(this.#state, message.offset));
+    const mapped = this.#map(message, attempt, true);
+    if (starts >= deps.maxAttempts) {
+      deps.events.emit('message:killed-consumer', {
+        topic: this.#topic,
+        partition: this.#partition,
+        offset: message.offset,
+        starts,
+      });
+      deps.doom(mapped.envelope, starts);
+    }
+    const started = performance.now();
+    const outcomes = await this.#process([mapped]);
+    return this.#settle([mapped], outcomes, started);
+  }
+
+  #map(message: KafkaMessage, attempt: number, redelivered: boolean): MappedMessage {
+    const mapped = this.#mapEnvelope(message, attempt, redelivered);
+    // One clock: every lease renewal of a message of this batch is a heartbeat of its session.
+    // kafkajs throttles heartbeat() to heartbeatInterval; #beat never rejects (it records a lost
+    // generation, which ends the batch, and reports other errors).
+    if (this.#deps.lease) mapped.envelope.liveness = { extend: () => this.#beat() };
+    return mapped;
+  }
+
+  #mapEnvelope(message: KafkaMessage, attempt: number, redelivered: boolean): MappedMessage {
+    const o = this.#deps.options;
+    return envelopeOf(message, {
+      topic: this.#topic,
+      partition: this.#partition,
+      groupId: o.groupId,
+      messageIdHeader: o.messageIdHeader,
+      idFromOffset: o.idFromOffset,
+      hasIdOf: this.#deps.hasIdOf,
+      attempt,
+      redelivered,
+    });
+  }
+
+  /** Runs the inbox; messages without a usable id get a `failed` outcome here, in their place. */
+  async #process(mapped: MappedMessage[]): Promise<(Outcome | undefined)[]> {
+    const { inbox, options } = this.#deps;
+    const valid = mapped.filter((m) => !m.idError).map((m) => m.envelope);
+    let results: Outcome[] = [];
+    try {
+      if (options.processing === 'batch' && valid.length > 1) {
+        results = await inbox.processBatch(valid);
+      } else {
+        for (const envelope of valid) {
+          // The generation ended (a heartbeat said so): the partition may be another member's now.
+          if (this.#lost) break;
+          const o = await inbox.process(envelope);
+          results.push(o);
+          if (o.status === 'retry' || o.status === 'busy') break;
+        }
+      }
+    } catch (err) {
+      // The inbox throws only for setup faults (schema missing or too new): retry later, loudly.
+      this.#deps.logger.error('once/kafka: the inbox cannot process messages', { error: String(err) });
+      this.#emitError('inbox', err);
+    }
+    let k = 0;
+    return mapped.map((m): Outcome | undefined => {
+      if (!m.idError) return results[k++];
+      const failed: FailedOutcome = {
+        status: 'failed',
+        id: undefined,
+        envelope: m.envelope,
+        reason: 'invalid-id',
+        error: serializeError(m.idError),
+      };
+      return failed;
+    });
+  }
+
+  /** Dead-letters, resolves and commits the settled prefix; schedules the retry of the rest. */
+  async #settle(mapped: MappedMessage[], outcomes: (Outcome | undefined)[], started: number): Promise<Step> {
+    const deps = this.#deps;
+    const plan = planSettle(outcomes, mapped.length);
+    let prefix = plan.prefix;
+    let retryDelay: number | undefined;
+    let retryAttempt = 0;
+    for (const k of plan.deadLetter) {
+      const m = mapped[k]!;
+      const outcome = outcomes[k] as DeadLetterOutcome;
+      try {
+        await deps.deadLetter(this.#topic, this.#partition, m.message, outcome);
+      } catch (err) {
+        // Not dead-lettered, so not settled: the redelivery is `failed` again and goes again.
+        this.#emitError('dead-letter', err);
+        prefix = k;
+        retryAttempt = m.envelope.attempt;
+        retryDelay = this.#faultDelay();
+        break;
+      }
+      deps.events.emit('message:dead-lettered', {
+        topic: this.#topic,
+        partition: this.#partition,
+        offset: m.message.offset,
+        id: outcome.id,
+        reason: outcome.status === 'conflict' ? 'conflict' : outcome.reason,
+        deadLetterTopic: deps.options.deadLetterTopicOf(this.#topic),
+      });
+    }
+    if (retryDelay === undefined && plan.retryAt !== undefined) {
+      const o = outcomes[plan.retryAt];
+      const env = mapped[plan.retryAt]!.envelope;
+      // Only a failure of the message itself spends an attempt (core says which: not a database
+      // fault, a lost commit, a wait bound, or a neighbour that never ran).
+      const spent = o?.status === 'retry' && o.spent;
+      retryAttempt = spent ? env.attempt : env.attempt - 1;
+      retryDelay = o && (o.status === 'retry' || o.status === 'busy') ? o.delayMs : this.#faultDelay();
+      if (o?.status === 'retry') {
+        deps.events.emit('partition:retry', {
+          topic: this.#topic,
+          partition: this.#partition,
+          offset: env.source.offset!,
+          attempt: env.attempt,
+          delayMs: retryDelay,
+          error: o.error,
+        });
+      }
+    }
+    if (prefix > 0) {
+      const last = mapped[prefix - 1]!.message;
+      this.#payload.resolveOffset(last.offset);
+      this.#pending = (BigInt(last.offset) + 1n).toString();
+      this.#next = this.#pending;
+      if (this.#state.retry && BigInt(this.#state.retry.offset) <= BigInt(last.offset))
+        this.#state.retry = undefined;
+      this.#state.faults = 0;
+      deps.events.emit('slice:done', {
+        topic: this.#topic,
+        partition: this.#partition,
+        firstOffset: mapped[0]!.message.offset,
+        lastOffset: last.offset,
+        messages: prefix,
+        durationMs: performance.now() - started,
+      });
+    }
+    if (retryDelay === undefined) return prefix;
+    const at = mapped[prefix]!.message.offset;
+    this.#state.retry = { offset: at, attempt: Math.max(0, retryAttempt) };
+    // Commit the progress and clear the in-flight marker: nothing runs while the partition waits.
+    if (!this.#lost) await this.#commit(this.#pending ?? at, null);
+    this.#pending = undefined;
+    if (this.#lost) return 'lost';
+    if (retryDelay <= deps.options.inlineRetryMaxMs && !this.#deps.isStopping()) {
+      // A short wait in place (heartbeats go on) is cheaper than a pause, a seek and a refetch.
+      await new Promise((resolve) => setTimeout(resolve, retryDelay));
+      return prefix;
+    }
+    deps.retryLater(this.#topic, this.#partition, at, retryDelay);
+    return 'paused';
+  }
+
+  /** Commits `offset` (the next to read) with metadata; false if it did not happen. */
+  async #commit(offset: string, metadata: string | null): Promise<boolean> {
+    if (this.#lost || !this.#deps.owns(this.#topic, this.#partition)) return false;
+    const offsets = {
+      topics: [{ topic: this.#topic, partitions: [{ partition: this.#partition, offset, metadata }] }],
+    };
+    try {
+      await this.#payload.commitOffsetsIfNecessary(offsets as Offsets);
+      if (this.#pending === offset) this.#pending = undefined;
+      return true;
+    } catch (err) {
+      if (isOwnershipLost(err)) this.#lost ??= err;
+      else this.#emitError('commit', err);
+      return false;
+    }
+  }
+
+  /** A commit before a run failed: nothing ran, read from `message` again after a backoff. */
+  #commitFailed(message: KafkaMessage): Step {
+    if (this.#lost || !this.#deps.owns(this.#topic, this.#partition)) return 'lost';
+    this.#backoff(message.offset);
+    return 'paused';
+  }
+
+  #backoff(offset: string): void {
+    this.#deps.retryLater(this.#topic, this.#partition, offset, this.#faultDelay());
+  }
+
+  #faultDelay(): number {
+    this.#state.faults += 1;
+    return Math.max(0, Math.floor(this.#deps.retryDelayMs(this.#state.faults)));
+  }
+
+  #emitError(where: string, err: unknown): void {
+    this.#deps.events.emit('error', {
+      where,
+      error: serializeError(err),
+      topic: this.#topic,
+      partition: this.#partition,
+    });
+  }
+}

@@ -1,0 +1,77 @@
+import type { KafkaMessage } from 'kafkajs';
+import { describe, expect, it } from 'vitest';
+import { type EnvelopeContext, envelopeOf } from '../../src/envelope-of.js';
+
+const ctx: EnvelopeContext = {
+  topic: 'orders',
+  partition: 2,
+  groupId: 'g',
+  messageIdHeader: 'message-id',
+  idFromOffset: false,
+  hasIdOf: false,
+  attempt: 1,
+  redelivered: false,
+};
+
+function msg(headers: KafkaMessage['headers'], value: Buffer | null = Buffer.from('{}')): KafkaMessage {
+  return {
+    key: Buffer.from('k1'),
+    value,
+    headers,
+    offset: '41',
+    timestamp: '0',
+    attributes: 0,
+  } as KafkaMessage;
+}
+
+describe('envelopeOf', () => {
+  it('maps id, key, body and source', () => {
+    const { envelope, idError } = envelopeOf(msg({ 'message-id': Buffer.from('m-1'), other: 'x' }), ctx);
+    expect(idError).toBeUndefined();
+    expect(envelope.id).toBe('m-1');
+    expect(envelope.key).toBe('k1');
+    expect(envelope.headers).toEqual({ 'message-id': 'm-1', other: 'x' });
+    expect(envelope.source).toEqual({
+      broker: 'kafka',
+      queue: 'orders',
+      partition: 2,
+      offset: '41',
+      group: 'g',
+    });
+  });
+
+  it('leaves a missing id to core (which names it)', () => {
+    const { envelope, idError } = envelopeOf(msg({}), ctx);
+    expect(envelope.id).toBeUndefined();
+    expect(idError).toBeUndefined();
+  });
+
+  it('rejects an id header that is not UTF-8', () => {
+    const { idError, envelope } = envelopeOf(
+      msg({ 'message-id': Buffer.from([0xff, 0xfe]), x: Buffer.from([0xc3]) }),
+      ctx,
+    );
+    expect(idError?.code).toBe('INVALID_ID');
+    expect(idError?.message).toMatch(/not valid UTF-8/);
+    expect(envelope.headers.x).toBeUndefined();
+  });
+
+  it('rejects repeated ids that differ, accepts repeats that agree', () => {
+    expect(envelopeOf(msg({ 'message-id': ['a', 'b'] }), ctx).idError?.message).toMatch(/different values/);
+    expect(envelopeOf(msg({ 'message-id': ['a', Buffer.from('a')] }), ctx).envelope.id).toBe('a');
+  });
+
+  it('ignores header problems when idOf decides', () => {
+    expect(
+      envelopeOf(msg({ 'message-id': Buffer.from([0xff]) }), { ...ctx, hasIdOf: true }).idError,
+    ).toBeUndefined();
+  });
+
+  it('uses topic/partition/offset only when asked', () => {
+    expect(envelopeOf(msg({}), { ...ctx, idFromOffset: true }).envelope.id).toBe('orders/2/41');
+  });
+
+  it('maps a null value (tombstone) to an empty body', () => {
+    expect(envelopeOf(msg({ 'message-id': 'a' }, null), ctx).envelope.body.length).toBe(0);
+  });
+});

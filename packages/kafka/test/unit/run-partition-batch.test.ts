@@ -1,0 +1,288 @@
+import { type Envelope, type Outcome, silentLogger } from '@once/core';
+import type { EachBatchPayload, KafkaMessage } from 'kafkajs';
+import { describe, expect, it } from 'vitest';
+import { KafkaConsumerEvents } from '../../src/events.js';
+import { type KafkaConsumerOptions, resolveKafkaConsumerOptions } from '../../src/options.js';
+import { newPartitionState } from '../../src/partition-state.js';
+import { decodeMarker, encodeMarker } from '../../src/replay-marker.js';
+import { type InboxLike, type PartitionBatchDeps, runPartitionBatch } from '../../src/run-partition-batch.js';
+
+const kafka = { consumer: () => ({}), producer: () => ({}), admin: () => ({}) } as never;
+
+function messages(from: number, n: number): KafkaMessage[] {
+  return Array.from({ length: n }, (_, k) => ({
+    key: null,
+    value: Buffer.from(`v${from + k}`),
+    headers: { 'message-id': `id-${from + k}` },
+    offset: String(from + k),
+    timestamp: '0',
+    attributes: 0,
+  })) as KafkaMessage[];
+}
+
+type Decide = (e: Envelope) => Outcome['status'];
+
+/** A fake of our own InboxLike that records the calls; Kafka calls are recorded on the payload. */
+function harness(
+  opts: {
+    decide?: Decide;
+    metadata?: string | null;
+    options?: Partial<KafkaConsumerOptions>;
+    lease?: boolean;
+    /** Runs inside the fake inbox for each envelope, before its outcome (e.g. core's lease clock). */
+    during?: (e: Envelope) => Promise<void>;
+    heartbeat?: () => Promise<void>;
+  } = {},
+) {
+  const log: string[] = [];
+  const decide = opts.decide ?? (() => 'processed');
+  const outcome = (e: Envelope): Outcome => {
+    const status = decide(e);
+    const base = { id: e.id ?? 'x', envelope: e };
+    if (status === 'retry')
+      return { ...base, status, error: { name: 'E', message: 'boom' }, delayMs: 7, ran: true, spent: true };
+    if (status === 'failed')
+      return { ...base, status, reason: 'permanent', error: { name: 'E', message: 'bad' } };
+    return { ...base, status: status as 'processed', result: undefined };
+  };
+  const inbox: InboxLike = {
+    async process(e) {
+      log.push(`process ${e.source.offset} attempt=${e.attempt} redelivered=${e.redelivered}`);
+      await opts.during?.(e);
+      return outcome(e);
+    },
+    async processBatch(es) {
+      log.push(`batch ${es.map((e) => e.source.offset + (e.attempt > 1 ? `@${e.attempt}` : '')).join(',')}`);
+      const out: Outcome[] = [];
+      let stopped = false;
+      for (const e of es) {
+        const o: Outcome = stopped
+          ? {
+              status: 'retry',
+              id: e.id,
+              envelope: e,
+              error: { name: 'E', message: 'not run' },
+              delayMs: 7,
+              ran: false,
+              spent: false,
+            }
+          : outcome(e);
+        if (o.status === 'retry') stopped = true;
+        out.push(o);
+      }
+      return out;
+    },
+  };
+  const state = newPartitionState();
+  const doomed: string[] = [];
+  const deps: PartitionBatchDeps = {
+    options: resolveKafkaConsumerOptions({
+      kafka,
+      groupId: 'g',
+      topics: ['t'],
+      pool: {} as never,
+      handler: () => {},
+      maxBatchSize: 3,
+      ...opts.options,
+    } as KafkaConsumerOptions),
+    inbox,
+    maxAttempts: 2,
+    retryDelayMs: () => 11,
+    hasIdOf: false,
+    ...(opts.lease === undefined ? {} : { lease: opts.lease }),
+    logger: silentLogger,
+    events: new KafkaConsumerEvents(silentLogger),
+    state: () => state,
+    generation: () => 1,
+    owns: () => true,
+    isStopping: () => false,
+    committedMetadata: async () => opts.metadata ?? null,
+    deadLetter: async (_t, _p, m) => {
+      log.push(`dlq ${m.offset}`);
+    },
+    retryLater: (_t, _p, offset, delayMs) => {
+      log.push(`retryLater ${offset} ${delayMs}`);
+    },
+    doom: (e, starts) => {
+      doomed.push(`${e.source.offset}:${starts}`);
+    },
+  };
+  const payloadOf = (msgs: KafkaMessage[]): EachBatchPayload =>
+    ({
+      batch: { topic: 't', partition: 0, messages: msgs, lastOffset: () => msgs[msgs.length - 1]!.offset },
+      resolveOffset: (o: string) => log.push(`resolve ${o}`),
+      heartbeat: opts.heartbeat ?? (async () => {}),
+      commitOffsetsIfNecessary: async (offsets: {
+        topics: { partitions: { offset: string; metadata: string | null }[] }[];
+      }) => {
+        const p = offsets.topics[0]!.partitions[0]!;
+        const m = decodeMarker(p.metadata);
+        log.push(`commit ${p.offset}${m ? ` ${JSON.stringify(m)}` : ''}`);
+      },
+      isRunning: () => true,
+      isStale: () => false,
+    }) as unknown as EachBatchPayload;
+  return {
+    log,
+    deps,
+    state,
+    doomed,
+    run: (msgs: KafkaMessage[]) => runPartitionBatch(deps, payloadOf(msgs)),
+  };
+}
+
+describe('runPartitionBatch', () => {
+  it('marks each slice, runs it in one transaction, resolves and commits after', async () => {
+    const h = harness();
+    await h.run(messages(10, 5));
+    expect(h.log).toEqual([
+      'commit 10 {"end":"12"}',
+      'batch 10,11,12',
+      'resolve 12',
+      'commit 13 {"end":"14"}',
+      'batch 13,14',
+      'resolve 14',
+      'commit 15',
+    ]);
+  });
+
+  it('settles only the prefix before a retry, then pauses and seeks back to it', async () => {
+    const h = harness({
+      decide: (e) => (e.source.offset === '11' && e.attempt === 1 ? 'retry' : 'processed'),
+      options: { inlineRetryMaxMs: 0 },
+    });
+    await h.run(messages(10, 3));
+    expect(h.log).toEqual([
+      'commit 10 {"end":"12"}',
+      'batch 10,11,12',
+      'resolve 10',
+      'commit 11',
+      'retryLater 11 7',
+    ]);
+    expect(h.state.retry).toEqual({ offset: '11', attempt: 1 });
+    // The retried message runs again as attempt 2 (core runs it alone), and the retry is forgotten.
+    h.log.length = 0;
+    await h.run(messages(11, 2));
+    expect(h.log).toContain('batch 11@2,12');
+    expect(h.state.retry).toBeUndefined();
+  });
+
+  it('waits out a short retry delay in place and runs the message again', async () => {
+    const h = harness({
+      decide: (e) => (e.source.offset === '11' && e.attempt === 1 ? 'retry' : 'processed'),
+    });
+    await h.run(messages(10, 3));
+    expect(h.log).toEqual([
+      'commit 10 {"end":"12"}',
+      'batch 10,11,12',
+      'resolve 10',
+      'commit 11',
+      'commit 11 {"end":"12"}',
+      'batch 11@2,12',
+      'resolve 12',
+      'commit 13',
+    ]);
+  });
+
+  it('dead-letters failed messages before moving past them', async () => {
+    const h = harness({
+      decide: (e) => (e.source.offset === '1' ? 'failed' : 'processed'),
+      options: { crashReplay: false },
+    });
+    await h.run(messages(0, 3));
+    expect(h.log).toEqual(['batch 0,1,2', 'dlq 1', 'resolve 2', 'commit 3']);
+  });
+
+  it('runs the messages a dead consumer had in flight one by one, counting starts', async () => {
+    const h = harness({ metadata: encodeMarker({ end: '6' }) });
+    await h.run(messages(5, 3));
+    expect(h.log).toEqual([
+      'commit 5 {"end":"6","at":"5","starts":1}',
+      'process 5 attempt=1 redelivered=true',
+      'resolve 5',
+      'commit 6 {"end":"6","at":"6","starts":1}',
+      'process 6 attempt=1 redelivered=true',
+      'resolve 6',
+      'commit 7 {"end":"7"}',
+      'process 7 attempt=1 redelivered=false',
+      'resolve 7',
+      'commit 8',
+    ]);
+  });
+
+  it('refuses to start a message that killed the consumer maxAttempts times', async () => {
+    const h = harness({ metadata: encodeMarker({ end: '9', at: '5', starts: 2 }) });
+    await h.run(messages(5, 1));
+    expect(h.doomed).toEqual(['5:2']);
+    expect(h.log[1]).toBe('process 5 attempt=3 redelivered=true');
+  });
+
+  it('message mode: one transaction per message', async () => {
+    const h = harness({ options: { processing: 'message', crashReplay: false } });
+    await h.run(messages(0, 2));
+    expect(h.log).toEqual([
+      'process 0 attempt=1 redelivered=false',
+      'process 1 attempt=1 redelivered=false',
+      'resolve 1',
+      'commit 2',
+    ]);
+  });
+
+  describe('lease mode: one clock', () => {
+    const leaseOptions = { processing: 'message', crashReplay: false, heartbeatIntervalMs: 20_000 } as const;
+
+    it("each extend() of core's lease clock is a heartbeat of the message's batch", async () => {
+      const beats: string[] = [];
+      const h = harness({
+        lease: true,
+        options: leaseOptions,
+        heartbeat: async () => {
+          beats.push('beat');
+        },
+        // What core's LeaseClock does: extend at the claim and at each renewal, without awaiting.
+        during: async (e) => {
+          expect(e.liveness).toBeDefined();
+          for (let k = 0; k < 3; k++) await e.liveness!.extend(30_000);
+        },
+      });
+      await h.run(messages(0, 2));
+      expect(beats).toHaveLength(6);
+      expect(h.log).toEqual([
+        'process 0 attempt=1 redelivered=false',
+        'process 1 attempt=1 redelivered=false',
+        'resolve 1',
+        'commit 2',
+      ]);
+    });
+
+    it('a heartbeat that finds the generation over ends the batch and hands the error to kafkajs', async () => {
+      const lost = Object.assign(new Error('rebalance'), { type: 'REBALANCE_IN_PROGRESS' });
+      const h = harness({
+        lease: true,
+        options: leaseOptions,
+        heartbeat: async () => {
+          throw lost;
+        },
+        during: async (e) => {
+          await e.liveness!.extend(30_000); // never rejects: core only logs rejections anyway
+        },
+      });
+      await expect(h.run(messages(0, 2))).rejects.toBe(lost);
+      // The first message ran; the second is not started and nothing is committed once the
+      // generation is over (resolveOffset is kafkajs-local; the rejoin discards it).
+      expect(h.log).toEqual(['process 0 attempt=1 redelivered=false', 'resolve 0']);
+    });
+
+    it('transactional mode sets no liveness', async () => {
+      let seen: unknown = 'unset';
+      const h = harness({
+        options: leaseOptions,
+        during: async (e) => {
+          seen = e.liveness;
+        },
+      });
+      await h.run(messages(0, 1));
+      expect(seen).toBeUndefined();
+    });
+  });
+});

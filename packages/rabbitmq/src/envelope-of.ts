@@ -1,0 +1,30 @@
+import type { Envelope } from '@once/core';
+import type { Message } from 'amqplib';
+import { Header, intHeader, stringHeaders } from './headers.js';
+
+/**
+ * Maps an AMQP delivery to core's envelope. The id is `properties.messageId` (what once's
+ * publisher sets), else the `idHeader` header; the consumer falls back to the user's `idOf`.
+ * `attempt` is our own `x-once-attempt` header: `x-delivery-count` misses dead-letter round
+ * trips and its meaning differs between RabbitMQ versions.
+ */
+export function envelopeOf(
+  message: Message,
+  queue: string,
+  idHeader: string,
+  redelivered: boolean,
+): Envelope {
+  const raw = message.properties.headers as Record<string, unknown> | undefined;
+  const headers = stringHeaders(raw);
+  const messageId: unknown = message.properties.messageId;
+  const id = typeof messageId === 'string' && messageId.length > 0 ? messageId : headers[idHeader];
+  return {
+    id,
+    body: message.content,
+    headers,
+    key: message.fields.routingKey,
+    source: { broker: 'rabbitmq', queue },
+    attempt: Math.max(1, intHeader(raw, Header.attempt, 1)),
+    redelivered: redelivered || intHeader(raw, Header.redeliveries, 0) > 0,
+  };
+}

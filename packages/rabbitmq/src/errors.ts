@@ -1,0 +1,48 @@
+import { OnceError } from '@once/core';
+
+/** Error codes raised by @once/rabbitmq, beside core's. */
+export const RabbitErrorCode = {
+  /** The broker could not be reached or refused the login. Retryable. */
+  Connect: 'AMQP_CONNECT',
+  /** The queue to consume does not exist (and `assertQueue` is off). */
+  QueueNotFound: 'AMQP_QUEUE_NOT_FOUND',
+  /** Declaring the topology failed, e.g. a queue exists with other arguments (406). */
+  Topology: 'AMQP_TOPOLOGY',
+  /** A `mandatory` publish matched no queue; the broker returned it. */
+  Unroutable: 'AMQP_UNROUTABLE',
+  /** The broker nacked a publish (it could not take responsibility for it). Retryable. */
+  Nacked: 'AMQP_NACKED',
+  /** The channel closed before the broker confirmed a publish: it may or may not have landed. Retryable. */
+  ChannelClosed: 'AMQP_CHANNEL_CLOSED',
+  /** The consumer or publisher is not started, or stopping. */
+  NotRunning: 'AMQP_NOT_RUNNING',
+} as const;
+export type RabbitErrorCode = (typeof RabbitErrorCode)[keyof typeof RabbitErrorCode];
+
+/** Maps an amqplib failure at connect/declare time to a named, actionable OnceError. */
+export function setupError(err: unknown, queue: string): OnceError {
+  if (OnceError.is(err)) return err;
+  const e = err as { code?: unknown; message?: string };
+  const message = e?.message ?? String(err);
+  if (e?.code === 404 && message.includes(`queue '${queue}'`)) {
+    return new OnceError(
+      RabbitErrorCode.QueueNotFound,
+      `queue '${queue}' does not exist: declare it, or let the consumer declare it (assertQueue: true)`,
+      { cause: err },
+    );
+  }
+  if (typeof e?.code === 'number') {
+    // Channel-level AMQP replies: 403 access refused, 404 not found, 406 precondition failed...
+    return new OnceError(
+      RabbitErrorCode.Topology,
+      `declaring the topology of queue '${queue}' failed: ${message}`,
+      {
+        cause: err,
+      },
+    );
+  }
+  return new OnceError(RabbitErrorCode.Connect, `cannot connect to RabbitMQ: ${message}`, {
+    retryable: true,
+    cause: err,
+  });
+}

@@ -1,0 +1,48 @@
+/** Header names once reads and writes on AMQP messages. */
+export const Header = {
+  /** 1-based attempt counter, raised each time a message goes through a retry tier. */
+  attempt: 'x-once-attempt',
+  /** How many times the message was redelivered unsettled (the consumer died or lost its channel). */
+  redeliveries: 'x-once-redeliveries',
+  /** Dead letters: why (`permanent`, `max-attempts`, `invalid-id`, `previously-failed`, `conflict`). */
+  reason: 'x-once-reason',
+  errorName: 'x-once-error-name',
+  errorMessage: 'x-once-error-message',
+  errorCode: 'x-once-error-code',
+  errorStack: 'x-once-error-stack',
+  /** Dead letters: the consumer name and the queue the message failed in. */
+  consumer: 'x-once-consumer',
+  sourceQueue: 'x-once-source-queue',
+  /** Dead letters: ISO time of the failure. */
+  failedAt: 'x-once-failed-at',
+} as const;
+
+/**
+ * AMQP header tables hold strings, numbers, booleans, Buffers, arrays and nested tables
+ * (`x-death`). Envelopes carry strings: scalars as text, Buffers as UTF-8, the rest as JSON.
+ */
+export function stringHeaders(raw: Record<string, unknown> | undefined): Record<string, string | undefined> {
+  const out: Record<string, string | undefined> = {};
+  if (!raw) return out;
+  for (const [k, v] of Object.entries(raw)) {
+    if (v === undefined || v === null) continue;
+    if (typeof v === 'string') out[k] = v;
+    else if (typeof v === 'number' || typeof v === 'boolean' || typeof v === 'bigint') out[k] = String(v);
+    else if (Buffer.isBuffer(v)) out[k] = v.toString('utf8');
+    else {
+      try {
+        out[k] = JSON.stringify(v, (_, x) => (typeof x === 'bigint' ? String(x) : x));
+      } catch {
+        out[k] = String(v);
+      }
+    }
+  }
+  return out;
+}
+
+/** Reads a non-negative integer header (AMQP may carry it as a number or a string); `fallback` otherwise. */
+export function intHeader(raw: Record<string, unknown> | undefined, name: string, fallback: number): number {
+  const v = raw?.[name];
+  const n = typeof v === 'number' ? v : typeof v === 'string' && /^\d{1,9}$/.test(v) ? Number(v) : Number.NaN;
+  return Number.isInteger(n) && n >= 0 ? n : fallback;
+}

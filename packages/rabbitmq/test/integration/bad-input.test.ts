@@ -1,0 +1,187 @@
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import {
+  createRabbitConsumer,
+  createRabbitPublisher,
+  Header,
+  jsonHandler,
+  type RabbitConsumer,
+  RabbitErrorCode,
+} from '../../src/index.js';
+import { AMQP_URL, amqpAdmin, freshDb, unique, waitFor } from './fixtures/env.js';
+
+let db: Awaited<ReturnType<typeof freshDb>>;
+let admin: Awaited<ReturnType<typeof amqpAdmin>>;
+const run = unique('rmq-bad');
+const consumers: RabbitConsumer[] = [];
+const queues: string[] = [];
+
+beforeAll(async () => {
+  db = await freshDb('rmq_bad', 6);
+  admin = await amqpAdmin(run);
+});
+afterAll(async () => {
+  for (const c of consumers) await c.stop();
+  for (const q of queues) await admin.dropTopology(q);
+  await admin.close();
+  await db.close();
+});
+
+function consumer(queue: string, patch: Record<string, unknown> = {}) {
+  const c = createRabbitConsumer({
+    url: AMQP_URL,
+    queue,
+    pool: db.pool,
+    schema: db.schema,
+    consumer: queue,
+    socketOptions: { clientProperties: { connection_name: `${run}-${queue}` } },
+    handler: jsonHandler<{ n: number }>(async (body, _e, { tx, id }) => {
+      await tx.query(`INSERT INTO ${db.effects} (id) VALUES ($1)`, [`${id}:${body.n}`]);
+    }),
+    ...patch,
+  });
+  consumers.push(c);
+  queues.push(queue);
+  return c;
+}
+
+it('no id, oversize id and a non-JSON body are dead-lettered with a named reason; good ones still run', async () => {
+  const queue = unique(`${run}-input`);
+  await consumer(queue).start();
+  await admin.publish(queue, '{"n":1}'); // no messageId, no header
+  // AMQP caps messageId at 255 characters; a header can carry a longer one.
+  await admin.publish(queue, '{"n":2}', { headers: { 'message-id': 'x'.repeat(600) } });
+  await admin.publish(queue, 'not json', { messageId: 'nj' });
+  await admin.publish(queue, '{"n":4}', { headers: { 'message-id': 'from-header' } });
+  await waitFor(async () => (await admin.count(`${queue}.dead`)) === 3, 20_000, 'three dead letters');
+  const dead = await admin.drain(`${queue}.dead`);
+  const byBody = new Map(dead.map((m) => [m.content.toString(), m.properties.headers!]));
+  expect(byBody.get('{"n":1}')).toMatchObject({
+    [Header.reason]: 'invalid-id',
+    [Header.errorCode]: 'INVALID_ID',
+  });
+  expect(String(byBody.get('{"n":1}')![Header.errorMessage])).toMatch(/missing/);
+  expect(byBody.get('{"n":2}')).toMatchObject({ [Header.reason]: 'invalid-id' });
+  expect(String(byBody.get('{"n":2}')![Header.errorMessage])).toMatch(/600 characters; the maximum is 512/);
+  expect(byBody.get('not json')).toMatchObject({
+    [Header.reason]: 'permanent',
+    [Header.errorCode]: 'PERMANENT',
+  });
+  expect(String(byBody.get('not json')![Header.errorMessage])).toMatch(/not JSON/);
+  await waitFor(async () => (await db.counts()).has('from-header:4'), 10_000, 'the good one');
+});
+
+it('idOf is the fallback when the message carries no id', async () => {
+  const queue = unique(`${run}-idof`);
+  await consumer(queue, { idOf: (e: { body: Buffer }) => `body-${JSON.parse(e.body.toString()).n}` }).start();
+  await admin.publish(queue, '{"n":7}');
+  await admin.publish(queue, '{"n":7}');
+  await admin.publish(queue, '{"n":8}', { messageId: 'explicit' });
+  await waitFor(async () => (await db.counts()).has('explicit:8'), 10_000, 'processed');
+  await waitFor(async () => (await admin.count(queue)) === 0, 10_000, 'drained');
+  const counts = await db.counts();
+  expect(counts.get('body-7:7')).toBe(1);
+});
+
+it('a queue that does not exist is a clear error at start (assertQueue: false)', async () => {
+  const queue = unique(`${run}-missing`);
+  const c = consumer(queue, { assertQueue: false });
+  await expect(c.start()).rejects.toMatchObject({
+    code: RabbitErrorCode.QueueNotFound,
+    message: expect.stringContaining(`queue '${queue}' does not exist`),
+  });
+  expect(c.state).toBe('stopped');
+});
+
+it('an unreachable broker is a clear, retryable error at start', async () => {
+  const c = consumer(unique(`${run}-unreachable`), { url: 'amqp://guest:guest@127.0.0.1:1' });
+  await expect(c.start()).rejects.toMatchObject({ code: RabbitErrorCode.Connect, retryable: true });
+});
+
+it('a queue declared with other arguments is a topology error naming the queue', async () => {
+  const queue = unique(`${run}-classic`);
+  await admin.ch.assertQueue(queue, { durable: true }); // classic
+  const c = consumer(queue, { queueType: 'quorum' });
+  await expect(c.start()).rejects.toMatchObject({
+    code: RabbitErrorCode.Topology,
+    message: expect.stringContaining('PRECONDITION_FAILED'),
+  });
+});
+
+it('invalid options name the field', () => {
+  expect(() => consumer('q', { prefetch: -1 })).toThrow(/options\.prefetch/);
+  expect(() => consumer('q', { url: 'nope' })).toThrow(/options\.url/);
+  expect(() => consumer('q', { pool: undefined })).toThrow(/options\.pool/);
+});
+
+it('publisher: confirmed, persistent, messageId = outbox id; an unroutable publish is an error, not a success', async () => {
+  const queue = unique(`${run}-outbox`);
+  queues.push(queue);
+  await admin.ch.assertQueue(queue, { durable: true });
+  const publisher = createRabbitPublisher({
+    url: AMQP_URL,
+    socketOptions: { clientProperties: { connection_name: `${run}-publisher` } },
+  });
+  try {
+    await publisher.publishOne({
+      id: 'ob-1',
+      destination: '',
+      key: queue,
+      body: '{"n":1}',
+      headers: { trace: 't' },
+    });
+    const [m] = await admin.drain(queue);
+    expect(m!.properties).toMatchObject({
+      messageId: 'ob-1',
+      deliveryMode: 2,
+      contentType: 'application/json',
+      headers: { trace: 't' },
+    });
+    await expect(
+      publisher.publishOne({ id: 'ob-2', destination: '', key: unique('nowhere'), body: '{}' }),
+    ).rejects.toMatchObject({ code: RabbitErrorCode.Unroutable });
+    // Routed and unrouted publishes in flight together are told apart.
+    const results = await Promise.allSettled(
+      Array.from({ length: 20 }, (_, i) =>
+        publisher.publishOne({
+          id: `ob-${i}`,
+          destination: '',
+          key: i % 2 ? queue : `${queue}-missing`,
+          body: `${i}`,
+        }),
+      ),
+    );
+    expect(results.map((r) => r.status)).toEqual(
+      Array.from({ length: 20 }, (_, i) => (i % 2 ? 'fulfilled' : 'rejected')),
+    );
+    expect(await admin.count(queue)).toBe(10);
+    // A non-existent exchange closes the channel; the publisher reopens on the next publish.
+    await expect(
+      publisher.publishOne({ id: 'ob-x', destination: unique('no-exchange'), body: '{}' }),
+    ).rejects.toMatchObject({
+      code: RabbitErrorCode.ChannelClosed,
+    });
+    await publisher.publishOne({ id: 'ob-after', destination: '', key: queue, body: '{}' });
+    expect(await admin.count(queue)).toBe(11);
+  } finally {
+    await publisher.stop();
+  }
+});
+
+it('publisher → consumer: a relay re-send of the same outbox id has one effect', async () => {
+  const queue = unique(`${run}-chain`);
+  const c = consumer(queue);
+  await c.start();
+  const publisher = createRabbitPublisher({ url: AMQP_URL });
+  try {
+    for (let i = 0; i < 3; i++)
+      await publisher.publishOne({ id: 'row-42', destination: '', key: queue, body: '{"n":42}' });
+  } finally {
+    await publisher.stop();
+  }
+  await waitFor(
+    async () => (await admin.count(queue)) === 0 && c.health().unsettled.work === 0,
+    10_000,
+    'drained',
+  );
+  expect((await db.counts()).get('row-42:42')).toBe(1);
+});

@@ -1,0 +1,135 @@
+import type { Envelope, Outcome } from '@once/core';
+import type { Message } from 'amqplib';
+import { describe, expect, it } from 'vitest';
+import { envelopeOf } from '../../src/envelope-of.js';
+import { stringHeaders } from '../../src/headers.js';
+import { republishOptions } from '../../src/republish.js';
+import { settlePlanOf } from '../../src/settle-plan.js';
+import { tierFor } from '../../src/topology.js';
+
+function message(props: Partial<Message['properties']> = {}, redelivered = false): Message {
+  return {
+    content: Buffer.from('{"a":1}'),
+    fields: { deliveryTag: 1, redelivered, exchange: '', routingKey: 'orders' },
+    properties: { headers: {}, ...props } as Message['properties'],
+  };
+}
+
+const env: Envelope = {
+  id: 'x',
+  body: Buffer.from(''),
+  headers: {},
+  source: { broker: 'rabbitmq', queue: 'q' },
+  attempt: 2,
+  redelivered: false,
+};
+const error = { name: 'Error', message: 'boom' };
+
+describe('envelopeOf', () => {
+  it('takes properties.messageId first, then the id header', () => {
+    expect(
+      envelopeOf(message({ messageId: 'm1', headers: { 'message-id': 'h1' } }), 'q', 'message-id', false).id,
+    ).toBe('m1');
+    expect(envelopeOf(message({ headers: { 'message-id': 'h1' } }), 'q', 'message-id', false).id).toBe('h1');
+    expect(envelopeOf(message(), 'q', 'message-id', false).id).toBeUndefined();
+  });
+
+  it('reads attempts from our own header and redeliveries from the quarantine count', () => {
+    const e = envelopeOf(
+      message({ headers: { 'x-once-attempt': 3, 'x-delivery-count': 9 } }),
+      'q',
+      'message-id',
+      false,
+    );
+    expect(e.attempt).toBe(3);
+    expect(e.redelivered).toBe(false);
+    expect(envelopeOf(message({ headers: { 'x-once-redeliveries': 1 } }), 'q', 'id', false).redelivered).toBe(
+      true,
+    );
+    expect(envelopeOf(message({ headers: { 'x-once-attempt': 'junk' } }), 'q', 'id', false).attempt).toBe(1);
+    expect(envelopeOf(message(), 'q', 'id', true)).toMatchObject({ redelivered: true, key: 'orders' });
+  });
+});
+
+describe('stringHeaders', () => {
+  it('turns AMQP table values into strings', () => {
+    expect(
+      stringHeaders({ a: 'x', b: 2, c: true, d: Buffer.from('hi'), e: [{ count: 1 }], f: null }),
+    ).toEqual({
+      a: 'x',
+      b: '2',
+      c: 'true',
+      d: 'hi',
+      e: '[{"count":1}]',
+    });
+  });
+});
+
+describe('settlePlanOf and tiers', () => {
+  const tiers = [1000, 10000, 60000];
+  it('picks the smallest tier at least as long as the delay, else the longest', () => {
+    expect(tierFor(0, tiers)).toBe(1000);
+    expect(tierFor(1000, tiers)).toBe(1000);
+    expect(tierFor(1001, tiers)).toBe(10000);
+    expect(tierFor(999_999, tiers)).toBe(60000);
+  });
+
+  it('maps outcomes to ack, retry (attempt + 1 when the handler spent it) and dead-letter', () => {
+    const o = (x: Partial<Outcome> & Pick<Outcome, 'status'>) =>
+      ({ envelope: env, id: 'x', ...x }) as Outcome;
+    expect(settlePlanOf(o({ status: 'processed', result: undefined }), tiers)).toEqual({ kind: 'ack' });
+    expect(settlePlanOf(o({ status: 'duplicate', result: undefined }), tiers)).toEqual({ kind: 'ack' });
+    expect(settlePlanOf(o({ status: 'retry', error, delayMs: 2000, ran: true, spent: true }), tiers)).toEqual(
+      {
+        kind: 'retry',
+        tierMs: 10000,
+        attempt: 3,
+      },
+    );
+    expect(
+      settlePlanOf(o({ status: 'retry', error, delayMs: 0, ran: false, spent: false }), tiers),
+    ).toMatchObject({
+      attempt: 2,
+    });
+    // A database fault: the handler ran but the failure was not the message's.
+    expect(
+      settlePlanOf(o({ status: 'retry', error, delayMs: 0, ran: true, spent: false }), tiers),
+    ).toMatchObject({
+      attempt: 2,
+    });
+    expect(settlePlanOf(o({ status: 'busy', delayMs: 1000 }), tiers)).toMatchObject({
+      kind: 'retry',
+      attempt: 2,
+    });
+    expect(settlePlanOf(o({ status: 'failed', reason: 'permanent', error }), tiers)).toEqual({
+      kind: 'dead-letter',
+      reason: 'permanent',
+      error,
+    });
+    expect(settlePlanOf(o({ status: 'conflict', action: 'dead-letter' }), tiers)).toMatchObject({
+      reason: 'conflict',
+    });
+    expect(settlePlanOf(o({ status: 'conflict', action: 'ack' }), tiers)).toEqual({ kind: 'ack' });
+  });
+});
+
+describe('republishOptions', () => {
+  it('keeps the producer properties, drops broker headers and userId, adds ours, persistent', () => {
+    const p = republishOptions(
+      message({
+        messageId: 'm',
+        contentType: 'application/json',
+        userId: 'guest',
+        expiration: '100',
+        headers: { keep: 'y', 'x-death': [], 'x-delivery-count': 2 },
+      }),
+      { 'x-once-attempt': 2 },
+    );
+    expect(p).toEqual({
+      persistent: true,
+      messageId: 'm',
+      contentType: 'application/json',
+      headers: { keep: 'y', 'x-once-attempt': 2 },
+    });
+  });
+});

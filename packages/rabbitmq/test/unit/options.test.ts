@@ -1,0 +1,55 @@
+import type { PgPoolLike } from '@once/core';
+import { describe, expect, it } from 'vitest';
+import { RabbitConsumer } from '../../src/consumer.js';
+import { resolveRabbitOptions } from '../../src/options.js';
+import { RabbitPublisher } from '../../src/publisher.js';
+
+const pool = { connect: async () => ({}), query: async () => ({}) } as unknown as PgPoolLike;
+const base = { url: 'amqp://localhost', queue: 'q', pool, consumer: 'c', handler: () => {} };
+
+describe('resolveRabbitOptions', () => {
+  it('applies defaults and splits off the inbox options', () => {
+    const { rabbit, inbox } = resolveRabbitOptions({ ...base, maxAttempts: 3 });
+    expect(rabbit).toMatchObject({
+      queue: 'q',
+      prefetch: 20,
+      concurrency: 1,
+      batch: false,
+      batchSize: 20,
+      queueType: 'quorum',
+      deadLetterExchange: 'q.dlx',
+      deadLetterQueue: 'q.dead',
+      retryTiersMs: [1000, 10000, 60000],
+    });
+    expect(rabbit.socketOptions.clientProperties).toEqual({ connection_name: 'once:c' });
+    expect(inbox).toMatchObject({ consumer: 'c', maxAttempts: 3 });
+    expect('queue' in inbox).toBe(false);
+  });
+
+  it.each([
+    [{ url: 'http://x' }, 'options.url'],
+    [{ queue: '' }, 'options.queue'],
+    [{ prefetch: 0 }, 'options.prefetch'],
+    [{ prefetch: 1.5 }, 'options.prefetch'],
+    [{ concurrency: -1 }, 'options.concurrency'],
+    [{ queueType: 'stream' }, 'options.queueType'],
+    [{ retryTiersMs: [] }, 'options.retryTiersMs'],
+    [{ retryTiersMs: [1000, -1] }, 'options.retryTiersMs[1]'],
+    [{ batch: 'yes' }, 'options.batch'],
+    [{ maxRedeliveries: 0 }, 'options.maxRedeliveries'],
+    [{ deadLetterExchange: '' }, 'options.deadLetterExchange'],
+  ])('names the bad field: %j', (patch, field) => {
+    expect(() => resolveRabbitOptions({ ...base, ...(patch as object) })).toThrow(
+      expect.objectContaining({ code: 'INVALID_OPTION', message: expect.stringContaining(field) }),
+    );
+  });
+
+  it('the consumer validates its inbox options too', () => {
+    expect(() => new RabbitConsumer({ ...base, maxAttempts: 0 })).toThrow(/options.maxAttempts/);
+    expect(() => new RabbitConsumer({ ...base, handler: 1 as never })).toThrow(/options.handler/);
+  });
+
+  it('the publisher validates its url', () => {
+    expect(() => new RabbitPublisher({ url: 'localhost' })).toThrow(/options.url/);
+  });
+});

@@ -1,0 +1,55 @@
+import type { Message } from '@aws-sdk/client-sqs';
+import type { Envelope } from '@once/core';
+import type { IdSource } from './options.js';
+
+/** What {@link envelopeOf} needs to know about the queue and the id. */
+export interface EnvelopeSettings {
+  queueUrl: string;
+  idFrom: IdSource;
+  idAttribute: string;
+}
+
+/**
+ * Maps an SQS message to core's envelope. Headers are the message attributes (String and Number
+ * values as sent, Binary ones base64). `attempt` is ApproximateReceiveCount: it rises for every
+ * message of a receive when a consumer dies, so anything above 1 is marked redelivered and core
+ * runs it one per transaction.
+ */
+export function envelopeOf(message: Message, settings: EnvelopeSettings): Envelope {
+  const attrs = message.Attributes ?? {};
+  const headers: Record<string, string | undefined> = {};
+  for (const [name, value] of Object.entries(message.MessageAttributes ?? {})) {
+    headers[name] =
+      value.StringValue ??
+      (value.BinaryValue ? Buffer.from(value.BinaryValue).toString('base64') : undefined);
+  }
+  const count = Number.parseInt(attrs.ApproximateReceiveCount ?? '1', 10);
+  const attempt = Number.isFinite(count) && count >= 1 ? count : 1;
+  const group = attrs.MessageGroupId;
+  let id: string | undefined;
+  switch (settings.idFrom) {
+    case 'attribute':
+      id = headers[settings.idAttribute];
+      break;
+    case 'deduplication-id':
+      id = attrs.MessageDeduplicationId;
+      break;
+    case 'sqs-message-id':
+      id = message.MessageId;
+      break;
+  }
+  return {
+    id,
+    body: Buffer.from(message.Body ?? '', 'utf8'),
+    headers,
+    key: group,
+    source: {
+      broker: 'sqs',
+      queue: settings.queueUrl,
+      ...(group === undefined ? {} : { group }),
+      ...(attrs.SequenceNumber === undefined ? {} : { offset: attrs.SequenceNumber }),
+    },
+    attempt,
+    redelivered: attempt > 1,
+  };
+}

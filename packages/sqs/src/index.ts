@@ -1,0 +1,23 @@
+export { AttemptsExhaustedError } from './attempts-exhausted.js';
+export { createSqsConsumer, SqsConsumer, type SqsConsumerHealth, type SqsConsumerState } from './consumer.js';
+export { DEAD_LETTER_ATTRIBUTES, type DeadLetterReason } from './dead-letter.js';
+export { type EnvelopeSettings, envelopeOf } from './envelope-of.js';
+export type { SqsEventListener, SqsEventMap, SqsEventName } from './events.js';
+export { jsonHandler } from './json-handler.js';
+export {
+  DEFAULT_SQS_CONSUMER_OPTIONS,
+  type DeadLetter,
+  type IdSource,
+  type ResolvedSqsConsumerOptions,
+  resolveSqsConsumerOptions,
+  type SqsConsumerOptions,
+} from './options.js';
+export {
+  createSqsPublisher,
+  type PublishMessage,
+  type PublishResult,
+  type SqsPublisher,
+  type SqsPublisherOptions,
+  sqsToken,
+} from './publisher.js';
+export { type QueueInfo, queueInfo, SqsErrorCode } from './queue-info.js';

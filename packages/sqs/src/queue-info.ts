@@ -1,0 +1,78 @@
+import { GetQueueAttributesCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import { OnceError } from '@once/core';
+
+/** Error codes this package adds to core's. */
+export const SqsErrorCode = {
+  /** The queue URL names no queue (GetQueueAttributes said QueueDoesNotExist). */
+  QueueNotFound: 'QUEUE_NOT_FOUND',
+  /** SQS could not be reached or refused the call for another reason. */
+  Unavailable: 'SQS_UNAVAILABLE',
+  /** The queue's configuration contradicts the options (e.g. content-based dedup with idFrom 'deduplication-id'). */
+  QueueMismatch: 'QUEUE_MISMATCH',
+  /** A FIFO publish without a group id (the outbox message has no key). */
+  MissingGroupId: 'MISSING_GROUP_ID',
+} as const;
+
+/** What start() learns about a queue. */
+export interface QueueInfo {
+  url: string;
+  fifo: boolean;
+  contentBasedDeduplication: boolean;
+  /** The queue's RedrivePolicy, parsed, when it has one. */
+  redrive: { deadLetterTargetArn?: string; maxReceiveCount?: number } | undefined;
+  visibilityTimeoutS: number;
+}
+
+function isQueueMissing(err: unknown): boolean {
+  const e = err as { name?: string; Code?: string; message?: string };
+  return (
+    e?.name === 'QueueDoesNotExist' ||
+    e?.name === 'AWS.SimpleQueueService.NonExistentQueue' ||
+    e?.Code === 'AWS.SimpleQueueService.NonExistentQueue' ||
+    /does not exist/i.test(e?.message ?? '')
+  );
+}
+
+/** Reads a queue's attributes; a missing queue or an unreachable endpoint becomes a named OnceError. */
+export async function queueInfo(client: SQSClient, url: string, what = 'queueUrl'): Promise<QueueInfo> {
+  let attrs: Record<string, string>;
+  try {
+    const res = await client.send(new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: ['All'] }));
+    attrs = res.Attributes ?? {};
+  } catch (err) {
+    if (isQueueMissing(err)) {
+      throw new OnceError(
+        SqsErrorCode.QueueNotFound,
+        `${what} ${url}: the queue does not exist; create it, or check the URL and the client's region and endpoint`,
+        { cause: err },
+      );
+    }
+    throw new OnceError(
+      SqsErrorCode.Unavailable,
+      `${what} ${url}: GetQueueAttributes failed (${(err as Error)?.message ?? String(err)}); check the endpoint and credentials`,
+      { retryable: true, cause: err },
+    );
+  }
+  let redrive: QueueInfo['redrive'];
+  if (attrs.RedrivePolicy) {
+    try {
+      const parsed = JSON.parse(attrs.RedrivePolicy) as {
+        deadLetterTargetArn?: string;
+        maxReceiveCount?: unknown;
+      };
+      redrive = {
+        ...(parsed.deadLetterTargetArn ? { deadLetterTargetArn: parsed.deadLetterTargetArn } : {}),
+        ...(parsed.maxReceiveCount !== undefined ? { maxReceiveCount: Number(parsed.maxReceiveCount) } : {}),
+      };
+    } catch {
+      redrive = {};
+    }
+  }
+  return {
+    url,
+    fifo: attrs.FifoQueue === 'true' || url.endsWith('.fifo'),
+    contentBasedDeduplication: attrs.ContentBasedDeduplication === 'true',
+    redrive,
+    visibilityTimeoutS: Number(attrs.VisibilityTimeout ?? 30),
+  };
+}

@@ -1,0 +1,156 @@
+import {
+  type Envelope,
+  type Inbox,
+  type Logger,
+  type Outcome,
+  type SerializedError,
+  serializeError,
+  settleActionOf,
+} from '@once/core';
+import type { Held } from './held.js';
+import type { Limiter } from './limiter.js';
+import type { Guard } from './plan-chains.js';
+import { retryDelayOf, type Settler } from './settler.js';
+
+/** What running a chain needs from its consumer. */
+export interface ChainContext<R> {
+  inbox: Inbox<R>;
+  limiter: Limiter;
+  settler: Settler;
+  guards: WeakMap<Envelope, Guard>;
+  logger: Logger;
+  /** Called once a held message needs nothing more from us. */
+  forget: (e: Held) => void;
+  /** Reports a fault that stops every message (core threw: schema missing or too new). */
+  onFault: (error: SerializedError) => void;
+}
+
+/** One transaction per message, in the chain's (the group's) order; a retry sends the rest back behind it. */
+export async function runChain<R>(ctx: ChainContext<R>, entries: Held[]): Promise<void> {
+  try {
+    await runEach(ctx, entries);
+  } finally {
+    ctx.settler.flush();
+  }
+}
+
+async function runEach<R>(ctx: ChainContext<R>, entries: Held[]): Promise<void> {
+  for (let i = 0; i < entries.length; i++) {
+    const e = entries[i]!;
+    if (e.capped) {
+      // Held too long to start now; it and everything behind it come back in order.
+      letGo(ctx, entries.slice(i));
+      return;
+    }
+    const release = await ctx.limiter.acquire();
+    let outcome: Outcome<R>;
+    try {
+      outcome = await processOne(ctx, e.envelope);
+    } finally {
+      release();
+    }
+    // Anything but a duplicate (a predecessor that completed) means the group's head was met.
+    const guard = ctx.guards.get(e.envelope);
+    if (guard && outcome.status !== 'duplicate') guard.spent = true;
+    if ((await ctx.settler.settle(e, outcome)) === 'retry') {
+      retryRest(ctx, entries.slice(i + 1), retryDelayOf(outcome));
+      return;
+    }
+  }
+}
+
+/**
+ * One transaction for a whole receive. Core stops a batch at the first retry and returns the
+ * rest not run; only that message's group must wait, so the other groups' unrun messages go
+ * straight into another transaction. A stop that ran nothing (the database is unreachable)
+ * sends everything back.
+ */
+export async function runBatch<R>(ctx: ChainContext<R>, all: Held[]): Promise<void> {
+  try {
+    await runBatches(ctx, all);
+  } finally {
+    ctx.settler.flush();
+  }
+}
+
+async function runBatches<R>(ctx: ChainContext<R>, all: Held[]): Promise<void> {
+  const key = (e: Held) => e.group ?? e.receipt;
+  const stopped = new Map<string, number>(); // group -> retry delay, ms
+  for (const e of all) if (e.capped) stopped.set(key(e), 0);
+  let remaining = all;
+  while (remaining.length > 0) {
+    const run: Held[] = [];
+    for (const e of remaining) {
+      const delay = stopped.get(key(e));
+      if (delay === undefined) run.push(e);
+      else if (e.capped) letGo(ctx, [e]);
+      else retryRest(ctx, [e], delay);
+    }
+    if (run.length === 0) return;
+    const release = await ctx.limiter.acquire();
+    let outcomes: Outcome<R>[];
+    try {
+      outcomes = await processMany(
+        ctx,
+        run.map((e) => e.envelope),
+      );
+    } finally {
+      release();
+    }
+    const cause = outcomes.find((o) => settleActionOf(o) === 'retry');
+    const nothingRan = cause !== undefined && cause.status === 'retry' && !cause.ran;
+    const again: Held[] = [];
+    for (let k = 0; k < run.length; k++) {
+      const e = run[k]!;
+      const o = outcomes[k]!;
+      const delay = stopped.get(key(e));
+      if (delay !== undefined) {
+        retryRest(ctx, [e], delay);
+      } else if (o !== cause && !nothingRan && o.status === 'retry' && !o.ran) {
+        again.push(e); // not run only because another group's message stopped the batch
+      } else if ((await ctx.settler.settle(e, o)) === 'retry') {
+        stopped.set(key(e), retryDelayOf(o));
+      }
+    }
+    remaining = again;
+  }
+}
+
+async function processOne<R>(ctx: ChainContext<R>, envelope: Envelope): Promise<Outcome<R>> {
+  try {
+    return await ctx.inbox.process(envelope);
+  } catch (err) {
+    return unprocessable(ctx, envelope, err);
+  }
+}
+
+async function processMany<R>(ctx: ChainContext<R>, envelopes: Envelope[]): Promise<Outcome<R>[]> {
+  try {
+    return await ctx.inbox.processBatch(envelopes);
+  } catch (err) {
+    return envelopes.map((e) => unprocessable(ctx, e, err));
+  }
+}
+
+/** Core throws only for configuration faults (schema missing or too new): retry later, loudly. */
+function unprocessable<R>(ctx: ChainContext<R>, envelope: Envelope, err: unknown): Outcome<R> {
+  const error = serializeError(err);
+  ctx.onFault(error);
+  ctx.logger.error('once/sqs: cannot process messages', { error: error.message });
+  const delayMs = ctx.inbox.options.retryDelayMs(Math.max(1, envelope.attempt));
+  return { status: 'retry', id: envelope.id, envelope, error, delayMs, ran: false, spent: false };
+}
+
+/** Later messages of a group whose earlier one must be retried: back after it, in order. */
+function retryRest<R>(ctx: ChainContext<R>, entries: Held[], delayMs: number): void {
+  for (const e of entries) ctx.settler.delay(e, delayMs, 'retry');
+}
+
+/** Capped messages are left to expire; what follows them in their group is released now. */
+function letGo<R>(ctx: ChainContext<R>, entries: Held[]): void {
+  for (const e of entries) {
+    e.settling = true;
+    if (e.capped) ctx.forget(e);
+    else ctx.settler.delay(e, 0, 'release');
+  }
+}

@@ -1,0 +1,240 @@
+import {
+  ChangeMessageVisibilityBatchCommand,
+  ChangeMessageVisibilityCommand,
+  DeleteMessageBatchCommand,
+  type SQSClient,
+} from '@aws-sdk/client-sqs';
+import {
+  type Logger,
+  type Outcome,
+  type SerializedError,
+  type SettleAction,
+  serializeError,
+  settleActionOf,
+} from '@once/core';
+import { sendToDeadLetter } from './dead-letter.js';
+import { EntryBatcher, type EntryResult } from './entry-batcher.js';
+import type { SqsEvents } from './events.js';
+import type { Held } from './held.js';
+
+/** Where failed messages go, resolved at start. */
+export type DeadLetterTarget = { url: string; fifo: boolean } | 'redrive' | 'discard';
+
+const MAX_VISIBILITY_S = 43_200;
+
+/** Milliseconds to the whole seconds SQS takes for visibility, within 0–43200. */
+export const toSeconds = (ms: number): number =>
+  Math.min(MAX_VISIBILITY_S, Math.max(0, Math.ceil(ms / 1000)));
+
+/** The delay a retry or busy outcome asks for, in ms (0 for the others). */
+export function retryDelayOf(outcome: Outcome): number {
+  return outcome.status === 'retry' || outcome.status === 'busy' ? outcome.delayMs : 0;
+}
+
+interface SettlerDeps {
+  client: SQSClient;
+  queueUrl: string;
+  /** See `settleLingerMs`. */
+  lingerMs: number;
+  logger: Logger;
+  events: SqsEvents;
+  /** Redelivery delay for a failed dead-letter send, in ms. */
+  retryDelayMs: (attempt: number) => number;
+  /** Called once a held message needs nothing more from us. */
+  forget: (e: Held) => void;
+  /** Registers background work that stop() must wait for. */
+  track: (p: Promise<unknown>) => void;
+}
+
+/**
+ * Turns outcomes into broker actions, always after the commit: DeleteMessageBatch for acks,
+ * ChangeMessageVisibility for retries and releases, a dead-letter send then a delete for
+ * failures. Per-entry failures of batch calls are logged and emitted, never thrown: a failed
+ * delete only means a later duplicate.
+ */
+export class Settler {
+  readonly #d: SettlerDeps;
+  readonly #deleter: EntryBatcher<{ ReceiptHandle: string }>;
+  readonly #visibility: EntryBatcher<{ ReceiptHandle: string; VisibilityTimeout: number }>;
+  /** Set by start() once the policy is checked. */
+  target: DeadLetterTarget = 'discard';
+
+  constructor(deps: SettlerDeps) {
+    this.#d = deps;
+    const { client, queueUrl } = deps;
+    const batching = { lingerMs: deps.lingerMs };
+    this.#deleter = new EntryBatcher(
+      (Entries) => client.send(new DeleteMessageBatchCommand({ QueueUrl: queueUrl, Entries })),
+      batching,
+    );
+    this.#visibility = new EntryBatcher(
+      (Entries) => client.send(new ChangeMessageVisibilityBatchCommand({ QueueUrl: queueUrl, Entries })),
+      batching,
+    );
+  }
+
+  /** Maps an outcome to delete, delay, or dead-letter; resolves once a dead letter is sent. */
+  async settle(e: Held, outcome: Outcome): Promise<SettleAction> {
+    const action = settleActionOf(outcome);
+    e.settling = true;
+    if (action === 'ack') this.delete(e);
+    else if (action === 'retry') this.delay(e, retryDelayOf(outcome), 'retry');
+    else await this.#deadLetter(e, outcome);
+    return action;
+  }
+
+  delete(e: Held): void {
+    e.settling = true;
+    // Its slot frees now, not when the batch call returns: the call waits up to `lingerMs` for
+    // company, and nothing more is asked of this message. stop() still waits for the call.
+    this.#d.forget(e);
+    this.#d.track(
+      this.#deleter.add({ ReceiptHandle: e.receipt }).then((r) => {
+        if (!r.ok) {
+          // The commit stands; the redelivery will be a duplicate and deleted then.
+          this.#d.logger.warn('once/sqs: delete after commit failed; the redelivery will be a duplicate', {
+            messageId: e.message.MessageId,
+            code: r.code,
+          });
+          this.#d.events.emit('delete:failed', {
+            messageId: e.message.MessageId,
+            code: r.code,
+            message: r.message,
+          });
+        }
+      }),
+    );
+  }
+
+  /** Makes the message visible again after `delayMs` (0: now) and lets go of it. */
+  delay(e: Held, delayMs: number, purpose: string): void {
+    e.settling = true;
+    this.#d.forget(e);
+    // A lease extension still in flight must not land after this change and undo the delay.
+    const after = e.extending ?? Promise.resolve();
+    this.#d.track(
+      after
+        .then(() => this.#visibility.add({ ReceiptHandle: e.receipt, VisibilityTimeout: toSeconds(delayMs) }))
+        .then((r) => {
+          if (!r.ok) this.#visibilityFailed(e, r, purpose);
+        }),
+    );
+  }
+
+  /**
+   * Lease mode (`envelope.liveness.extend`): keeps the message invisible for `ms` from now, in
+   * whole seconds (at most 43200), with its own ChangeMessageVisibility call: core's lease clock
+   * calls this at the claim and at every renewal, so it must not wait for a batch to fill.
+   * Rejects when SQS refuses (core logs it); does nothing once the message is being settled.
+   */
+  lease(e: Held, ms: number): Promise<void> {
+    e.leased = true;
+    if (e.settling) return Promise.resolve();
+    const sent = this.#d.client
+      .send(
+        new ChangeMessageVisibilityCommand({
+          QueueUrl: this.#d.queueUrl,
+          ReceiptHandle: e.receipt,
+          VisibilityTimeout: Math.max(1, toSeconds(ms)),
+        }),
+      )
+      .then(
+        () => {
+          e.extendedAt = performance.now();
+        },
+        (err: unknown) => {
+          const error = serializeError(err);
+          if (!e.settling)
+            this.#visibilityFailed(e, { ok: false, code: error.name, message: error.message }, 'lease');
+          throw err;
+        },
+      );
+    const settled = sent.catch(() => {});
+    // Every extension in flight, not only the latest: two requests may land in either order.
+    const before = e.extending;
+    e.extending = before ? Promise.all([before, settled]).then(() => {}) : settled;
+    this.#d.track(settled);
+    return sent;
+  }
+
+  /** Heartbeat: keeps a held message invisible for `seconds` more. */
+  extend(e: Held, seconds: number): void {
+    void this.#visibility.add({ ReceiptHandle: e.receipt, VisibilityTimeout: seconds }).then((r) => {
+      if (!r.ok && !e.settling) this.#visibilityFailed(e, r, 'heartbeat');
+    });
+  }
+
+  /**
+   * A chain (a FIFO group's run) ended: send its deletes and visibility changes now. The group
+   * stays locked at SQS until every message of it in flight is deleted, so waiting longer for
+   * fuller calls would only hold the group.
+   */
+  flush(): void {
+    this.#deleter.flushSoon();
+    this.#visibility.flushSoon();
+  }
+
+  /** Waits for every batch call in flight. */
+  async drain(): Promise<void> {
+    await this.#deleter.drain();
+    await this.#visibility.drain();
+  }
+
+  #visibilityFailed(e: Held, r: EntryResult & { ok: false }, purpose: string): void {
+    this.#d.logger.warn('once/sqs: visibility change failed', {
+      messageId: e.message.MessageId,
+      purpose,
+      code: r.code,
+    });
+    this.#d.events.emit('visibility:failed', {
+      messageId: e.message.MessageId,
+      code: r.code,
+      message: r.message,
+      purpose,
+    });
+  }
+
+  async #deadLetter(e: Held, outcome: Outcome): Promise<void> {
+    const error: SerializedError =
+      'error' in outcome
+        ? outcome.error
+        : { name: 'ConflictError', message: 'same message id, different payload' };
+    let reason: string = outcome.status;
+    if (outcome.status === 'failed')
+      reason = error.name === 'AttemptsExhaustedError' ? 'max-attempts' : outcome.reason;
+    const id = 'id' in outcome ? outcome.id : undefined;
+    const messageId = e.message.MessageId;
+    const target = this.target;
+    if (target === 'redrive') {
+      // Visible again at once: each receive counts, and the redrive policy moves it at maxReceiveCount.
+      this.#d.events.emit('dead-letter', { messageId, id, reason, target: 'redrive' });
+      this.delay(e, 0, 'redrive');
+      return;
+    }
+    if (target === 'discard') {
+      this.#d.logger.warn('once/sqs: discarding a failed message', { messageId, id, reason });
+      this.#d.events.emit('dead-letter', { messageId, id, reason, target: 'discard' });
+      this.delete(e);
+      return;
+    }
+    try {
+      await sendToDeadLetter(this.#d.client, target, this.#d.queueUrl, e.message, {
+        status: outcome.status,
+        reason,
+        error,
+      });
+    } catch (err) {
+      // Not sent, so not deleted: it comes back, is `failed` again, and is sent again.
+      const serialized = serializeError(err);
+      this.#d.logger.warn('once/sqs: dead-letter send failed; will retry', {
+        messageId,
+        error: serialized.message,
+      });
+      this.#d.events.emit('dead-letter:failed', { messageId, error: serialized });
+      this.delay(e, this.#d.retryDelayMs(e.envelope.attempt), 'dead-letter retry');
+      return;
+    }
+    this.#d.events.emit('dead-letter', { messageId, id, reason, target: 'queue' });
+    this.delete(e);
+  }
+}

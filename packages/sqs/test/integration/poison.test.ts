@@ -1,0 +1,221 @@
+import { fileURLToPath } from 'node:url';
+import type { Message } from '@aws-sdk/client-sqs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { killAllChildren, startChild } from '../../../../test/support/index.js';
+import { jsonHandler, type SqsConsumer } from '../../src/index.js';
+import {
+  type Db,
+  drain,
+  freshDb,
+  queues,
+  sendAll,
+  sleep,
+  sqsClient,
+  unique,
+  waitFor,
+} from './fixtures/env.js';
+import { effectHandler, startOnce } from './fixtures/once-consumer.js';
+
+const CHILD = fileURLToPath(new URL('./fixtures/consumer-child.mjs', import.meta.url));
+const client = sqsClient();
+const q = queues(client);
+const run = unique('sqs-poison');
+let db: Db;
+const consumers: SqsConsumer[] = [];
+
+beforeAll(async () => {
+  db = await freshDb('sqs_poison');
+});
+afterAll(async () => {
+  for (const c of consumers) await c.stop();
+  await killAllChildren();
+  await q.drop();
+  await db.close();
+  client.destroy();
+});
+
+const onceErrorOf = (m: Message) =>
+  JSON.parse(m.MessageAttributes?.['once-error']?.StringValue ?? '{}') as Record<string, string>;
+
+describe('a poison message that throws', () => {
+  it('goes to the dead-letter queue after maxAttempts with its error; its group resumes in order, others unaffected', async () => {
+    const prefix = `${run}-throw`;
+    const url = await q.create(`${prefix}.fifo`);
+    const dlq = await q.create(`${prefix}-dlq.fifo`);
+    const poison = `${prefix}-g1-3`;
+    const ids: string[] = [];
+    const items = [];
+    for (let i = 0; i < 10; i++) {
+      for (const g of ['g0', 'g1', 'g2']) {
+        const id = `${prefix}-${g}-${i}`;
+        if (id !== poison) ids.push(id);
+        items.push({ body: JSON.stringify({ n: i }), id, group: g, dedup: id });
+      }
+    }
+    await sendAll(client, url, items);
+    let attempts = 0;
+    await startOnce(client, db, url, consumers, {
+      consumer: 'throw',
+      maxAttempts: 3,
+      retryDelayMs: () => 0,
+      deadLetter: { queueUrl: dlq },
+      handler: effectHandler(db, (id) => {
+        if (id === poison) {
+          attempts++;
+          throw new Error('boom: cannot handle this one');
+        }
+      }),
+    });
+    await waitFor(async () => (await db.counts(`${prefix}-`)).size === ids.length, 60_000, 'the others');
+    expect(await db.check(ids, true)).toMatchObject({ ok: true });
+    expect(attempts).toBe(3);
+    const dead = await drain(client, dlq);
+    expect(dead).toHaveLength(1);
+    expect(dead[0]!.MessageAttributes?.['message-id']?.StringValue).toBe(poison);
+    expect(dead[0]!.MessageAttributes?.['once-receive-count']?.StringValue).toBe('3');
+    expect(onceErrorOf(dead[0]!)).toMatchObject({
+      status: 'failed',
+      reason: 'max-attempts',
+      message: 'boom: cannot handle this one',
+    });
+    const row = await db.pool.query(`SELECT status, error FROM "${db.schema}".inbox WHERE message_id = $1`, [
+      poison,
+    ]);
+    expect(row.rows[0]).toMatchObject({ status: 'failed', error: { reason: 'max-attempts' } });
+  });
+
+  it('with a redrive policy configured instead, SQS moves it to the redrive target', async () => {
+    const prefix = `${run}-redrive`;
+    const dlq = await q.create(`${prefix}-dlq`);
+    const url = await q.create(prefix, {
+      RedrivePolicy: JSON.stringify({ deadLetterTargetArn: await q.arn(dlq), maxReceiveCount: '4' }),
+    });
+    const poison = `${prefix}-p`;
+    await sendAll(client, url, [
+      { body: '{"n":1}', id: poison },
+      { body: '{"n":2}', id: `${prefix}-ok` },
+    ]);
+    // deadLetter unset: the queue's redrive policy is found at start and used.
+    await startOnce(client, db, url, consumers, {
+      consumer: 'redrive',
+      deadLetter: undefined,
+      maxAttempts: 2,
+      retryDelayMs: () => 0,
+      handler: effectHandler(db, (id) => {
+        if (id === poison) throw new Error('boom');
+      }),
+    });
+    const dead: Message[] = [];
+    await waitFor(
+      async () => {
+        dead.push(...(await drain(client, dlq, 300)));
+        return dead.length > 0;
+      },
+      30_000,
+      'redrive',
+    );
+    expect(dead[0]!.MessageAttributes?.['message-id']?.StringValue).toBe(poison);
+    expect(await db.counts(`${prefix}-`)).toEqual(new Map([[`${prefix}-ok`, 1]]));
+  });
+});
+
+it('bad input is dead-lettered at once with a named reason: malformed JSON, missing id, oversize id', async () => {
+  const prefix = `${run}-bad`;
+  const url = await q.create(prefix);
+  const dlq = await q.create(`${prefix}-dlq`);
+  await sendAll(client, url, [
+    { body: '{"n":1', id: `${prefix}-malformed` },
+    { body: '{"n":2}' },
+    { body: '{"n":3}', id: `${prefix}-${'x'.repeat(600)}` },
+    { body: '{"n":4}', id: `${prefix}-good` },
+  ]);
+  let runs = 0;
+  await startOnce(client, db, url, consumers, {
+    consumer: 'bad',
+    deadLetter: { queueUrl: dlq },
+    handler: jsonHandler<{ n: number }>(async (value, envelope, { tx, id }) => {
+      runs++;
+      await db.record(tx, id, envelope.key, value.n);
+    }),
+  });
+  const dead: Message[] = [];
+  await waitFor(
+    async () => {
+      dead.push(...(await drain(client, dlq, 300)));
+      return dead.length >= 3;
+    },
+    30_000,
+    'dead letters',
+  );
+  const reasons = dead.map((m) => [m.Body, onceErrorOf(m).reason, onceErrorOf(m).name]).sort();
+  expect(reasons).toEqual([
+    ['{"n":1', 'permanent', 'PermanentError'],
+    ['{"n":2}', 'invalid-id', 'InvalidIdError'],
+    ['{"n":3}', 'invalid-id', 'InvalidIdError'],
+  ]);
+  for (const m of dead) expect(m.MessageAttributes?.['once-receive-count']?.StringValue).toBe('1');
+  await waitFor(async () => (await db.counts(`${prefix}-good`)).size === 1, 10_000, 'the good one');
+  expect(runs).toBe(1); // only the good one got past jsonHandler's parse
+});
+
+it('process.exit() inside a receive of 10: 9 effects, 1 dead letter (naive control never gets past it)', async () => {
+  const prefix = `${run}-exit`;
+  const url = await q.create(`${prefix}.fifo`, { VisibilityTimeout: '2' });
+  const dlq = await q.create(`${prefix}-dlq.fifo`);
+  const ids = Array.from({ length: 10 }, (_, i) => `${prefix}-${i}`);
+  const poison = ids[4]!;
+  await sendAll(
+    client,
+    url,
+    ids.map((id, i) => ({ body: JSON.stringify({ n: i }), id, group: 'g', dedup: id })),
+  );
+  const env = (mode: string, queueUrl: string) => ({
+    SQS_CHILD: JSON.stringify({
+      mode,
+      queueUrl,
+      dlqUrl: dlq,
+      schema: db.schema,
+      consumer: 'exit',
+      poisonId: poison,
+      maxAttempts: 2,
+      visibilityTimeoutS: 2,
+    }),
+  });
+  const child = startChild({ script: CHILD, env: env('once', url) });
+  const good = ids.filter((id) => id !== poison);
+  const deadline = Date.now() + 60_000;
+  while ((await db.counts(`${prefix}-`)).size < good.length || (await q.depth(url)) > 0) {
+    if (Date.now() > deadline) throw new Error(`not done after 60 s; stderr: ${child.stderr.slice(-2000)}`);
+    if (!child.running) child.start(); // the poison killed it: restart, as an orchestrator would
+    await sleep(200);
+  }
+  await child.kill();
+  expect(await db.check(good, true)).toMatchObject({ ok: true });
+  expect(child.runs).toBeGreaterThanOrEqual(3); // attempt 1 and 2 died; attempt 3 dead-lettered it
+  const dead = await drain(client, dlq);
+  expect(dead.map((m) => m.MessageAttributes?.['message-id']?.StringValue)).toEqual([poison]);
+  expect(onceErrorOf(dead[0]!)).toMatchObject({ reason: 'max-attempts', name: 'AttemptsExhaustedError' });
+
+  // Control: the naive consumer dies on the same message every time and repeats the ones before it.
+  const naivePrefix = `${prefix}-naive`;
+  const naiveUrl = await q.create(`${naivePrefix}.fifo`, { VisibilityTimeout: '2' });
+  const naiveIds = ids.map((id) => id.replace(prefix, naivePrefix));
+  await sendAll(
+    client,
+    naiveUrl,
+    naiveIds.map((id, i) => ({ body: JSON.stringify({ n: i }), id, group: 'g', dedup: id })),
+  );
+  const naive = startChild({
+    script: CHILD,
+    env: {
+      SQS_CHILD: JSON.parse(JSON.stringify(env('naive', naiveUrl)).replace(poison, naiveIds[4]!)).SQS_CHILD,
+    },
+  });
+  for (let round = 0; round < 3; round++) {
+    await naive.waitForExit(30_000);
+    if (round < 2) naive.start();
+  }
+  const counts = await db.counts(`${naivePrefix}-`);
+  expect(counts.get(naiveIds[0]!)).toBe(3); // repeated every round
+  expect(counts.has(naiveIds[5]!)).toBe(false); // never reached
+});

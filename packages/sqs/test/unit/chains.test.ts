@@ -1,0 +1,186 @@
+import { type Envelope, type Inbox, type Outcome, settleActionOf } from '@once/core';
+import { describe, expect, it } from 'vitest';
+import type { Held } from '../../src/held.js';
+import { Limiter } from '../../src/limiter.js';
+import { type Guard, planChains } from '../../src/plan-chains.js';
+import { type ChainContext, runBatch, runChain } from '../../src/run-chain.js';
+import type { Settler } from '../../src/settler.js';
+
+function held(id: string, group: string | undefined, attempt = 1): Held {
+  const envelope: Envelope = {
+    id,
+    body: Buffer.from(id),
+    headers: {},
+    key: group,
+    source: { broker: 'sqs', queue: 'q' },
+    attempt,
+    redelivered: attempt > 1,
+  };
+  return {
+    message: { MessageId: id },
+    envelope,
+    receipt: `r-${id}`,
+    group,
+    receivedAt: 0,
+    extendedAt: 0,
+    capped: false,
+    settling: false,
+  };
+}
+const ids = (entries: Held[]) => entries.map((e) => e.envelope.id);
+
+describe('planChains', () => {
+  const fifo = { fifo: true, batch: false, maxAttempts: 3 };
+  it('FIFO: one chain per group, in receive order, each keyed by its group', () => {
+    const es = [held('a', 'g1'), held('b', 'g2'), held('c', 'g1')];
+    const { chains, guards } = planChains(es, fifo);
+    expect(chains.map((c) => [c.keys, ids(c.entries), c.batch])).toEqual([
+      [['g1'], ['a', 'c'], false],
+      [['g2'], ['b'], false],
+    ]);
+    expect(guards.get(es[0]!)).toBe(guards.get(es[2]!));
+    expect(guards.get(es[0]!)).not.toBe(guards.get(es[1]!));
+  });
+
+  it('standard: fresh messages alone and unkeyed, redelivered ones together in order', () => {
+    const { chains } = planChains([held('a', undefined), held('b', undefined, 2), held('c', undefined, 3)], {
+      ...fifo,
+      fifo: false,
+    });
+    expect(chains.map((c) => [c.keys, ids(c.entries)])).toEqual([
+      [[], ['b', 'c']],
+      [[], ['a']],
+    ]);
+  });
+
+  it('batch: one chain over all groups, unless a message is over its budget', () => {
+    const batch = { ...fifo, batch: true };
+    const { chains } = planChains([held('a', 'g1'), held('b', 'g2', 3)], batch);
+    expect(chains.map((c) => [c.keys, ids(c.entries), c.batch])).toEqual([[['g1', 'g2'], ['a', 'b'], true]]);
+    const over = planChains([held('a', 'g1'), held('b', 'g2', 4)], batch).chains;
+    expect(over.map((c) => c.batch)).toEqual([false, false]);
+  });
+});
+
+/** A context whose inbox answers from a script and whose settler records what it was told. */
+function context(answer: (envelopes: Envelope[]) => Outcome[]) {
+  const calls: string[][] = [];
+  const settled: [string, string, (number | undefined)?][] = [];
+  const inbox = {
+    options: { retryDelayMs: () => 1000 },
+    process: async (e: Envelope) => {
+      calls.push([e.id!]);
+      return answer([e])[0]!;
+    },
+    processBatch: async (es: Envelope[]) => {
+      calls.push(es.map((e) => e.id!));
+      return answer(es);
+    },
+  } as unknown as Inbox;
+  const settler = {
+    settle: async (e: Held, o: Outcome) => {
+      const action = settleActionOf(o);
+      settled.push([
+        e.envelope.id!,
+        action,
+        action === 'retry' ? (o as { delayMs: number }).delayMs : undefined,
+      ]);
+      return action;
+    },
+    delay: (e: Held, ms: number, purpose: string) => settled.push([e.envelope.id!, purpose, ms]),
+    flush: () => {},
+  } as unknown as Settler;
+  const ctx: ChainContext<unknown> = {
+    inbox,
+    limiter: new Limiter(1),
+    settler,
+    guards: new WeakMap<Envelope, Guard>(),
+    logger: { debug() {}, info() {}, warn() {}, error() {} },
+    forget: (e) => settled.push([e.envelope.id!, 'forget']),
+    onFault: () => {},
+  };
+  return { ctx, calls, settled };
+}
+const processed = (e: Envelope): Outcome => ({
+  status: 'processed',
+  id: e.id!,
+  envelope: e,
+  result: undefined,
+});
+const retry = (e: Envelope, ran: boolean, delayMs = 500): Outcome => ({
+  status: 'retry',
+  id: e.id,
+  envelope: e,
+  error: { name: 'E', message: 'x' },
+  delayMs,
+  ran,
+  spent: ran,
+});
+
+describe('runChain', () => {
+  it('stops at a retry and sends the rest of the group back behind it with the same delay', async () => {
+    const { ctx, settled } = context((es) => es.map((e) => (e.id === 'b' ? retry(e, true) : processed(e))));
+    await runChain(ctx, [held('a', 'g'), held('b', 'g'), held('c', 'g')]);
+    expect(settled).toEqual([
+      ['a', 'ack', undefined],
+      ['b', 'retry', 500],
+      ['c', 'retry', 500],
+    ]);
+  });
+
+  it('lets a capped message and all behind it go without running them', async () => {
+    const { ctx, calls, settled } = context((es) => es.map(processed));
+    const es = [held('a', 'g'), held('b', 'g'), held('c', 'g')];
+    es[1]!.capped = true;
+    await runChain(ctx, es);
+    expect(calls).toEqual([['a']]);
+    expect(settled).toEqual([
+      ['a', 'ack', undefined],
+      ['b', 'forget'],
+      ['c', 'release', 0],
+    ]);
+  });
+});
+
+describe('runBatch', () => {
+  it('a retry holds only its own group: other groups not run go into another transaction', async () => {
+    let first = true;
+    const { ctx, calls, settled } = context((es) => {
+      if (!first) return es.map(processed);
+      first = false;
+      // core stops at b and returns everything after it not run
+      const at = es.findIndex((e) => e.id === 'b');
+      return es.map((e, i) => (i < at ? processed(e) : i === at ? retry(e, true) : retry(e, false)));
+    });
+    await runBatch(ctx, [
+      held('a', 'g1'),
+      held('b', 'g2'),
+      held('c', 'g1'),
+      held('d', 'g2'),
+      held('e', 'g3'),
+    ]);
+    expect(calls).toEqual([
+      ['a', 'b', 'c', 'd', 'e'],
+      ['c', 'e'],
+    ]);
+    expect(settled.sort()).toEqual(
+      [
+        ['a', 'ack', undefined],
+        ['b', 'retry', 500],
+        ['d', 'retry', 500],
+        ['c', 'ack', undefined],
+        ['e', 'ack', undefined],
+      ].sort(),
+    );
+  });
+
+  it('a stop that ran nothing (database down) sends everything back', async () => {
+    const { ctx, calls, settled } = context((es) => es.map((e) => retry(e, false, 250)));
+    await runBatch(ctx, [held('a', 'g1'), held('b', 'g2')]);
+    expect(calls).toHaveLength(1);
+    expect(settled).toEqual([
+      ['a', 'retry', 250],
+      ['b', 'retry', 250],
+    ]);
+  });
+});

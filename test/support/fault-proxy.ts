@@ -1,0 +1,171 @@
+import net from 'node:net';
+
+/** Where a {@link FaultProxy} forwards to. */
+export interface FaultProxyTarget {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** One proxied connection: the client's socket and ours to the target. */
+interface Pair {
+  readonly client: net.Socket;
+  readonly upstream: net.Socket;
+}
+
+/**
+ * A TCP proxy on 127.0.0.1 that a test puts between a client and PostgreSQL or a broker, to
+ * cut, refuse or slow connections at a moment of its choosing without touching the server.
+ *
+ * Kafka caveat: brokers advertise their own address in metadata, so a kafkajs client only uses
+ * the proxy for bootstrap; to fault Kafka traffic, proxy the advertised port or cut at the client.
+ *
+ * @example
+ * const proxy = await FaultProxy.start({ host: '127.0.0.1', port: 5432 });
+ * const pool = new pg.Pool({ connectionString: proxy.url(serviceUrls().databaseUrl) });
+ * proxy.cutAll(); // every open connection gets a RST
+ * await proxy.close();
+ */
+export class FaultProxy {
+  readonly #server: net.Server;
+  readonly #target: FaultProxyTarget;
+  readonly #pairs = new Set<Pair>();
+  readonly #timers = new Set<NodeJS.Timeout>();
+  #refusing = false;
+  #latencyMs = 0;
+  #accepted = 0;
+  #port = 0;
+
+  private constructor(server: net.Server, target: FaultProxyTarget) {
+    this.#server = server;
+    this.#target = target;
+    server.on('connection', (client) => this.#accept(client));
+  }
+
+  /** Listens on an ephemeral loopback port; `target` may be `{host, port}` or `'host:port'`. */
+  static async start(target: FaultProxyTarget | string): Promise<FaultProxy> {
+    const server = net.createServer();
+    const proxy = new FaultProxy(server, typeof target === 'string' ? parseHostPort(target) : target);
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(0, '127.0.0.1', () => resolve());
+    });
+    proxy.#port = (server.address() as net.AddressInfo).port;
+    return proxy;
+  }
+
+  /** The ephemeral port the proxy listens on. */
+  get port(): number {
+    return this.#port;
+  }
+
+  /** `127.0.0.1:<port>`, e.g. for kafkajs `brokers`. */
+  get address(): string {
+    return `127.0.0.1:${this.port}`;
+  }
+
+  /** Connections accepted so far (refused ones included), to assert that a client reconnected. */
+  get acceptedCount(): number {
+    return this.#accepted;
+  }
+
+  /** Connections currently open through the proxy. */
+  get openCount(): number {
+    return this.#pairs.size;
+  }
+
+  /**
+   * `original` with its host and port replaced by the proxy's: a url (`postgres://u@h:5432/db`,
+   * `amqp://...`, `http://...`) keeps its scheme, credentials, path and query; a bare `host:port` works too.
+   */
+  url(original: string): string {
+    if (!original.includes('://')) return this.address;
+    const u = new URL(original);
+    u.hostname = '127.0.0.1';
+    u.port = String(this.port);
+    return u.toString();
+  }
+
+  /** Resets every open connection (the client sees ECONNRESET); new connections are still accepted. */
+  cutAll(): void {
+    for (const pair of this.#pairs) this.#drop(pair);
+  }
+
+  /** While on, each new connection is reset as soon as it is accepted; open ones are untouched. */
+  refuse(on: boolean): void {
+    this.#refusing = on;
+  }
+
+  /** Delays every chunk in both directions by `n` ms from now on, keeping byte order. 0 turns it off. */
+  latencyMs(n: number): void {
+    if (!(n >= 0)) throw new RangeError(`latencyMs must be >= 0, got ${n}`);
+    this.#latencyMs = n;
+  }
+
+  /** Stops listening and resets every open connection and pending delayed write. */
+  async close(): Promise<void> {
+    this.cutAll();
+    for (const t of this.#timers) clearTimeout(t);
+    this.#timers.clear();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+
+  #accept(client: net.Socket): void {
+    this.#accepted++;
+    if (this.#refusing) {
+      client.on('error', () => {});
+      client.resetAndDestroy();
+      return;
+    }
+    const upstream = net.connect(this.#target);
+    const pair: Pair = { client, upstream };
+    this.#pairs.add(pair);
+    // An error on either side resets both: the peer sees the connection drop, as it would if the
+    // network failed.
+    client.on('error', () => this.#drop(pair));
+    upstream.on('error', () => this.#drop(pair));
+    // A clean close (FIN both ways) needs no reset; forget the pair once both sides are gone.
+    const closed = () => {
+      if (client.destroyed && upstream.destroyed) this.#pairs.delete(pair);
+    };
+    client.on('close', closed);
+    upstream.on('close', closed);
+    this.#pipe(client, upstream);
+    this.#pipe(upstream, client);
+  }
+
+  #pipe(from: net.Socket, to: net.Socket): void {
+    // Chunks and the final FIN go out in arrival order: when latency drops, a later chunk must
+    // not overtake an earlier one still waiting, so each waits at least until its predecessor.
+    let lastDue = 0;
+    const deliver = (send: () => void) => {
+      const now = Date.now();
+      const due = Math.max(now + this.#latencyMs, lastDue);
+      if (due <= now) return send();
+      lastDue = due;
+      const timer = setTimeout(() => {
+        this.#timers.delete(timer);
+        send();
+      }, due - now);
+      this.#timers.add(timer);
+    };
+    from.on('data', (chunk) => deliver(() => to.destroyed || to.write(chunk)));
+    from.on('end', () => deliver(() => to.destroyed || to.end()));
+  }
+
+  #drop(pair: Pair): void {
+    if (!this.#pairs.delete(pair)) return;
+    for (const s of [pair.client, pair.upstream]) {
+      // A socket still connecting cannot send a RST; destroy() is all there is.
+      if (s.destroyed) continue;
+      if (s.readyState === 'opening') s.destroy();
+      else s.resetAndDestroy();
+    }
+  }
+}
+
+function parseHostPort(s: string): FaultProxyTarget {
+  const at = s.lastIndexOf(':');
+  const port = Number(s.slice(at + 1));
+  if (at < 1 || !Number.isInteger(port)) throw new TypeError(`expected host:port, got '${s}'`);
+  return { host: s.slice(0, at), port };
+}
