@@ -50,11 +50,11 @@ async function scenario(
   const topic = uniqueName(`rebalance-${kind}`);
   await createTopics(admin, { [topic]: 6 });
   const ids = Array.from({ length: N }, (_, i) => `${topic}-${i}`);
-  await produce(
-    kafka,
-    topic,
-    ids.map((id, i) => message(id, `k${i % 60}`)),
-  );
+  const messages = ids.map((id, i) => message(id, `k${i % 60}`));
+  const half = Math.floor(N / 2);
+  // The second half is produced only once the third member owns partitions, so both membership
+  // changes happen with messages in flight however fast the first two members are.
+  await produce(kafka, topic, messages.slice(0, half));
   const ledger = await db.ledger(kind);
   const groupId = uniqueName(`g-${kind}`);
   const env = {
@@ -66,12 +66,27 @@ async function scenario(
   };
   const count = async () =>
     Number((await db.pool.query(`SELECT count(*) AS n FROM ${ledger.table}`)).rows[0].n);
+  const wrote = async (member: Child) =>
+    Number(
+      (
+        await db.pool.query(`SELECT count(*) AS n FROM ${ledger.table} WHERE payload = $1`, [
+          String(member.process?.pid),
+        ])
+      ).rows[0].n,
+    ) > 0;
   const a = startChild({ script, env });
   const b = startChild({ script, env });
   await waitFor('20% of the effects', async () => (await count()) >= N * 0.2, 120_000);
   const c = startChild({ script, env });
-  await c.waitForLine((l) => (l.json as { event?: string })?.event === 'started');
-  await waitFor('50% of the effects', async () => (await count()) >= N * 0.5, 120_000);
+  // 'joined' with partitions of the topic: the eager rebalance that let the third member in is over.
+  await c.waitForLine((l) => {
+    const assignment = (l.json as { event?: string; assignment?: Record<string, number[]> })
+      ?.assignment;
+    return (assignment?.[topic]?.length ?? 0) > 0;
+  }, 120_000);
+  await produce(kafka, topic, messages.slice(half));
+  await waitFor('the third member to take work', () => wrote(c), 120_000);
+  await waitFor('60% of the effects', async () => (await count()) >= N * 0.6, 120_000);
   await a.kill('SIGTERM');
   await waitForCommitted(admin, groupId, topic, 180_000);
   return { ids, ledger, members: [a, b, c] };
