@@ -80,8 +80,7 @@ async function scenario(
   const c = startChild({ script, env });
   // 'joined' with partitions of the topic: the eager rebalance that let the third member in is over.
   await c.waitForLine((l) => {
-    const assignment = (l.json as { event?: string; assignment?: Record<string, number[]> })
-      ?.assignment;
+    const assignment = (l.json as { event?: string; assignment?: Record<string, number[]> })?.assignment;
     return (assignment?.[topic]?.length ?? 0) > 0;
   }, 120_000);
   await produce(kafka, topic, messages.slice(half));
