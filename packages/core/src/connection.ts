@@ -19,6 +19,7 @@ export class Connection {
   }
 
   static async open(pool: PgPoolLike): Promise<Connection> {
+    guardNewClients(pool);
     return new Connection(await pool.connect());
   }
 
@@ -44,3 +45,26 @@ export class Connection {
     this.client.release(err ?? undefined);
   }
 }
+
+const guarded = new WeakSet<object>();
+
+/**
+ * A new client can report its backend's death in the very network read that completed its
+ * connection (a FATAL right behind ReadyForQuery, as when backends are terminated in bulk during
+ * a failover): node-postgres then emits `'error'` before our listener above is attached, and
+ * with no listener the process exits. So every client the pool creates from now on gets a
+ * listener that never goes away; the error still reaches us through the failed query and
+ * through `Connection.error`. Installed once per pool, on pools that emit `'connect'` (pg.Pool).
+ */
+function guardNewClients(pool: PgPoolLike): void {
+  const emitter = pool as PgPoolLike & {
+    on?(event: 'connect', listener: (client: { on?(e: 'error', l: () => void): unknown }) => void): unknown;
+  };
+  if (guarded.has(pool) || typeof emitter.on !== 'function') return;
+  guarded.add(pool);
+  emitter.on('connect', (client) => {
+    client.on?.('error', ignore);
+  });
+}
+
+function ignore(): void {}
