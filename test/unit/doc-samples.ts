@@ -1,0 +1,195 @@
+/**
+ * The docs check: every ```ts / ```typescript block of the Markdown docs is written to
+ * .cache/doc-samples/ as a module of its own and type-checked, strictly, against the packages'
+ * sources. A sample that no longer matches the API fails with its Markdown file and line.
+ *
+ * Rules for writers of docs:
+ * - A block is checked as written. It may use, without declaring them, only the names of
+ *   {@link SAMPLE_CONTEXT} (a pool, an envelope, a few stand-ins for outside services).
+ * - A block that is deliberately a fragment opts out with `nocheck` after the language
+ *   (```ts nocheck). Keep that rare: a fragment cannot go stale silently only if it is checked.
+ * - Blocks in other languages (sh, sql, plain ```) are not checked.
+ */
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import ts from 'typescript';
+
+/** One fenced TypeScript block of a Markdown file. */
+export interface DocSample {
+  /** The Markdown file, relative to the repository root. */
+  file: string;
+  /** 1-based line of the block's first code line in that file. */
+  line: number;
+  code: string;
+  /** The block opted out with `nocheck`. */
+  nocheck: boolean;
+}
+
+/** A type error in a sample, placed in its Markdown file. */
+export interface SampleError {
+  file: string;
+  line: number;
+  message: string;
+}
+
+const LANGUAGES = new Set(['ts', 'typescript']);
+
+/** Finds the TypeScript blocks of one Markdown text. Fences of three or more backticks or tildes. */
+export function extractSamples(file: string, markdown: string): DocSample[] {
+  const lines = markdown.split('\n');
+  const samples: DocSample[] = [];
+  let open: { fence: string; info: string[]; start: number; body: string[] } | undefined;
+  for (const [i, raw] of lines.entries()) {
+    const line = raw.replace(/\r$/, '');
+    if (!open) {
+      const m = /^ {0,3}(`{3,}|~{3,})\s*(.*)$/.exec(line);
+      if (m) open = { fence: m[1]!, info: m[2]!.trim().split(/\s+/), start: i + 2, body: [] };
+      continue;
+    }
+    const close = new RegExp(`^ {0,3}${open.fence[0]}{${open.fence.length},}\\s*$`);
+    if (close.test(line)) {
+      const [lang = '', ...flags] = open.info;
+      if (LANGUAGES.has(lang.toLowerCase())) {
+        samples.push({
+          file,
+          line: open.start,
+          code: open.body.join('\n'),
+          nocheck: flags.includes('nocheck'),
+        });
+      }
+      open = undefined;
+    } else {
+      open.body.push(line);
+    }
+  }
+  return samples;
+}
+
+/** The Markdown files whose samples are checked: README.md, docs/, packages' and examples' READMEs. */
+export function docFiles(root: string): string[] {
+  const files = ['README.md'];
+  const inDir = (dir: string) => {
+    try {
+      return readdirSync(join(root, dir), { withFileTypes: true });
+    } catch {
+      return [];
+    }
+  };
+  for (const e of inDir('docs')) if (e.isFile() && e.name.endsWith('.md')) files.push(`docs/${e.name}`);
+  for (const parent of ['packages', 'examples']) {
+    for (const e of inDir(parent)) {
+      if (!e.isDirectory()) continue;
+      const readme = `${parent}/${e.name}/README.md`;
+      if (inDir(`${parent}/${e.name}`).some((f) => f.name === 'README.md')) files.push(readme);
+    }
+  }
+  return files.sort();
+}
+
+/**
+ * Names a sample may use without declaring them: what the surrounding prose has already set up.
+ * Typed as the real thing (pg's Pool, core's Envelope) or as the few members the docs call.
+ */
+export const SAMPLE_CONTEXT = `
+import type { Envelope } from '@once/core';
+import type pg from 'pg';
+declare global {
+  /** A connection pool (\`new pg.Pool(...)\`) on a database where \`migrate(pool)\` has run. */
+  const pool: pg.Pool;
+  /** A delivery, as an adapter builds it. */
+  const envelope: Envelope;
+  /** Stand-in for a payment provider's SDK that takes idempotency keys. */
+  const stripe: {
+    paymentIntents: {
+      create(
+        params: { amount: number; currency: string; customer: string; confirm: boolean },
+        options: { idempotencyKey: string },
+      ): Promise<{ id: string; status: string }>;
+    };
+  };
+  /** Stand-in for a mail service. */
+  const mailer: {
+    send(mail: { to: string; template: string; charge: string; idempotencyKey: string }): Promise<void>;
+  };
+}
+export {};
+`;
+
+function compilerOptions(root: string): ts.CompilerOptions {
+  const src = (pkg: string, entry = 'index.ts') => [join(root, 'packages', pkg, 'src', entry)];
+  return {
+    target: ts.ScriptTarget.ES2022,
+    lib: ['lib.es2023.d.ts'],
+    module: ts.ModuleKind.NodeNext,
+    moduleResolution: ts.ModuleResolutionKind.NodeNext,
+    strict: true,
+    noUncheckedIndexedAccess: true,
+    exactOptionalPropertyTypes: true,
+    verbatimModuleSyntax: true,
+    isolatedModules: true,
+    noImplicitOverride: true,
+    skipLibCheck: true,
+    noEmit: true,
+    types: ['node'],
+    // The packages' sources, as vitest resolves them: a stale or missing dist/ cannot hide a break.
+    paths: {
+      '@once/core': src('core'),
+      '@once/core/testing': src('core', 'testing/index.ts'),
+      '@once/kafka': src('kafka'),
+      '@once/sqs': src('sqs'),
+      '@once/rabbitmq': src('rabbitmq'),
+      '@once/cli': src('cli'),
+    },
+  };
+}
+
+/** A file name for a sample that says where it came from. */
+function sampleFileName(sample: DocSample): string {
+  return `${sample.file.replace(/[^A-Za-z0-9]+/g, '_')}__L${sample.line}.ts`;
+}
+
+/**
+ * Writes the samples into `outDir` and type-checks them together. Each sample is a module of its
+ * own (`export {}` is appended, after its last line, so line numbers stay put). Returns the errors
+ * found in the samples, mapped back to their Markdown lines.
+ */
+export function checkSamples(root: string, outDir: string, samples: DocSample[]): SampleError[] {
+  rmSync(outDir, { recursive: true, force: true });
+  mkdirSync(outDir, { recursive: true });
+  const byPath = new Map<string, DocSample>();
+  for (const s of samples) {
+    const path = join(outDir, sampleFileName(s));
+    writeFileSync(path, `${s.code}\nexport {};\n`);
+    byPath.set(path, s);
+  }
+  const context = join(outDir, 'sample-context.d.ts');
+  writeFileSync(context, SAMPLE_CONTEXT);
+  const program = ts.createProgram([...byPath.keys(), context], compilerOptions(root));
+  const errors: SampleError[] = [];
+  const diagnostics = [...program.getOptionsDiagnostics(), ...program.getGlobalDiagnostics()];
+  for (const d of diagnostics) {
+    errors.push({
+      file: '(compiler options)',
+      line: 0,
+      message: ts.flattenDiagnosticMessageText(d.messageText, '\n'),
+    });
+  }
+  for (const [path, sample] of byPath) {
+    const source = program.getSourceFile(path);
+    if (!source) throw new Error(`the compiler did not load ${relative(root, path)}`);
+    for (const d of [...program.getSyntacticDiagnostics(source), ...program.getSemanticDiagnostics(source)]) {
+      const at = d.start === undefined ? 0 : source.getLineAndCharacterOfPosition(d.start).line;
+      errors.push({
+        file: sample.file,
+        line: sample.line + at,
+        message: `TS${d.code}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`,
+      });
+    }
+  }
+  return errors;
+}
+
+/** Reads every doc file's samples. */
+export function collectSamples(root: string): DocSample[] {
+  return docFiles(root).flatMap((file) => extractSamples(file, readFileSync(join(root, file), 'utf8')));
+}
