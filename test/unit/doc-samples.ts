@@ -8,10 +8,13 @@
  *   {@link SAMPLE_CONTEXT} (a pool, an envelope, a few stand-ins for outside services).
  * - A block that is deliberately a fragment opts out with `nocheck` after the language
  *   (```ts nocheck). Keep that rare: a fragment cannot go stale silently only if it is checked.
+ * - A block whose first line is a file-name comment (`// kysely-tx.ts`) is written under that
+ *   name, so later blocks of the same Markdown file can import it (`from './kysely-tx.js'`).
+ *   Each Markdown file's blocks live in a directory of their own.
  * - Blocks in other languages (sh, sql, plain ```) are not checked.
  */
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { basename, dirname, join, relative } from 'node:path';
 import ts from 'typescript';
 
 /** One fenced TypeScript block of a Markdown file. */
@@ -143,9 +146,10 @@ function compilerOptions(root: string): ts.CompilerOptions {
   };
 }
 
-/** A file name for a sample that says where it came from. */
-function sampleFileName(sample: DocSample): string {
-  return `${sample.file.replace(/[^A-Za-z0-9]+/g, '_')}__L${sample.line}.ts`;
+/** Where a sample is written: its Markdown file's directory, under its own name or its line. */
+function samplePath(outDir: string, sample: DocSample): string {
+  const named = /^\/\/ ([A-Za-z0-9_-]+\.ts)\s*$/.exec(sample.code.split('\n', 1)[0] ?? '');
+  return join(outDir, sample.file.replace(/[^A-Za-z0-9]+/g, '_'), named ? named[1]! : `L${sample.line}.ts`);
 }
 
 /**
@@ -158,7 +162,13 @@ export function checkSamples(root: string, outDir: string, samples: DocSample[])
   mkdirSync(outDir, { recursive: true });
   const byPath = new Map<string, DocSample>();
   for (const s of samples) {
-    const path = join(outDir, sampleFileName(s));
+    const path = samplePath(outDir, s);
+    const twin = byPath.get(path);
+    if (twin)
+      throw new Error(
+        `${s.file}:${s.line}: a second block named ${basename(path)} (first at line ${twin.line})`,
+      );
+    mkdirSync(dirname(path), { recursive: true });
     writeFileSync(path, `${s.code}\nexport {};\n`);
     byPath.set(path, s);
   }

@@ -4,7 +4,7 @@ export const ExitCode = {
   Ok: 0,
   /** A runtime failure: a query failed, a file could not be written. */
   Failure: 1,
-  /** A usage error: unknown command or flag, a bad value, a missing argument, an option not available yet. */
+  /** A usage error: unknown command or flag, a bad value, a missing argument, a request that cannot be done as asked. */
   Usage: 2,
   /** The database is unreachable: connection refused, authentication failed, unknown database. */
   Unreachable: 3,
@@ -21,7 +21,7 @@ export const EXIT_CODES_HELP = `
 Exit codes:
   0  ok
   1  runtime failure
-  2  usage error (bad command, flag or value; an option not available yet)
+  2  usage error (bad command, flag or value; a request that cannot be done as asked)
   3  database unreachable (connection refused, authentication, unknown database)
   4  schema not installed, older than needed (run \`once migrate\`) or too new
   5  not found (unknown consumer, message id or outbox id; no failed record)`;

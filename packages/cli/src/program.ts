@@ -100,18 +100,28 @@ export function buildProgram(io: CliIo, execute: Execute, quietErrors: () => boo
     .argument('<consumer>', 'consumer name')
     .argument('<id>', 'message id')
     .option('--out <file>', 'write the stored body to this file (- for stdout; default: stdout)')
-    .option('--republish', 'republish the body to its source (not available yet: refused)')
+    .option(
+      '--republish',
+      'also enqueue the body in the outbox under its own message id, in the same transaction; a relay sends it',
+    )
+    .option(
+      '--to <destination>',
+      'with --republish: the outbox destination (default: the Kafka topic or SQS queue it came from)',
+    )
+    .option('--key <key>', 'with --republish: the key to publish with (default: the key it came with)')
     .option('--forget-steps', "lease mode: delete the message's recorded steps too (their effects run again)")
     .addHelpText(
       'after',
-      '\nRepublishing needs a broker publisher, which the CLI does not have yet: save the body with\n' +
-        '--out and publish it to the source with the same message id; the consumer then runs it afresh.',
+      '\nWith --republish the message goes back through your outbox: the failed record is deleted and\n' +
+        'the body enqueued in one transaction, under the original message id, so a redelivery of the\n' +
+        'original and the republished copy are one message to the consumer. Your relay must have a\n' +
+        'publisher for the destination.',
     )
     .action(
       async (
         consumer: string,
         id: string,
-        o: { out?: string; republish?: boolean; forgetSteps?: boolean },
+        o: { out?: string; republish?: boolean; to?: string; key?: string; forgetSteps?: boolean },
         cmd: Command,
       ) =>
         execute(
@@ -153,7 +163,10 @@ export function buildProgram(io: CliIo, execute: Execute, quietErrors: () => boo
   outbox
     .command('retry')
     .description('put failed rows back to pending (attempts 0, due now)')
-    .option('--id <uuid>', 'one message, by its outbox id')
+    .option(
+      '--id <message-id>',
+      'one message, by its outbox message id (the row UUID, or the id it was enqueued with)',
+    )
     .option('--all-failed', 'every failed message')
     .action(async (o: { id?: string; allFailed?: boolean }, cmd: Command) => {
       const options = { id: o.id, allFailed: o.allFailed };

@@ -9,6 +9,9 @@ export function cliSql(schemaName: string) {
   const schema = quoteIdentifier(schemaName, '--schema');
   const inbox = `${schema}.inbox`;
   const outbox = `${schema}.outbox`;
+  // The relay publishes a row under message_id when set, else its UUID; operators may quote either.
+  // The CASE keeps a non-UUID string away from the cast.
+  const byMessageId = `id = CASE WHEN $1 ~* '^[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}$' THEN $1::uuid END OR message_id = $1`;
   return Object.freeze({
     /** Fails with 3F000/42P01 when the schema is not installed. */
     schemaVersion: `SELECT coalesce(max(version), 0)::int AS version FROM ${schema}.schema_version`,
@@ -66,7 +69,7 @@ export function cliSql(schemaName: string) {
      * $1 consumer, $2 message id. Locks the row for the retry transaction: a consumer's claim
      * of this id waits until the body has been saved and the row deleted.
      */
-    lockRow: `SELECT status, body, body_truncated FROM ${inbox}
+    lockRow: `SELECT status, body, body_truncated, origin FROM ${inbox}
       WHERE consumer = $1 AND message_id = $2 FOR UPDATE`,
 
     /**
@@ -85,12 +88,20 @@ export function cliSql(schemaName: string) {
     /** Rows a purge would delete now. */
     expiredCount: `SELECT count(*)::float8 AS n FROM ${inbox} WHERE expires_at < now()`,
 
-    /** $1 outbox id (uuid). */
-    outboxFind: `SELECT id::text AS id, status, destination FROM ${outbox} WHERE id = $1::uuid`,
+    /** $1 outbox message id: the row's UUID, or the message id it was enqueued with. */
+    outboxFind: `SELECT coalesce(message_id, id::text) AS id, status, destination FROM ${outbox} WHERE ${byMessageId}`,
 
-    /** $1 outbox id (uuid). Back to pending, due now, with a fresh attempt budget. */
+    /** $1 outbox message id (as outboxFind). Back to pending, due now, with a fresh attempt budget. */
     outboxRetryOne: `UPDATE ${outbox} SET status = 'pending', attempts = 0, available_at = now()
-      WHERE id = $1::uuid AND status = 'failed'`,
+      WHERE (${byMessageId}) AND status = 'failed'`,
+
+    /**
+     * $1 destination, $2 key, $3 body, $4 headers json, $5 message id. A republished failed
+     * message, written in the retry's transaction: it is sent if and only if the failed record's
+     * deletion commits. Mirrors core's outbox enqueue.
+     */
+    republish: `INSERT INTO ${outbox} (destination, key, body, headers, message_id)
+      VALUES ($1, $2, $3, $4::jsonb, $5) RETURNING id::text AS row_id`,
 
     /** Every parked row back to pending. */
     outboxRetryAll: `UPDATE ${outbox} SET status = 'pending', attempts = 0, available_at = now()

@@ -56,7 +56,7 @@ const guarded = new WeakSet<object>();
  * listener that never goes away; the error still reaches us through the failed query and
  * through `Connection.error`. Installed once per pool, on pools that emit `'connect'` (pg.Pool).
  */
-function guardNewClients(pool: PgPoolLike): void {
+export function guardNewClients(pool: PgPoolLike): void {
   const emitter = pool as PgPoolLike & {
     on?(event: 'connect', listener: (client: { on?(e: 'error', l: () => void): unknown }) => void): unknown;
   };

@@ -77,3 +77,33 @@ export function resolveId(envelope: Envelope, idOf?: IdOf): string {
   }
   return raw;
 }
+
+/**
+ * Where a delivery came from, as stored with a failed message (the inbox's `origin` column) so an
+ * operator can send its body back there: the source, the key and the headers that were set.
+ */
+export interface Origin {
+  broker: string;
+  queue: string;
+  partition?: number;
+  group?: string;
+  key?: string;
+  headers: Record<string, string>;
+}
+
+/** The {@link Origin} of an envelope, as JSON for the inbox. */
+export function originOf(envelope: Envelope): string {
+  const { broker, queue, partition, group } = envelope.source;
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(envelope.headers))
+    if (value !== undefined) headers[name] = value;
+  const origin: Origin = {
+    broker,
+    queue,
+    ...(partition === undefined ? {} : { partition }),
+    ...(group === undefined ? {} : { group }),
+    ...(envelope.key === undefined ? {} : { key: envelope.key }),
+    headers,
+  };
+  return JSON.stringify(origin);
+}

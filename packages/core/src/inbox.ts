@@ -1,5 +1,5 @@
-import { Connection } from './connection.js';
-import { type Envelope, resolveId } from './envelope.js';
+import { Connection, guardNewClients } from './connection.js';
+import { type Envelope, originOf, resolveId } from './envelope.js';
 import { ErrorCode, OnceError, PermanentError, serializeError } from './errors.js';
 import { Events, type OnceEventListener, type OnceEventName } from './events.js';
 import { type Fence, resolveFence } from './fence.js';
@@ -58,6 +58,7 @@ export class Inbox<R = unknown> {
 
   constructor(options: ResolvedInboxOptions<R>) {
     this.options = options;
+    guardNewClients(options.pool);
     this.#sql = inboxSql(options.quotedSchema);
     this.#events = new Events(options.logger);
     this.#out = new Outcomes(options);
@@ -365,14 +366,16 @@ export class Inbox<R = unknown> {
         truncated,
         item.envelope.attempt,
       ];
+      const origin = originOf(item.envelope);
       const res = fence
         ? await pool.query(this.#fenceSql.recordFailed, [
             ...params,
             fence.stream,
             fence.partition,
             fence.offset.toString(),
+            origin,
           ])
-        : await pool.query(this.#sql.recordFailed, params);
+        : await pool.query(this.#sql.recordFailed, [...params, origin]);
       if (res.rowCount === 0) {
         // Someone recorded the id meanwhile (a rival processed it, or failed it first).
         const row = (await pool.query<Row>(this.#sql.readOne, [consumer, item.id])).rows[0];
@@ -590,6 +593,7 @@ export class Inbox<R = unknown> {
         item.envelope.body.subarray(0, max),
         item.envelope.body.length > max,
         item.envelope.attempt,
+        originOf(item.envelope),
       ]),
     );
     return this.#out.failed(item.envelope, item.id, reason, error);

@@ -1,5 +1,12 @@
 export { Connection } from './connection.js';
-export { type Envelope, type EnvelopeSource, type IdOf, MAX_ID_LENGTH, resolveId } from './envelope.js';
+export {
+  type Envelope,
+  type EnvelopeSource,
+  type IdOf,
+  MAX_ID_LENGTH,
+  type Origin,
+  resolveId,
+} from './envelope.js';
 export {
   ErrorCode,
   InvalidIdError,

@@ -107,6 +107,18 @@ CREATE TABLE {schema}.fences (
 );
 `,
   },
+  {
+    version: 5,
+    name: 'republish',
+    sql: `
+-- where a failed message came from ({broker, queue, partition, key, headers}), so an operator can
+-- send its stored body back there; NULL on 'done' rows and on rows recorded before version 5
+ALTER TABLE {schema}.inbox ADD COLUMN origin jsonb;
+-- the message id to publish under when it is not the row's UUID (a republished failed message
+-- keeps its own id, so the consumer's inbox still recognises the original delivery)
+ALTER TABLE {schema}.outbox ADD COLUMN message_id text;
+`,
+  },
 ]);
 
 /** The schema version this build of @once/core expects. */

@@ -1,3 +1,4 @@
+import { MAX_ID_LENGTH } from './envelope.js';
 import { ErrorCode, OnceError } from './errors.js';
 import { quoteIdentifier } from './identifier.js';
 import { checkNumber } from './options.js';
@@ -36,6 +37,12 @@ export interface PublishOptions {
   headers?: Readonly<Record<string, string>> | undefined;
   /** Publish no earlier than this many ms after commit. @default 0 */
   delayMs?: number | undefined;
+  /**
+   * The message id to publish under, when the message already has one that downstream inboxes
+   * must recognise (republishing a failed message; forwarding under a business key). At most
+   * {@link MAX_ID_LENGTH} characters. @default the row's own UUID
+   */
+  messageId?: string | undefined;
 }
 
 const DEFAULT_MAX_BODY = 1_048_576;
@@ -43,7 +50,7 @@ const DEFAULT_MAX_BODY = 1_048_576;
 /**
  * The transactional outbox: `enqueue` writes a message into the caller's transaction, so it is
  * published if and only if that transaction commits. Relays (see `createRelay`) send it later
- * with the row's UUID as the message id.
+ * with the row's UUID as the message id, or the `messageId` it was given.
  */
 export class Outbox {
   readonly schema: string;
@@ -118,7 +125,13 @@ export class Outbox {
     if (bytes.length > limit) {
       throw invalid(`body of ${bytes.length} bytes exceeds ${limit} bytes allowed for ${destination}`);
     }
-    const { key, headers = {}, delayMs = 0 } = options;
+    const { key, headers = {}, delayMs = 0, messageId } = options;
+    if (
+      messageId !== undefined &&
+      (typeof messageId !== 'string' || messageId.length === 0 || messageId.length > MAX_ID_LENGTH)
+    ) {
+      throw invalid(`messageId must be a string of 1 to ${MAX_ID_LENGTH} characters when given`);
+    }
     if (key !== undefined && (typeof key !== 'string' || key.length === 0)) {
       throw invalid('key must be a non-empty string when given');
     }
@@ -134,6 +147,7 @@ export class Outbox {
       bytes,
       JSON.stringify(headers),
       delayMs,
+      messageId ?? null,
     ]);
     return res.rows[0]!.id;
   }

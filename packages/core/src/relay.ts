@@ -1,4 +1,4 @@
-import { Connection } from './connection.js';
+import { Connection, guardNewClients } from './connection.js';
 import { ErrorCode, OnceError, serializeError } from './errors.js';
 import { Events, type OnceEventListener, type OnceEventName } from './events.js';
 import { quoteIdentifier } from './identifier.js';
@@ -95,6 +95,7 @@ export class Relay {
     if (!options || typeof options.pool?.connect !== 'function') {
       throw new OnceError(ErrorCode.InvalidOption, 'options.pool must be a pg Pool');
     }
+    guardNewClients(options.pool);
     const schema = options.schema ?? 'once';
     this.#sql = outboxSql(quoteIdentifier(schema, 'options.schema'));
     this.#channel = outboxChannel(schema);
@@ -214,7 +215,7 @@ export class Relay {
       const sent: string[] = [];
       const failed: { row: Row; error: unknown; park: boolean }[] = [];
       for (const row of rows) {
-        const r = results.get(row.id);
+        const r = results.get(resultKey(row));
         if (r?.ok) sent.push(row.seq);
         else {
           const error = r && !r.ok ? r.error : new Error('publisher returned no result for this message');
@@ -267,7 +268,7 @@ export class Relay {
     }
   }
 
-  /** Publishes each destination's rows through its publisher; one result per row id. */
+  /** Publishes each destination's rows through its publisher; one result per destination and message id. */
   async #publishAll(rows: Row[]): Promise<Map<string, OutboxPublishResult>> {
     const byDestination = new Map<string, Row[]>();
     for (const row of rows) {
@@ -284,22 +285,31 @@ export class Relay {
             ErrorCode.InvalidOption,
             `no publisher for destination ${JSON.stringify(destination)}`,
           );
-          for (const row of list) results.set(row.id, { id: row.id, ok: false, error });
+          for (const row of list) results.set(resultKey(row), { id: row.id, ok: false, error });
           return;
         }
-        const messages: OutboxMessage[] = list.map((row) => ({
-          id: row.id,
-          destination,
-          key: row.key ?? undefined,
-          body: row.body,
-          headers: row.headers ?? {},
-        }));
+        // Rows that share a message id (a message republished twice) are one message to the
+        // broker and to downstream inboxes: it is published once and its verdict is theirs.
+        const messages: OutboxMessage[] = [];
+        const seen = new Set<string>();
+        for (const row of list) {
+          if (seen.has(row.id)) continue;
+          seen.add(row.id);
+          messages.push({
+            id: row.id,
+            destination,
+            key: row.key ?? undefined,
+            body: row.body,
+            headers: row.headers ?? {},
+          });
+        }
+        const key = (id: string) => resultKey({ destination, id });
         try {
           const out = await publisher.publish(messages);
-          if (!out) for (const m of messages) results.set(m.id, { id: m.id, ok: true });
-          else for (const r of out) results.set(r.id, r);
+          if (!out) for (const m of messages) results.set(key(m.id), { id: m.id, ok: true });
+          else for (const r of out) results.set(key(r.id), r);
         } catch (error) {
-          for (const m of messages) results.set(m.id, { id: m.id, ok: false, error: error as Error });
+          for (const m of messages) results.set(key(m.id), { id: m.id, ok: false, error: error as Error });
         }
       }),
     );
@@ -359,4 +369,9 @@ export class Relay {
 /** Creates a {@link Relay}; call `start()` to run it. */
 export function createRelay(options: RelayOptions): Relay {
   return new Relay(options);
+}
+
+/** Results are per destination: one message id may go to two destinations. */
+function resultKey(row: { destination: string; id: string }): string {
+  return `${row.destination}\u0000${row.id}`;
 }

@@ -5,6 +5,7 @@ import { ExitCode } from '../exit-codes.js';
 import { formatBytes, formatTable, formatTime } from '../format.js';
 import type { CliIo } from '../io.js';
 import type { Report } from '../report.js';
+import { outboxChannelOf } from '../sql.js';
 import { errorLine } from './inspect.js';
 import { findInboxRow, notFailed, readSteps, requireConsumer } from './lookup.js';
 
@@ -76,8 +77,15 @@ export async function failedListCommand(db: Database, options: FailedListOptions
 export interface FailedRetryOptions {
   /** Write the stored body to this file; `-` is stdout. @default stdout, or only the JSON under --json */
   readonly out?: string | undefined;
-  /** Republish the body to its source. Not available yet: refused before anything changes. */
+  /**
+   * Republish the stored body through the outbox, under the message's own id, in the transaction
+   * that deletes the failed record: a relay with a publisher for the destination sends it.
+   */
   readonly republish?: boolean | undefined;
+  /** The outbox destination to republish to. @default the source it came from (Kafka topic, SQS queue URL) */
+  readonly to?: string | undefined;
+  /** The key to republish with (partition key, message group, routing key). @default the key it came with */
+  readonly key?: string | undefined;
   /**
    * Lease mode: delete the record even though it has recorded steps, which go with it, so the
    * steps' effects run again on the next delivery. Without it such a retry is refused (exit 2).
@@ -88,13 +96,11 @@ export interface FailedRetryOptions {
 
 /** Refuses what `failed retry` cannot do, before the database is touched. */
 export function checkFailedRetryOptions(options: FailedRetryOptions, json: boolean): void {
-  if (options.republish) {
-    throw new CliError(
-      ExitCode.Usage,
-      'NOT_AVAILABLE',
-      '--republish is not available yet: the once CLI has no broker publisher. Nothing was changed. ' +
-        'Run `once failed retry <consumer> <id> --out body.bin`, then publish body.bin to the message source with its message id; the consumer processes it afresh',
-    );
+  if (!options.republish && (options.to !== undefined || options.key !== undefined)) {
+    throw new CliError(ExitCode.Usage, 'USAGE', '--to and --key only apply with --republish');
+  }
+  if (options.to !== undefined && options.to.length === 0) {
+    throw new CliError(ExitCode.Usage, 'USAGE', '--to must name an outbox destination');
   }
   if (json && options.out === '-') {
     throw new CliError(
@@ -135,20 +141,36 @@ export async function failedRetryCommand(
   let broken: Error | undefined;
   let body: Buffer | null;
   let truncated: boolean;
+  let republished: Republished | undefined;
   try {
     await client.query('BEGIN');
     const row = (
-      await client.query<{ status: string; body: Buffer | null; body_truncated: boolean }>(db.sql.lockRow, [
-        consumer,
-        id,
-      ])
+      await client.query<{
+        status: string;
+        body: Buffer | null;
+        body_truncated: boolean;
+        origin: Origin | null;
+      }>(db.sql.lockRow, [consumer, id])
     ).rows[0];
     if (row?.status !== 'failed') throw new NotFailed(row?.status);
     body = row.body;
     truncated = row.body_truncated;
+    if (options.republish) {
+      const plan = republishPlan(consumer, id, row, options);
+      const rowId = (
+        await client.query<{ row_id: string }>(db.sql.republish, [
+          plan.destination,
+          plan.key ?? null,
+          plan.body,
+          JSON.stringify(plan.headers),
+          id,
+        ])
+      ).rows[0]!.row_id;
+      republished = { destination: plan.destination, key: plan.key, outboxRowId: rowId };
+    }
     if (body !== null) {
       if (options.out !== undefined && options.out !== '-') await writeFile(options.out, body);
-      else if (!json) io.stdout.write(body);
+      else if (!json && (!options.republish || options.out === '-')) io.stdout.write(body);
     }
     await client.query(db.sql.deleteFailed, [consumer, id]);
     await client.query('COMMIT');
@@ -163,6 +185,8 @@ export async function failedRetryCommand(
   } finally {
     client.release(broken);
   }
+  // Relays poll too: a lost wake-up only delays the send.
+  if (republished) await db.pool.query(db.sql.notify, [outboxChannelOf(db.schema)]).catch(() => {});
   if (body === null)
     io.stderr.write(`warning: no body was stored for ${JSON.stringify(id)}; nothing was saved\n`);
   else if (truncated) {
@@ -170,18 +194,34 @@ export async function failedRetryCommand(
       `warning: the stored body was truncated (${body.length} bytes kept): it is not the whole message\n`,
     );
   }
+  // With --republish the body is only written where --out says; without, stdout by default.
   const where =
-    body === null ? '' : options.out !== undefined && options.out !== '-' ? options.out : 'stdout';
+    body === null || (options.republish && options.out === undefined)
+      ? ''
+      : options.out !== undefined && options.out !== '-'
+        ? options.out
+        : 'stdout';
+  const sent = republished
+    ? `. Republished through the outbox to ${JSON.stringify(republished.destination)}` +
+      `${republished.key === undefined ? '' : ` with key ${JSON.stringify(republished.key)}`}` +
+      ` under its own message id (outbox row ${republished.outboxRowId}); a relay with a publisher for that destination sends it`
+    : '';
   const text =
     `deleted the failed record of ${JSON.stringify(id)} (consumer ${JSON.stringify(consumer)}); ` +
-    `its next delivery is processed afresh${where ? `. Body (${formatBytes(body?.length ?? 0)}) written to ${where}` : ''}`;
+    `its next delivery is processed afresh${sent}${where ? `. Body (${formatBytes(body?.length ?? 0)}) written to ${where}` : ''}`;
   return {
     data: {
       schema: db.schema,
       consumer,
       messageId: id,
       deleted: true,
-      republished: false,
+      republished: republished
+        ? {
+            destination: republished.destination,
+            key: republished.key ?? null,
+            outboxRowId: republished.outboxRowId,
+          }
+        : false,
       body:
         body === null
           ? null
@@ -214,4 +254,61 @@ export async function failedDiscardCommand(db: Database, consumer: string, id: s
     data: { schema: db.schema, consumer, messageId: id, discarded: true },
     text: `discarded the failure of ${JSON.stringify(id)} (consumer ${JSON.stringify(consumer)}): later deliveries are acked as duplicates`,
   };
+}
+
+/** Where a failed message came from, as core stores it (schema version 5 and later). */
+interface Origin {
+  broker?: string;
+  queue?: string;
+  key?: string;
+  headers?: Record<string, string>;
+}
+
+interface Republished {
+  destination: string;
+  key: string | undefined;
+  outboxRowId: string;
+}
+
+/** Headers that belong to one delivery, not to the message: never carried into a republish. */
+const DELIVERY_HEADER = /^(message-id$|x-once-|x-death$|x-delivery-count$|x-first-death-)/i;
+
+/**
+ * What `--republish` writes to the outbox, or a usage error (nothing changed) that says what is
+ * missing: a stored body, a whole one, and a destination (given, or the Kafka topic or SQS queue
+ * the message came from; a RabbitMQ queue is not an exchange, so there `--to` is required).
+ */
+function republishPlan(
+  consumer: string,
+  id: string,
+  row: { body: Buffer | null; body_truncated: boolean; origin: Origin | null },
+  options: FailedRetryOptions,
+): { destination: string; key: string | undefined; body: Buffer; headers: Record<string, string> } {
+  const which = `message ${JSON.stringify(id)} of consumer ${JSON.stringify(consumer)}`;
+  const refuse = (code: string, why: string) =>
+    new CliError(ExitCode.Usage, code, `cannot republish ${which}: ${why}. Nothing was changed`);
+  if (row.body === null) throw refuse('NO_BODY', 'no body was stored for it');
+  if (row.body_truncated) {
+    throw refuse(
+      'BODY_TRUNCATED',
+      `its stored body was truncated to ${row.body.length} bytes (raise the inbox's failedBodyMaxBytes)`,
+    );
+  }
+  const origin = row.origin ?? {};
+  const fromSource = origin.broker === 'kafka' || origin.broker === 'sqs' ? origin.queue : undefined;
+  const destination = options.to ?? fromSource;
+  if (destination === undefined) {
+    throw refuse(
+      'NO_DESTINATION',
+      origin.broker === 'rabbitmq'
+        ? `it came from RabbitMQ queue ${JSON.stringify(origin.queue)}, and a queue is not an exchange: pass --to <exchange> (and --key <routing key> if it differs from ${JSON.stringify(origin.key ?? '')})`
+        : row.origin === null
+          ? 'its source was not recorded (it failed before schema version 5): pass --to <destination>'
+          : `it came from ${origin.broker ?? 'an unknown broker'} ${JSON.stringify(origin.queue ?? '')}, which has no default destination: pass --to <destination>`,
+    );
+  }
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(origin.headers ?? {}))
+    if (!DELIVERY_HEADER.test(name) && typeof value === 'string') headers[name] = value;
+  return { destination, key: options.key ?? origin.key, body: row.body, headers };
 }

@@ -39,6 +39,7 @@ export async function inspectCommand(
     ...(row.owner === undefined ? {} : { owner: row.owner, leaseUntil: row.lease_until ?? null }),
     result: row.result,
     error: row.error,
+    origin: row.origin ?? null,
     body:
       row.body === null || preview === null
         ? null
@@ -82,6 +83,7 @@ function inspectText(
       : []),
     ['result', oneLine(row.result, 200)],
     ['error', errorLine(row.error)],
+    ...(row.origin ? ([['origin', oneLine(row.origin, 200)]] as [string, string][]) : []),
   ];
   if (row.body === null || preview === null) {
     fields.push([

@@ -13,6 +13,8 @@ export interface InboxRow {
   error: unknown;
   body: Buffer | null;
   body_truncated: boolean;
+  /** Where a failed message came from (schema version 5 on); null otherwise. */
+  origin?: unknown;
   attempts: number;
   created_at: Date;
   expires_at: Date;

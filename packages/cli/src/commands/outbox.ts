@@ -1,3 +1,4 @@
+import { MAX_ID_LENGTH } from '@once/core';
 import { CliError } from '../cli-error.js';
 import { type Database, requireSchema } from '../database.js';
 import { ExitCode } from '../exit-codes.js';
@@ -15,8 +16,6 @@ export interface DestinationRow {
   oldest_pending_age_s: number | null;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 /** `once outbox status`: pending, sent and failed rows per destination, and the oldest pending. */
 export async function outboxStatusCommand(db: Database): Promise<Report> {
   await requireSchema(db);
@@ -26,27 +25,27 @@ export async function outboxStatusCommand(db: Database): Promise<Report> {
 
 /** Which failed rows `once outbox retry` puts back. */
 export interface OutboxRetryOptions {
-  /** One row, by its message id (a UUID). */
+  /** One row, by its message id: the row's UUID, or the id it was enqueued with (a republished message keeps its own). */
   readonly id?: string | undefined;
   /** Every failed row. */
   readonly allFailed?: boolean | undefined;
 }
 
-/** Usage checks of `once outbox retry`, before the database is touched: exactly one selector, a UUID id. */
+/** Usage checks of `once outbox retry`, before the database is touched: exactly one selector, an id that fits. */
 export function checkOutboxRetryOptions(options: OutboxRetryOptions): void {
   const { id, allFailed = false } = options;
   if ((id === undefined) === !allFailed) {
     throw new CliError(
       ExitCode.Usage,
       'USAGE',
-      'outbox retry needs exactly one of --id <uuid> and --all-failed',
+      'outbox retry needs exactly one of --id <message id> and --all-failed',
     );
   }
-  if (id !== undefined && !UUID.test(id)) {
+  if (id !== undefined && (id.length === 0 || id.length > MAX_ID_LENGTH)) {
     throw new CliError(
       ExitCode.Usage,
       'USAGE',
-      `--id must be an outbox message id (a UUID), got ${JSON.stringify(id)}`,
+      `--id must be an outbox message id of 1 to ${MAX_ID_LENGTH} characters, got ${id.length}`,
     );
   }
 }

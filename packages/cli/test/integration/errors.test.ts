@@ -108,10 +108,13 @@ describe('usage errors are exit 2', () => {
     [['purge', '--batch-size', 'ten'], 'must be a whole number >= 1, got "ten"'],
     [['failed', 'list', '--limit', '-3'], 'must be a whole number >= 1'],
     [['inspect', 'c', 'id', '--body-bytes', '1.5'], 'must be a whole number >= 0'],
-    [['outbox', 'retry'], 'exactly one of --id <uuid> and --all-failed'],
+    [['outbox', 'retry'], 'exactly one of --id <message id> and --all-failed'],
     [['outbox', 'retry', '--id', '7e0a5c2e-0000-4000-8000-000000000000', '--all-failed'], 'exactly one of'],
-    [['outbox', 'retry', '--id', 'not-a-uuid'], '--id must be an outbox message id (a UUID)'],
-    [['failed', 'retry', 'c', 'id', '--republish'], '--republish is not available yet'],
+    [
+      ['outbox', 'retry', '--id', 'x'.repeat(513)],
+      '--id must be an outbox message id of 1 to 512 characters, got 513',
+    ],
+    [['failed', 'retry', 'c', 'id', '--to', 'orders'], '--to and --key only apply with --republish'],
     [['failed', 'retry', 'c', 'id', '--out', '-', '--json'], '--out - cannot be combined with --json'],
   ])('%j', async (argv, message) => {
     // A refused port: usage checks must come before any connection attempt.

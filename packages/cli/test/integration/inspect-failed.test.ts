@@ -77,6 +77,13 @@ describe('once inspect', () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/status\s+failed/);
     expect(r.stdout).toContain('PermanentError: bad amount (PERMANENT)');
+    // Where it came from, recorded with the failure, for `failed retry --republish`.
+    expect(r.stdout).toMatch(/origin\s+\{.*"broker":"test"/);
+    expect((await cli(at('--json', 'inspect', 'orders', 'o2'))).json().origin).toEqual({
+      broker: 'test',
+      queue: 'q',
+      headers: {},
+    });
     expect(r.stdout).toContain(`body         ${bodies.o2.length} B, utf8: {"id":"o2","amount":-1}`);
     expect(r.stdout).toContain('error stack:');
     const j = (await cli(at('--json', 'inspect', 'orders', 'o2'))).json<{ body: { base64: string } }>();
@@ -172,12 +179,37 @@ describe('once failed retry', () => {
     expect(Buffer.from(j.body.base64, 'base64').equals(body('o5'))).toBe(true);
   });
 
-  it('--republish is refused as not available yet, and nothing changes', async () => {
+  it('--republish without a destination it can infer is refused, and nothing changes', async () => {
     const r = await cli(at('failed', 'retry', 'orders', 'o6', '--republish'));
     expect(r.code).toBe(2);
-    expect(r.stderr).toContain('--republish is not available yet');
+    expect(r.stderr).toContain(
+      'it came from test "q", which has no default destination: pass --to <destination>',
+    );
     expect(r.stderr).toContain('Nothing was changed');
     expect((await cli(at('--json', 'inspect', 'orders', 'o6'))).json()).toMatchObject({ status: 'failed' });
+  });
+
+  it('--republish --to: the body goes into the outbox under its own id in the same transaction', async () => {
+    const r = await cli(
+      at('failed', 'retry', 'orders', 'o7', '--republish', '--to', 'orders-topic', '--key', 'k7'),
+    );
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain(
+      'Republished through the outbox to "orders-topic" with key "k7" under its own message id',
+    );
+    expect(r.stdoutBytes.includes(body('o7'))).toBe(false);
+    const rows = await db.pool.query(
+      `SELECT destination, key, body, message_id, status FROM ${quoteIdent(db.schema)}.outbox WHERE message_id = 'o7'`,
+    );
+    expect(rows.rows).toHaveLength(1);
+    expect(rows.rows[0]).toMatchObject({
+      destination: 'orders-topic',
+      key: 'k7',
+      message_id: 'o7',
+      status: 'pending',
+    });
+    expect((rows.rows[0].body as Buffer).equals(body('o7'))).toBe(true);
+    expect((await cli(at('--json', 'inspect', 'orders', 'o7'))).code).toBe(5);
   });
 
   it('a body that cannot be written leaves the record in place (exit 1)', async () => {

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Connection } from '../connection.js';
-import { type Envelope, resolveId } from '../envelope.js';
+import { type Envelope, originOf, resolveId } from '../envelope.js';
 import { ErrorCode, OnceError, PermanentError } from '../errors.js';
 import { fingerprint } from '../fingerprint.js';
 import type { ResolvedInboxOptions } from '../options.js';
@@ -357,6 +357,7 @@ export class LeaseProcessor<R = unknown> {
         body,
         envelope.body.length > o.failedBodyMaxBytes,
         o.retentionMs,
+        originOf(envelope),
       ]);
       if (res.rowCount === 0) return this.#out.busy(envelope, id, o.busyDelayMs);
     } catch (err) {

@@ -34,8 +34,8 @@ export function fenceSql(schema: string) {
         ON CONFLICT (consumer, stream, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset
         WHERE f.next_offset <= $11::bigint RETURNING 1)
       INSERT INTO ${inbox}
-        (consumer, message_id, fingerprint, status, expires_at, error, body, body_truncated, attempts)
-      SELECT $1, $2, $3, 'failed', now() + $4 * interval '1 millisecond', $5::jsonb, $6, $7, $8
+        (consumer, message_id, fingerprint, status, expires_at, error, body, body_truncated, attempts, origin)
+      SELECT $1, $2, $3, 'failed', now() + $4 * interval '1 millisecond', $5::jsonb, $6, $7, $8, $12::jsonb
       WHERE EXISTS (SELECT 1 FROM f)
       ON CONFLICT DO NOTHING RETURNING message_id`,
     /** $1 consumer, $2 stream, $3 partition. The next offset to process, as text. */

@@ -39,13 +39,14 @@ export function inboxSql(schema: string) {
     storeResult: `UPDATE ${inbox} SET result = $3::jsonb WHERE consumer = $1 AND message_id = $2`,
     storeResults: `UPDATE ${inbox} AS i SET result = t.r FROM unnest($2::text[], $3::jsonb[]) AS t(m, r)
       WHERE i.consumer = $1 AND i.message_id = t.m`,
-    /** $1 consumer, $2 id, $3 fingerprint, $4 retention ms, $5 error, $6 body, $7 truncated, $8 attempts. */
+    /** $1 consumer, $2 id, $3 fingerprint, $4 retention ms, $5 error, $6 body, $7 truncated, $8 attempts, $9 origin. */
     recordFailed: `INSERT INTO ${inbox}
-      (consumer, message_id, fingerprint, status, expires_at, error, body, body_truncated, attempts)
-      VALUES ($1, $2, $3, 'failed', now() + $4 * interval '1 millisecond', $5::jsonb, $6, $7, $8)
+      (consumer, message_id, fingerprint, status, expires_at, error, body, body_truncated, attempts, origin)
+      VALUES ($1, $2, $3, 'failed', now() + $4 * interval '1 millisecond', $5::jsonb, $6, $7, $8, $9::jsonb)
       ON CONFLICT DO NOTHING RETURNING message_id`,
-    /** Savepoint batches: turn a held claim into a failed record. $1 consumer, $2 id, $3 error, $4 body, $5 truncated, $6 attempts. */
-    markFailed: `UPDATE ${inbox} SET status = 'failed', error = $3::jsonb, body = $4, body_truncated = $5, attempts = $6
+    /** Savepoint batches: turn a held claim into a failed record. $1 consumer, $2 id, $3 error, $4 body, $5 truncated, $6 attempts, $7 origin. */
+    markFailed: `UPDATE ${inbox} SET status = 'failed', error = $3::jsonb, body = $4, body_truncated = $5, attempts = $6,
+        origin = $7::jsonb
       WHERE consumer = $1 AND message_id = $2`,
     /** Drop claims of messages that did not run. $1 consumer, $2 ids. */
     unclaim: `DELETE FROM ${inbox} WHERE consumer = $1 AND message_id = ANY($2::text[])`,

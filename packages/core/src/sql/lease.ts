@@ -63,9 +63,9 @@ export function leaseSql(schema: string) {
     done: `UPDATE ${inbox} SET status = 'done', owner = NULL, lease_until = NULL, result = $4::jsonb,
         expires_at = now() + $5 ${ms}
       WHERE ${mine}`,
-    /** Records a permanent failure, fenced. $4 error json, $5 body, $6 truncated, $7 retention ms. */
+    /** Records a permanent failure, fenced. $4 error json, $5 body, $6 truncated, $7 retention ms, $8 origin. */
     fail: `UPDATE ${inbox} SET status = 'failed', owner = NULL, lease_until = NULL, error = $4::jsonb,
-        body = $5, body_truncated = $6, expires_at = now() + $7 ${ms}
+        body = $5, body_truncated = $6, expires_at = now() + $7 ${ms}, origin = $8::jsonb
       WHERE ${mine}`,
   });
 }

@@ -5,16 +5,17 @@
 export function outboxSql(schema: string) {
   const outbox = `${schema}.outbox`;
   return Object.freeze({
-    /** $1 destination, $2 key, $3 body, $4 headers json, $5 delay ms. Returns the message id. */
-    enqueue: `INSERT INTO ${outbox} (destination, key, body, headers, available_at)
-      VALUES ($1, $2, $3, $4::jsonb, now() + $5 * interval '1 millisecond') RETURNING id::text AS id`,
+    /** $1 destination, $2 key, $3 body, $4 headers json, $5 delay ms, $6 message id or NULL. Returns the message id. */
+    enqueue: `INSERT INTO ${outbox} (destination, key, body, headers, available_at, message_id)
+      VALUES ($1, $2, $3, $4::jsonb, now() + $5 * interval '1 millisecond', $6)
+      RETURNING coalesce(message_id, id::text) AS id`,
     /**
      * The relay's claim. Per (destination, key) only the oldest pending row is eligible, so two
      * rows of one key are never in flight at once, even across relays: SKIP LOCKED alone would
      * let a second relay take row 2 while the first still holds row 1. Rows without a key are
      * unordered. $1 batch size.
      */
-    claim: `SELECT o.seq, o.id::text AS id, o.destination, o.key, o.body, o.headers, o.attempts
+    claim: `SELECT o.seq, coalesce(o.message_id, o.id::text) AS id, o.destination, o.key, o.body, o.headers, o.attempts
       FROM ${outbox} AS o
       WHERE o.status = 'pending' AND o.available_at <= now()
         AND (o.key IS NULL OR NOT EXISTS (
