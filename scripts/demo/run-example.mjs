@@ -140,6 +140,8 @@ export async function runExample(example, args, log) {
     if (prepared)
       await prepared.cleanup().catch((err) => row.problems.push(`cleanup failed: ${err.message}`));
   }
+  if (process.env.DEMO_DEBUG)
+    for (const c of all) log(`${example.name}: reported ${JSON.stringify(c.counts)}`);
   for (const c of all) {
     for (const status of SETTLED) row.seen += c.counts[status] ?? 0;
     row.dropped += c.counts.duplicate ?? 0;
