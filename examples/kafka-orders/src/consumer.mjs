@@ -1,0 +1,46 @@
+// @ts-check
+// The orders consumer as a long-running process. Configured by environment:
+//   ORDERS_SCHEMA, ORDERS_TOPIC, ORDERS_GROUP (required), DATABASE_URL, KAFKA_BROKERS.
+// Prints one JSON line of its outcome counts every 50 ms and on exit; SIGTERM stops it gracefully
+// (the slice in flight commits and its offsets are committed first).
+import pg from 'pg';
+import { DATABASE_URL, kafkaClient } from './kafka.mjs';
+import { createOrdersConsumer } from './orders-consumer.mjs';
+
+/** @param {string} name */
+function required(name) {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is required (see the top of src/consumer.mjs)`);
+  return value;
+}
+
+const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 6 });
+pool.on('error', (err) => console.error('pool error:', err.message));
+const consumer = createOrdersConsumer({
+  kafka: kafkaClient(),
+  pool,
+  schema: required('ORDERS_SCHEMA'),
+  topic: required('ORDERS_TOPIC'),
+  groupId: required('ORDERS_GROUP'),
+});
+
+/** @type {Record<string, number>} */
+const counts = { processed: 0, duplicate: 0, conflict: 0, failed: 0, retry: 0, busy: 0, deadLettered: 0 };
+for (const status of /** @type {const} */ (['processed', 'duplicate', 'conflict', 'failed', 'retry', 'busy']))
+  consumer.inbox.on(`message:${status}`, () => {
+    counts[status] = (counts[status] ?? 0) + 1;
+  });
+consumer.on('message:dead-lettered', () => {
+  counts.deadLettered = (counts.deadLettered ?? 0) + 1;
+});
+const report = () => process.stdout.write(`${JSON.stringify(counts)}\n`);
+
+await consumer.start();
+setInterval(report, 50).unref();
+report();
+process.once('SIGTERM', async () => {
+  await consumer.stop();
+  report();
+  await pool.end();
+  process.exit(0);
+});
