@@ -120,6 +120,12 @@ export {};
 
 function compilerOptions(root: string): ts.CompilerOptions {
   const src = (pkg: string, entry = 'index.ts') => [join(root, 'packages', pkg, 'src', entry)];
+  // Every package as @once/<folder>, resolved to its sources as vitest does: a stale or missing
+  // dist/ cannot hide a break.
+  const paths: Record<string, string[]> = { '@once/core/testing': src('core', 'testing/index.ts') };
+  for (const e of readdirSync(join(root, 'packages'), { withFileTypes: true })) {
+    if (e.isDirectory()) paths[`@once/${e.name}`] = src(e.name);
+  }
   return {
     target: ts.ScriptTarget.ES2022,
     lib: ['lib.es2023.d.ts'],
@@ -134,15 +140,7 @@ function compilerOptions(root: string): ts.CompilerOptions {
     skipLibCheck: true,
     noEmit: true,
     types: ['node'],
-    // The packages' sources, as vitest resolves them: a stale or missing dist/ cannot hide a break.
-    paths: {
-      '@once/core': src('core'),
-      '@once/core/testing': src('core', 'testing/index.ts'),
-      '@once/kafka': src('kafka'),
-      '@once/sqs': src('sqs'),
-      '@once/rabbitmq': src('rabbitmq'),
-      '@once/cli': src('cli'),
-    },
+    paths,
   };
 }
 
