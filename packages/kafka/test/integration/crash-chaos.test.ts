@@ -16,7 +16,7 @@ import { createTopics, kafkaClient, message, produce, SCALE, waitForCommitted } 
 // plain kafkajs consumer (effect, then auto-commit after the batch) must repeat effects.
 
 const script = fileURLToPath(new URL('./fixtures/consumer-child.mjs', import.meta.url));
-const N = Math.round(Number(process.env.ONCE_CHAOS_MESSAGES ?? 10_000) * SCALE);
+const N = Math.round(Number(process.env.ONCE_CHAOS_MESSAGES ?? 20_000) * SCALE);
 const KILLS = 5;
 let db: TestDb;
 let kafka: Kafka;
