@@ -1,3 +1,4 @@
+import type { EnvelopeSource } from './envelope.js';
 import type { SerializedError } from './errors.js';
 import type { Logger } from './logger.js';
 import type { FailReason } from './outcome.js';
@@ -5,6 +6,8 @@ import type { FailReason } from './outcome.js';
 interface MessageEventBase {
   consumer: string;
   id: string | undefined;
+  /** Where the message came from (the envelope's source: broker, topic or queue, ...). */
+  source: EnvelopeSource;
   /** Time from the start of processing to the outcome, in milliseconds. */
   durationMs: number;
 }
@@ -17,6 +20,13 @@ export interface OnceEventMap {
   'message:failed': MessageEventBase & { reason: FailReason; error: SerializedError };
   'message:retry': MessageEventBase & { error: SerializedError; delayMs: number; ran: boolean };
   'message:busy': MessageEventBase & { id: string };
+  /**
+   * A handler run settled (returned, threw, or passed its deadline), before its transaction
+   * commits or rolls back; `durationMs` is the handler's own time. `error` is set when it failed.
+   */
+  'handler:settled': MessageEventBase & { id: string; error: SerializedError | undefined };
+  /** Lease mode: a claim took the id over from an owner whose lease had run out (a crashed or stalled worker). */
+  'lease:takeover': { consumer: string; id: string; source: EnvelopeSource; attempt: number };
   'inbox:purged': { schema: string; deleted: number; durationMs: number };
   'outbox:published': { count: number };
   'outbox:publish-failed': { id: string; destination: string; attempts: number; error: SerializedError };

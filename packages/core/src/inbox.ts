@@ -66,7 +66,7 @@ export class Inbox<R = unknown> {
     this.#beginAndClaim = this.#sql.beginAndClaim(options.isolation, options.lockTimeoutMs);
     this.#fenceSql = fenceSql(options.quotedSchema);
     this.#beginAndFence = this.#fenceSql.beginAndFence(options.isolation, options.lockTimeoutMs);
-    this.#lease = options.mode === 'lease' ? new LeaseProcessor(options) : undefined;
+    this.#lease = options.mode === 'lease' ? new LeaseProcessor(options, this.#events) : undefined;
   }
 
   /** The consumer name effects are recorded under. */
@@ -277,7 +277,8 @@ export class Inbox<R = unknown> {
 
   #runHandler(conn: Connection, item: Item): Promise<HandlerRun<R>> {
     const o = this.options;
-    return runHandler(
+    const started = performance.now();
+    const run = runHandler(
       {
         handler: o.handler,
         client: conn.client,
@@ -289,6 +290,18 @@ export class Inbox<R = unknown> {
       },
       item.envelope,
     );
+    return this.#events.has('handler:settled') ? run.then((r) => this.#settled(item, r, started)) : run;
+  }
+
+  #settled(item: Item, run: HandlerRun<R>, started: number): HandlerRun<R> {
+    this.#events.emit('handler:settled', {
+      consumer: this.options.consumer,
+      id: item.id,
+      source: item.envelope.source,
+      durationMs: performance.now() - started,
+      error: run.ok ? undefined : serializeError(run.error),
+    });
+    return run;
   }
 
   /** The handler threw: undo its work, then record or retry per classification. */
@@ -627,7 +640,11 @@ export class Inbox<R = unknown> {
 
   #emit(o: Outcome<R>, started: number): void {
     if (!this.#events.has(`message:${o.status}`)) return;
-    const base = { consumer: this.options.consumer, durationMs: performance.now() - started };
+    const base = {
+      consumer: this.options.consumer,
+      source: o.envelope.source,
+      durationMs: performance.now() - started,
+    };
     const ev = this.#events;
     if (o.status === 'processed') ev.emit('message:processed', { ...base, id: o.id });
     else if (o.status === 'duplicate') ev.emit('message:duplicate', { ...base, id: o.id });

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { Connection } from '../connection.js';
 import { type Envelope, originOf, resolveId } from '../envelope.js';
-import { ErrorCode, OnceError, PermanentError } from '../errors.js';
+import { ErrorCode, OnceError, PermanentError, serializeError } from '../errors.js';
+import type { Events } from '../events.js';
 import { fingerprint } from '../fingerprint.js';
 import type { ResolvedInboxOptions } from '../options.js';
 import type { FailReason, Outcome } from '../outcome.js';
@@ -52,9 +53,11 @@ export class LeaseProcessor<R = unknown> {
   readonly #claimBegin: string;
   readonly #txBegin: string;
   readonly #out: Outcomes<R>;
+  readonly #events: Events;
 
-  constructor(options: ResolvedInboxOptions<R>) {
+  constructor(options: ResolvedInboxOptions<R>, events: Events) {
     this.#o = options;
+    this.#events = events;
     this.#sql = leaseSql(options.quotedSchema);
     this.#claimBegin = this.#sql.begin('read committed', options.lockTimeoutMs);
     this.#txBegin = this.#sql.begin(options.isolation, options.lockTimeoutMs);
@@ -128,6 +131,7 @@ export class LeaseProcessor<R = unknown> {
     });
     clock.start(claim.sentAt);
     let run: LeaseRun<R>;
+    const started = performance.now();
     try {
       run = await runLeaseHandler(
         {
@@ -146,6 +150,15 @@ export class LeaseProcessor<R = unknown> {
       );
     } finally {
       clock.stop();
+    }
+    if (this.#events.has('handler:settled')) {
+      this.#events.emit('handler:settled', {
+        consumer: o.consumer,
+        id: item.id,
+        source: item.envelope.source,
+        durationMs: performance.now() - started,
+        error: run.ok ? undefined : serializeError(run.error),
+      });
     }
     const conn = await tx.settled();
     if (!run.ok) {
@@ -206,7 +219,7 @@ export class LeaseProcessor<R = unknown> {
     }
     try {
       await conn.client.query(this.#claimBegin);
-      const claimed = await conn.client.query<{ attempts: number }>(this.#sql.claim, [
+      const claimed = await conn.client.query<{ attempts: number; took_over: boolean }>(this.#sql.claim, [
         o.consumer,
         item.id,
         item.fp,
@@ -234,6 +247,14 @@ export class LeaseProcessor<R = unknown> {
       await conn.client.query('COMMIT');
       conn.release();
       const recorded = new Map(rows.map((r) => [r.step, r.json === null ? undefined : JSON.parse(r.json)]));
+      if (claimed.rows[0]?.took_over) {
+        this.#events.emit('lease:takeover', {
+          consumer: o.consumer,
+          id: item.id,
+          source: item.envelope.source,
+          attempt: attempts,
+        });
+      }
       return { item, owner, attempt: attempts, recorded, sentAt };
     } catch (err) {
       await rollback(conn, err);

@@ -26,17 +26,20 @@ export function leaseSql(schema: string) {
     /**
      * The claim: a new row, or a takeover of an `in_progress` row that nobody holds (released,
      * or its lease expired). A takeover counts an attempt. Returns no row when the id is done,
-     * failed, leased by a live worker, or (unless $7) has another fingerprint.
+     * failed, leased by a live worker, or (unless $7) has another fingerprint. `took_over` says
+     * the row had an owner before (its lease ran out): read from the statement's snapshot, so a
+     * race can misreport it; it feeds only the `lease:takeover` event, never a decision.
      * $1 consumer, $2 id, $3 fingerprint, $4 owner, $5 lease ms, $6 retention ms, $7 ignore fingerprint.
      */
-    claim: `INSERT INTO ${inbox} AS i
+    claim: `WITH prior AS (SELECT owner FROM ${inbox} WHERE consumer = $1 AND message_id = $2)
+      INSERT INTO ${inbox} AS i
         (consumer, message_id, fingerprint, status, owner, lease_until, expires_at, attempts)
       VALUES ($1, $2, $3, 'in_progress', $4, now() + $5 ${ms}, now() + $6 ${ms}, 1)
       ON CONFLICT (consumer, message_id) DO UPDATE
         SET owner = EXCLUDED.owner, lease_until = EXCLUDED.lease_until, attempts = i.attempts + 1
         WHERE i.status = 'in_progress' AND (i.owner IS NULL OR i.lease_until <= now())
           AND (i.fingerprint = EXCLUDED.fingerprint OR $7::boolean)
-      RETURNING attempts`,
+      RETURNING attempts, EXISTS (SELECT 1 FROM prior WHERE owner IS NOT NULL) AS took_over`,
     /** The row a claim did not get, with the time its lease has left (ms, by the database clock). */
     read: `SELECT status, fingerprint, result, owner,
         greatest(0, extract(epoch FROM (lease_until - now())) * 1000)::float8 AS lease_left_ms

@@ -1,0 +1,47 @@
+import type { Attributes } from '@opentelemetry/api';
+import { Attr, destinationOf } from './attributes.js';
+import type { EventInstruments } from './instruments.js';
+import type { KafkaConsumerLike, RabbitConsumerLike, SqsConsumerLike } from './targets.js';
+
+/**
+ * Feeds `once.dead_letters` from each adapter's own event: the outcome says a message is to be
+ * dead-lettered, the adapter's event says it was (the send can fail and be retried, and each
+ * adapter has its own policy). Each function returns the one that unsubscribes.
+ */
+export function subscribeKafkaDeadLetters(c: KafkaConsumerLike, m: EventInstruments): () => void {
+  const base: Attributes = { [Attr.consumer]: c.inbox.consumer, [Attr.system]: 'kafka' };
+  return c.on('message:dead-lettered', (e) => {
+    m.deadLetters.add(1, {
+      ...base,
+      [Attr.destination]: e.topic,
+      [Attr.deadLetterReason]: e.reason,
+      // With dead-lettering off the message is dropped with a log line.
+      [Attr.deadLetterTarget]: e.deadLetterTopic === undefined ? 'discard' : 'topic',
+    });
+  });
+}
+
+export function subscribeSqsDeadLetters(c: SqsConsumerLike, m: EventInstruments): () => void {
+  const base: Attributes = {
+    [Attr.consumer]: c.inbox.consumer,
+    [Attr.system]: 'aws_sqs',
+    [Attr.destination]: destinationOf('sqs', c.options.queueUrl),
+  };
+  return c.on('dead-letter', (e) => {
+    m.deadLetters.add(1, { ...base, [Attr.deadLetterReason]: e.reason, [Attr.deadLetterTarget]: e.target });
+  });
+}
+
+export function subscribeRabbitDeadLetters(c: RabbitConsumerLike, m: EventInstruments): () => void {
+  const base: Attributes = {
+    [Attr.consumer]: c.inbox.consumer,
+    [Attr.system]: 'rabbitmq',
+    [Attr.destination]: c.options.queue,
+  };
+  return c.on('settled', (e) => {
+    // The settled event names the outcome (failed, conflict), not the fail reason. A delivery
+    // moved to the quarantine queue is not a dead letter: it runs again there, alone.
+    if (e.plan !== 'dead-letter') return;
+    m.deadLetters.add(1, { ...base, [Attr.deadLetterReason]: e.status, [Attr.deadLetterTarget]: 'exchange' });
+  });
+}

@@ -1,0 +1,114 @@
+import {
+  ErrorCode,
+  type Logger,
+  OnceError,
+  type OnceEventListener,
+  type OnceEventName,
+  type PgPoolLike,
+} from '@once/core';
+
+/**
+ * Structural views of what {@link instrument} accepts, so that this package needs no adapter
+ * as a dependency and a second copy of @once/core still fits. Each names only what is read.
+ */
+
+/** An `Inbox` from @once/core (`createInbox`). */
+export interface InboxLike {
+  readonly consumer: string;
+  readonly options: { readonly pool: PgPoolLike; readonly schema: string; readonly logger: Logger };
+  on<E extends OnceEventName>(name: E, listener: OnceEventListener<E>): () => void;
+}
+
+/** A `Relay` from @once/core (`createRelay`). */
+export interface RelayLike {
+  on<E extends OnceEventName>(name: E, listener: OnceEventListener<E>): () => void;
+  runOnce(): Promise<number>;
+}
+
+/** The `message:dead-lettered` event of @once/kafka's consumer. */
+export interface KafkaDeadLetteredEvent {
+  topic: string;
+  reason: string;
+  deadLetterTopic: string | undefined;
+}
+
+/** A `KafkaConsumer` from @once/kafka. */
+export interface KafkaConsumerLike {
+  readonly inbox: InboxLike;
+  readonly options: { readonly topics: readonly string[] };
+  on(name: 'message:dead-lettered', listener: (event: KafkaDeadLetteredEvent) => void): () => void;
+}
+
+/** The `dead-letter` event of @once/sqs's consumer. */
+export interface SqsDeadLetterEvent {
+  reason: string;
+  target: string;
+}
+
+/** An `SqsConsumer` from @once/sqs. */
+export interface SqsConsumerLike {
+  readonly inbox: InboxLike;
+  readonly options: { readonly queueUrl: string };
+  on(name: 'dead-letter', listener: (event: SqsDeadLetterEvent) => void): () => void;
+}
+
+/** The `settled` event of @once/rabbitmq's consumer. */
+export interface RabbitSettledEvent {
+  status: string;
+  plan: string;
+}
+
+/** A `RabbitConsumer` from @once/rabbitmq. */
+export interface RabbitConsumerLike {
+  readonly inbox: InboxLike;
+  readonly options: { readonly queue: string };
+  on(name: 'settled', listener: (event: RabbitSettledEvent) => void): () => void;
+}
+
+/** Any consumer of another adapter: its inbox is instrumented, its own events are not read. */
+export interface ConsumerLike {
+  readonly inbox: InboxLike;
+}
+
+/** Everything {@link instrument} accepts. */
+export type InstrumentTarget =
+  | InboxLike
+  | RelayLike
+  | KafkaConsumerLike
+  | SqsConsumerLike
+  | RabbitConsumerLike
+  | ConsumerLike;
+
+/** Which kind of target this is; adapters are told apart by their resolved options. */
+export type TargetKind =
+  | { kind: 'inbox'; inbox: InboxLike }
+  | { kind: 'relay'; relay: RelayLike }
+  | { kind: 'kafka'; consumer: KafkaConsumerLike }
+  | { kind: 'sqs'; consumer: SqsConsumerLike }
+  | { kind: 'rabbitmq'; consumer: RabbitConsumerLike }
+  | { kind: 'consumer'; consumer: ConsumerLike };
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
+
+/** Tells a target's kind; throws INVALID_OPTION naming `target` for anything else. */
+export function kindOf(target: InstrumentTarget): TargetKind {
+  if (typeof target !== 'object' || target === null) return invalid(target);
+  if ('inbox' in target) {
+    const options: unknown = (target as { options?: unknown }).options;
+    const o = isObject(options) ? options : {};
+    if (typeof o.queueUrl === 'string') return { kind: 'sqs', consumer: target as SqsConsumerLike };
+    if (Array.isArray(o.topics)) return { kind: 'kafka', consumer: target as KafkaConsumerLike };
+    if (typeof o.queue === 'string') return { kind: 'rabbitmq', consumer: target as RabbitConsumerLike };
+    return { kind: 'consumer', consumer: target };
+  }
+  if ('consumer' in target) return { kind: 'inbox', inbox: target };
+  if ('runOnce' in target) return { kind: 'relay', relay: target };
+  return invalid(target);
+}
+
+function invalid(target: unknown): never {
+  throw new OnceError(
+    ErrorCode.InvalidOption,
+    `instrument(target): target must be an Inbox, a Relay or an adapter consumer (with .inbox), got ${typeof target}`,
+  );
+}

@@ -1,0 +1,114 @@
+import { type OnceEventMap, silentLogger, TypedEmitter } from '@once/core';
+import { afterAll, describe, expect, it } from 'vitest';
+import { instrument } from '../../src/index.js';
+import { metricsHarness, pointsOf, sumOf } from '../fixtures/telemetry.js';
+
+// Each adapter reports a dead letter with its own event; these consumers are stand-ins made of
+// core's real emitter, shaped like each adapter (the RabbitMQ path runs against the broker in
+// test/integration/rabbitmq.test.ts).
+
+const h = metricsHarness();
+afterAll(() => h.shutdown());
+
+function consumerWith<M extends object>(name: string, options: object) {
+  const inboxEvents = new TypedEmitter<OnceEventMap>(silentLogger);
+  const events = new TypedEmitter<M>(silentLogger);
+  const pool = {
+    query: () => Promise.reject(new Error('unused')),
+    connect: () => Promise.reject(new Error('unused')),
+  };
+  return {
+    events,
+    consumer: {
+      inbox: {
+        consumer: name,
+        options: { pool, schema: 'once', logger: silentLogger },
+        on: inboxEvents.on.bind(inboxEvents),
+      },
+      options,
+      on: events.on.bind(events),
+    },
+  };
+}
+
+describe('dead letters', () => {
+  it('Kafka: message:dead-lettered, by topic, reason and whether a dead-letter topic took it', async () => {
+    const { consumer, events } = consumerWith<{
+      'message:dead-lettered': { topic: string; reason: string; deadLetterTopic: string | undefined };
+    }>('k', { topics: ['orders'] });
+    const handle = instrument(consumer, { meterProvider: h.meterProvider, pool: false });
+    events.emit('message:dead-lettered', {
+      topic: 'orders',
+      reason: 'max-attempts',
+      deadLetterTopic: 'orders.dlq',
+    });
+    events.emit('message:dead-lettered', {
+      topic: 'orders',
+      reason: 'invalid-id',
+      deadLetterTopic: undefined,
+    });
+    handle.close();
+    events.emit('message:dead-lettered', {
+      topic: 'orders',
+      reason: 'max-attempts',
+      deadLetterTopic: 'orders.dlq',
+    });
+    const m = await h.collect();
+    const base = {
+      'once.consumer': 'k',
+      'messaging.system': 'kafka',
+      'messaging.destination.name': 'orders',
+    };
+    expect(sumOf(m, 'once.dead_letters', base)).toBe(2);
+    expect(
+      sumOf(m, 'once.dead_letters', {
+        ...base,
+        'once.dead_letter.reason': 'max-attempts',
+        'once.dead_letter.target': 'topic',
+      }),
+    ).toBe(1);
+    expect(
+      sumOf(m, 'once.dead_letters', {
+        ...base,
+        'once.dead_letter.reason': 'invalid-id',
+        'once.dead_letter.target': 'discard',
+      }),
+    ).toBe(1);
+  });
+
+  it('SQS: dead-letter, by queue name, reason and target', async () => {
+    const { consumer, events } = consumerWith<{ 'dead-letter': { reason: string; target: string } }>('s', {
+      queueUrl: 'http://127.0.0.1:9324/000000000000/payments.fifo',
+    });
+    const handle = instrument(consumer, { meterProvider: h.meterProvider, pool: false });
+    events.emit('dead-letter', { reason: 'permanent', target: 'redrive' });
+    handle.close();
+    const m = await h.collect();
+    expect(pointsOf(m, 'once.dead_letters', { 'once.consumer': 's' })[0]).toMatchObject({
+      value: 1,
+      attributes: {
+        'messaging.system': 'aws_sqs',
+        'messaging.destination.name': 'payments.fifo',
+        'once.dead_letter.reason': 'permanent',
+        'once.dead_letter.target': 'redrive',
+      },
+    });
+  });
+
+  it('RabbitMQ: only settled deliveries planned as dead letters count, not acks, retries or quarantines', async () => {
+    const { consumer, events } = consumerWith<{ settled: { status: string; plan: string } }>('r', {
+      queue: 'emails',
+    });
+    const handle = instrument(consumer, { meterProvider: h.meterProvider, pool: false });
+    events.emit('settled', { status: 'processed', plan: 'ack' });
+    events.emit('settled', { status: 'retry', plan: 'retry' });
+    events.emit('settled', { status: 'quarantined', plan: 'quarantine' });
+    events.emit('settled', { status: 'conflict', plan: 'dead-letter' });
+    handle.close();
+    const m = await h.collect();
+    expect(sumOf(m, 'once.dead_letters', { 'once.consumer': 'r' })).toBe(1);
+    expect(
+      sumOf(m, 'once.dead_letters', { 'once.consumer': 'r', 'once.dead_letter.reason': 'conflict' }),
+    ).toBe(1);
+  });
+});
