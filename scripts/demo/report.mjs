@@ -13,6 +13,7 @@ const COLUMNS = /** @type {const} */ ([
   ['unique', 7, (/** @type {DemoRow} */ r) => r.unique],
   ['deliveries seen*', 17, (/** @type {DemoRow} */ r) => r.seen],
   ['duplicates dropped*', 20, (/** @type {DemoRow} */ r) => r.dropped],
+  ['killed at', 10, (/** @type {DemoRow} */ r) => r.killedAt],
   ['effects', 8, (/** @type {DemoRow} */ r) => r.effects],
   ['effects = unique', 17, (/** @type {DemoRow} */ r) => (r.effectsOk ? 'yes' : 'NO')],
   ['domain check', 13, (/** @type {DemoRow} */ r) => (r.domain.ok ? 'yes' : 'NO')],
@@ -50,6 +51,7 @@ export function report(rows, { count, dupShare }) {
   }
   out.push(
     '',
+    '"killed at": effects in PostgreSQL when the consumers were SIGKILLed.',
     '* as reported by the consumer processes (settled deliveries: processed, duplicate, conflict, failed).',
     '  A SIGKILLed process cannot report its last moments (its last ~50 ms, and messages committed but',
     '  not yet counted), so these can fall short; "effects" is counted in PostgreSQL and is exact.',
