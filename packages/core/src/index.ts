@@ -69,5 +69,6 @@ export {
 export type { PgClientLike, PgPoolLike, QueryResultLike } from './pg-like.js';
 export { type PurgeOptions, purge } from './purge.js';
 export { createRelay, Relay, type RelayHealth, type RelayOptions } from './relay.js';
+export { type RetentionCheck, warnIfRetentionShort } from './retention.js';
 export { outboxChannel } from './sql/outbox.js';
 export { classifyDbError, type DbErrorClass } from './sqlstate.js';

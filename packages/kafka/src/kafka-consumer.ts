@@ -7,8 +7,9 @@ import {
   OnceError,
   type SerializedError,
   serializeError,
+  warnIfRetentionShort,
 } from '@once/core';
-import type { ConsumerCrashEvent, ConsumerGroupJoinEvent, KafkaMessage } from 'kafkajs';
+import type { ConfigResourceTypes, ConsumerCrashEvent, ConsumerGroupJoinEvent, KafkaMessage } from 'kafkajs';
 import { type DeadLetterOutcome, deadLetterMessage } from './dead-letter.js';
 import {
   type KafkaConsumerEventListener,
@@ -24,6 +25,8 @@ import {
 import { newPartitionState, type PartitionState } from './partition-state.js';
 import { runPartitionBatch } from './run-partition-batch.js';
 
+/** kafkajs' ConfigResourceTypes.TOPIC (the protocol's 2), which its ESM entry does not export by name. */
+const TOPIC_RESOURCE = 2 as ConfigResourceTypes;
 /** Where the consumer is in its life. */
 export type KafkaConsumerStatus = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped' | 'failed';
 
@@ -141,6 +144,37 @@ export class KafkaConsumer<R = unknown> {
     return this.#starting;
   }
 
+  /**
+   * Warns when a topic keeps messages longer than the inbox keeps ids: a group whose offsets are
+   * reset reads them again. Offset fencing keeps no per-message rows, so nothing expires there.
+   * Best effort: a failed describeConfigs is only logged at debug level.
+   */
+  async #checkRetention(admin: AdminLike): Promise<void> {
+    const o = this.options;
+    if (o.offsetFencing) return;
+    const logger = this.inbox.options.logger;
+    try {
+      const res = await admin.describeConfigs({
+        includeSynonyms: false,
+        resources: o.topics.map((name) => ({ type: TOPIC_RESOURCE, name, configNames: ['retention.ms'] })),
+      });
+      for (const r of res.resources) {
+        const value = r.configEntries.find((e) => e.configName === 'retention.ms')?.configValue;
+        if (value === undefined || value === null) continue;
+        const ms = Number(value);
+        warnIfRetentionShort(logger, {
+          consumer: this.inbox.options.consumer,
+          retentionMs: this.inbox.options.retentionMs,
+          horizonMs: ms < 0 ? Number.POSITIVE_INFINITY : ms,
+          source: `Kafka topic ${r.resourceName} (retention.ms; read again after an offset reset)`,
+          remedy: 'or use offsetFencing, which keeps no per-message rows',
+        });
+      }
+    } catch (err) {
+      logger.debug('once kafka: could not read topic retention', { error: (err as Error)?.message });
+    }
+  }
+
   async #start(): Promise<void> {
     const o = this.options;
     try {
@@ -160,6 +194,7 @@ export class KafkaConsumer<R = unknown> {
     if (missing.length > 0) {
       throw new OnceError('UNKNOWN_TOPIC', `topic(s) ${missing.join(', ')} do not exist: create them first`);
     }
+    await this.#checkRetention(admin);
     if (o.topics.some((t) => o.deadLetterTopicOf(t) !== undefined)) {
       // Idempotent, acks from all replicas, one request in flight: a dead letter is written once, in order.
       const producer = o.kafka.producer({ idempotent: true, maxInFlightRequests: 1 });

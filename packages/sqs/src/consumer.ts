@@ -7,6 +7,7 @@ import {
   OnceError,
   type SerializedError,
   serializeError,
+  warnIfRetentionShort,
 } from '@once/core';
 import { AttemptsExhaustedError } from './attempts-exhausted.js';
 import { envelopeOf } from './envelope-of.js';
@@ -139,6 +140,14 @@ export class SqsConsumer<R = unknown> {
       await this.inbox.ready();
       this.#queue = await queueInfo(this.options.client, this.options.queueUrl);
       this.#checkIdSource(this.#queue);
+      if (this.#queue.retentionS !== undefined && Number.isFinite(this.#queue.retentionS)) {
+        warnIfRetentionShort(this.inbox.options.logger, {
+          consumer: this.inbox.options.consumer,
+          retentionMs: this.inbox.options.retentionMs,
+          horizonMs: this.#queue.retentionS * 1000,
+          source: `SQS queue ${this.options.queueUrl} (MessageRetentionPeriod)`,
+        });
+      }
       this.#settler.target = await this.#resolveDeadLetter(this.#queue, this.options.deadLetter);
     } catch (err) {
       this.#state = 'failed';

@@ -21,6 +21,8 @@ export interface QueueInfo {
   /** The queue's RedrivePolicy, parsed, when it has one. */
   redrive: { deadLetterTargetArn?: string; maxReceiveCount?: number } | undefined;
   visibilityTimeoutS: number;
+  /** How long the queue keeps a message (MessageRetentionPeriod), in seconds, when it says. */
+  retentionS: number | undefined;
 }
 
 function isQueueMissing(err: unknown): boolean {
@@ -74,5 +76,6 @@ export async function queueInfo(client: SQSClient, url: string, what = 'queueUrl
     contentBasedDeduplication: attrs.ContentBasedDeduplication === 'true',
     redrive,
     visibilityTimeoutS: Number(attrs.VisibilityTimeout ?? 30),
+    retentionS: attrs.MessageRetentionPeriod === undefined ? undefined : Number(attrs.MessageRetentionPeriod),
   };
 }

@@ -1,0 +1,70 @@
+import type { Admin, Kafka } from 'kafkajs';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { uniqueName } from '../../../../test/support/index.js';
+import { createKafkaConsumer } from '../../src/index.js';
+import { freshDb, type TestDb } from './fixtures/db.js';
+import { kafkaClient } from './fixtures/kafka.js';
+
+// The broker's redelivery horizon against the inbox's memory: a topic that keeps messages longer
+// than the inbox keeps ids is read again after an offset reset, so start() warns (DESIGN,
+// Retention). Offset fencing keeps no per-message rows, so it does not.
+
+const DAY = 86_400_000;
+let db: TestDb;
+let kafka: Kafka;
+let admin: Admin;
+
+beforeAll(async () => {
+  db = await freshDb('kafka_retention', 4);
+  kafka = kafkaClient('once-retention');
+  admin = kafka.admin();
+  await admin.connect();
+});
+afterAll(async () => {
+  await admin.disconnect();
+  await db.close();
+});
+
+async function warningsFor(topic: string, extra: { retentionMs: number; offsetFencing?: boolean }) {
+  const warnings: string[] = [];
+  const consumer = createKafkaConsumer({
+    kafka,
+    groupId: uniqueName('g-retention'),
+    topics: [topic],
+    pool: db.pool,
+    schema: db.schema,
+    consumer: 'retention',
+    logger: { debug() {}, info() {}, error() {}, warn: (m: string) => void warnings.push(m) },
+    handler: async () => {},
+    ...extra,
+  });
+  await consumer.start();
+  await consumer.stop();
+  return warnings;
+}
+
+it('start() warns when the topic keeps messages longer than the inbox keeps ids, not otherwise', {
+  timeout: 60_000,
+}, async () => {
+  const forever = uniqueName('retention-forever');
+  const week = uniqueName('retention-week');
+  await admin.createTopics({
+    waitForLeaders: true,
+    topics: [
+      { topic: forever, numPartitions: 1, configEntries: [{ name: 'retention.ms', value: '-1' }] },
+      { topic: week, numPartitions: 1, configEntries: [{ name: 'retention.ms', value: String(7 * DAY) }] },
+    ],
+  });
+
+  const short = await warningsFor(week, { retentionMs: DAY });
+  expect(short).toHaveLength(1);
+  expect(short[0]).toContain('consumer "retention" remembers processed ids for 1 days');
+  expect(short[0]).toContain(
+    `Kafka topic ${week} (retention.ms; read again after an offset reset) can deliver a message again for 7 days`,
+  );
+  expect(short[0]).toContain('or use offsetFencing');
+
+  expect(await warningsFor(week, { retentionMs: 7 * DAY })).toEqual([]);
+  expect((await warningsFor(forever, { retentionMs: 30 * DAY }))[0]).toContain('again with no time limit');
+  expect(await warningsFor(forever, { retentionMs: DAY, offsetFencing: true })).toEqual([]);
+});
