@@ -27,7 +27,6 @@ export interface OnceEventMap {
   'handler:settled': MessageEventBase & { id: string; error: SerializedError | undefined };
   /** Lease mode: a claim took the id over from an owner whose lease had run out (a crashed or stalled worker). */
   'lease:takeover': { consumer: string; id: string; source: EnvelopeSource; attempt: number };
-  'inbox:purged': { schema: string; deleted: number; durationMs: number };
   'outbox:published': { count: number };
   'outbox:publish-failed': { id: string; destination: string; attempts: number; error: SerializedError };
   'outbox:parked': { id: string; destination: string; error: SerializedError };
