@@ -83,6 +83,7 @@ function render(groups, note) {
   const colour = { msg: '#4c78a8', batch: '#f58518' };
   const parts = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="system-ui, sans-serif" font-size="12">`,
+    '<title>once throughput divided by the baseline measured in the same run, per broker, with the targets</title>',
     `<rect width="${width}" height="${height}" fill="#ffffff"/>`,
     `<text x="${width / 2}" y="22" text-anchor="middle" font-size="15" font-weight="600">once throughput ÷ baseline in the same run (higher is better; dashes: target)</text>`,
   ];
