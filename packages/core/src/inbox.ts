@@ -52,6 +52,7 @@ export class Inbox<R = unknown> {
   readonly #beginAndClaim: (consumer: string, id: string, fp: Buffer, retentionMs: number) => string;
   readonly #fenceSql: FenceSql;
   readonly #beginAndFence: (consumer: string, stream: string, partition: number, offset: bigint) => string;
+  readonly #beginAndLockFence: (consumer: string, stream: string, partition: number, first: bigint) => string;
   /** Set in lease mode, which processes every message through it. */
   readonly #lease: LeaseProcessor<R> | undefined;
   #ready: Promise<void> | undefined;
@@ -66,6 +67,7 @@ export class Inbox<R = unknown> {
     this.#beginAndClaim = this.#sql.beginAndClaim(options.isolation, options.lockTimeoutMs);
     this.#fenceSql = fenceSql(options.quotedSchema);
     this.#beginAndFence = this.#fenceSql.beginAndFence(options.isolation, options.lockTimeoutMs);
+    this.#beginAndLockFence = this.#fenceSql.beginAndLockFence(options.isolation, options.lockTimeoutMs);
     this.#lease = options.mode === 'lease' ? new LeaseProcessor(options, this.#events) : undefined;
   }
 
@@ -117,6 +119,8 @@ export class Inbox<R = unknown> {
   async #processAll(envelopes: readonly Envelope[], batched: boolean): Promise<Outcome<R>[]> {
     const out: Outcome<R>[] = [];
     const items: Item[] = [];
+    // Fresh fenced messages of one partition, in offset order, waiting for one transaction.
+    const fenced: Item[] = [];
     try {
       await this.ready();
     } catch (err) {
@@ -126,10 +130,17 @@ export class Inbox<R = unknown> {
     // Lease mode: one message at a time, in order, stopping at the first retry or busy.
     if (this.#lease) return this.#lease.processAll(envelopes);
     let stopped = false;
+    // At most one of `items` and `fenced` holds messages: each is flushed before the other fills.
     const flush = async (): Promise<void> => {
-      if (items.length === 0) return;
+      if (items.length === 0 && fenced.length === 0) return;
       const run = items.splice(0, items.length);
-      const results = run.length === 1 ? [await this.#one(run[0]!)] : await this.#batch(run);
+      const fencedRun = fenced.splice(0, fenced.length);
+      const results =
+        fencedRun.length > 0
+          ? await this.#fencedBatch(fencedRun)
+          : run.length === 1
+            ? [await this.#one(run[0]!)]
+            : await this.#batch(run);
       for (const r of results) {
         out.push(r);
         if (isStop(r)) stopped = true;
@@ -158,8 +169,32 @@ export class Inbox<R = unknown> {
         }
         continue;
       }
-      // Fenced messages run one per transaction: the fence moves one offset at a time.
-      if (!batched || envelope.redelivered || envelope.attempt > 1 || item.fence) {
+      const fresh = batched && !envelope.redelivered && envelope.attempt === 1;
+      if (fresh && item.fence) {
+        // Fenced messages batch per partition while their offsets rise; anything else flushes.
+        const last = fenced[fenced.length - 1]?.fence;
+        const f = item.fence;
+        if (
+          items.length > 0 ||
+          (last && (last.stream !== f.stream || last.partition !== f.partition || last.offset >= f.offset))
+        ) {
+          await flush();
+        }
+        if (stopped) {
+          out.push(this.#out.notRun(envelope, item.id));
+          continue;
+        }
+        fenced.push(item);
+        continue;
+      }
+      if (fenced.length > 0) {
+        await flush();
+        if (stopped) {
+          out.push(this.#out.notRun(envelope, item.id));
+          continue;
+        }
+      }
+      if (!fresh || item.fence) {
         await flush();
         if (stopped) {
           out.push(this.#out.notRun(envelope, item.id));
@@ -582,6 +617,103 @@ export class Inbox<R = unknown> {
         this.#out.retry(it.envelope, it.id, (first as { error?: unknown }).error ?? err, true, false),
       );
     }
+  }
+
+  /**
+   * Fresh fenced messages of one partition, in rising offset order, in one transaction: lock the
+   * fence, take what lies below it for duplicates (or `failed` again, where a failure was
+   * recorded), run the rest and move the fence past the last. No inbox row is written. A handler
+   * failure rolls it all back (optimistic, as in #batchUnique): the prefix runs again as a batch,
+   * the failing message is classified alone (a permanent failure moves the fence past it), then
+   * the rest.
+   */
+  async #fencedBatch(items: Item[]): Promise<Outcome<R>[]> {
+    if (items.length === 0) return [];
+    if (items.length === 1) return [await this.#one(items[0]!)];
+    const { pool, consumer } = this.options;
+    const fence = items[0]!.fence!;
+    let conn: Connection;
+    try {
+      conn = await Connection.open(pool);
+    } catch (err) {
+      return items.map((it) => this.#out.retry(it.envelope, it.id, err, false, false));
+    }
+    const outcomes: Outcome<R>[] = new Array(items.length);
+    try {
+      const results = await stmt(
+        conn.client.query(this.#beginAndLockFence(consumer, fence.stream, fence.partition, fence.offset)),
+      );
+      const locked = (Array.isArray(results) ? results[results.length - 1] : results) as QueryResultLike<{
+        next_offset: string;
+      }>;
+      const next = BigInt(locked.rows[0]!.next_offset);
+      const below = items.filter((it) => it.fence!.offset < next);
+      if (below.length > 0) {
+        const rows = (
+          await stmt(conn.client.query<Row>(this.#sql.readMany, [consumer, below.map((it) => it.id)]))
+        ).rows;
+        const failed = new Map(rows.filter((r) => r.status === 'failed').map((r) => [r.message_id, r]));
+        items.forEach((it, k) => {
+          if (it.fence!.offset >= next) return;
+          const row = failed.get(it.id);
+          outcomes[k] = row
+            ? this.#fromRow(it, row)
+            : { status: 'duplicate', id: it.id, envelope: it.envelope, result: undefined };
+        });
+      }
+      let published = false;
+      let last: bigint | undefined;
+      for (let k = 0; k < items.length; k++) {
+        if (outcomes[k]) continue;
+        const item = items[k]!;
+        const run = await this.#runHandler(conn, item);
+        if (!run.ok) {
+          await this.#rollback(conn, run.error);
+          return await this.#fencedReplay(items, k, run.error);
+        }
+        outcomes[k] = { status: 'processed', id: item.id, envelope: item.envelope, result: run.result };
+        published ||= run.published;
+        last = item.fence!.offset;
+      }
+      if (last === undefined) {
+        await stmt(conn.client.query('ROLLBACK'));
+        conn.release();
+        return outcomes;
+      }
+      await stmt(
+        conn.client.query(this.#fenceSql.advance, [
+          consumer,
+          fence.stream,
+          fence.partition,
+          (last + 1n).toString(),
+        ]),
+      );
+      const commit = await stmt(conn.client.query('COMMIT'));
+      if (commit.command === 'ROLLBACK') {
+        conn.release();
+        return items.map((it) => this.#out.retry(it.envelope, it.id, rolledBackError(), true, false));
+      }
+      conn.release();
+      if (published) this.options.outbox?.wake();
+      return outcomes;
+    } catch (err) {
+      const first = await this.#afterStatementError(conn, items, err);
+      if (first.status === 'busy') return items.map((it) => ({ ...first, id: it.id, envelope: it.envelope }));
+      return items.map((it) =>
+        this.#out.retry(it.envelope, it.id, (first as { error?: unknown }).error ?? err, true, false),
+      );
+    }
+  }
+
+  /** Fenced replay after handler k failed: the prefix as a batch, k alone, then the rest. */
+  async #fencedReplay(items: Item[], k: number, error: unknown): Promise<Outcome<R>[]> {
+    const notRun = (from: Item[]) => from.map((it) => this.#out.notRun(it.envelope, it.id));
+    const prefix = await this.#fencedBatch(items.slice(0, k));
+    if (prefix.some(isStop)) return [...prefix, ...notRun(items.slice(k))];
+    // Its work was rolled back; a permanent verdict records it and moves the fence past it.
+    const failing = await this.#handlerFailed(items[k]!, error);
+    if (isStop(failing)) return [...prefix, failing, ...notRun(items.slice(k + 1))];
+    return [...prefix, failing, ...(await this.#fencedBatch(items.slice(k + 1)))];
   }
 
   /**

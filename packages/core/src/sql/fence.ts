@@ -22,6 +22,20 @@ export function fenceSql(schema: string) {
         `${begin}; INSERT INTO ${fences} AS f (consumer, stream, partition, next_offset) VALUES (${quoteLiteral(consumer)}, ${quoteLiteral(stream)}, ${Math.floor(partition)}, ${(offset + 1n).toString()}) ON CONFLICT (consumer, stream, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset WHERE f.next_offset <= ${offset.toString()}`;
     },
     /**
+     * A fenced batch: BEGIN with its settings and a lock on the partition's fence row, in one
+     * round trip. On an existing row the upsert changes nothing but takes the row lock (a rival
+     * message or batch of the partition waits) and returns the next offset to process; a new row
+     * starts at the batch's first offset. Last result: one row, `next_offset` as text.
+     */
+    beginAndLockFence: (isolation: IsolationLevel, lockTimeoutMs: number) => {
+      const begin = `BEGIN ISOLATION LEVEL ${isolation.toUpperCase()}; SET LOCAL synchronous_commit = on; SET LOCAL lock_timeout = ${Math.floor(lockTimeoutMs)}`;
+      return (consumer: string, stream: string, partition: number, firstOffset: bigint): string =>
+        `${begin}; INSERT INTO ${fences} AS f (consumer, stream, partition, next_offset) VALUES (${quoteLiteral(consumer)}, ${quoteLiteral(stream)}, ${Math.floor(partition)}, ${firstOffset.toString()}) ON CONFLICT (consumer, stream, partition) DO UPDATE SET next_offset = f.next_offset RETURNING next_offset::text AS next_offset`;
+    },
+    /** Moves a fence the batch holds locked past its last message. $1 consumer, $2 stream, $3 partition, $4 next offset (text). */
+    advance: `UPDATE ${fences} SET next_offset = $4::bigint
+      WHERE consumer = $1 AND stream = $2 AND partition = $3 AND next_offset < $4::bigint`,
+    /**
      * A permanent failure on the fenced path: moves the fence past the message and records the
      * `failed` inbox row in one statement (a redelivery below the fence finds that row and is
      * `failed` again). Nothing is written when a rival moved the fence first.

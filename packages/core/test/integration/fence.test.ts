@@ -131,6 +131,75 @@ describe('offset fencing', () => {
     expect(await inboxRows('poison')).toBe(1);
   });
 
+  it('a fresh batch of one partition is one transaction: lock the fence, run, move it (13 round trips for 10)', async () => {
+    let queries = 0;
+    const counted = {
+      query: (...a: Parameters<typeof db.pool.query>) => {
+        queries++;
+        return db.pool.query(...a);
+      },
+      connect: async () => {
+        const client = await db.pool.connect();
+        return new Proxy(client, {
+          get(target, prop) {
+            if (prop === 'query')
+              return (...a: unknown[]) => {
+                queries++;
+                return (target.query as (...x: unknown[]) => unknown)(...a);
+              };
+            const v = Reflect.get(target, prop);
+            return typeof v === 'function' ? v.bind(target) : v;
+          },
+        });
+      },
+    };
+    const ib = createInbox({
+      pool: counted as never,
+      schema: db.schema,
+      consumer: 'one-tx',
+      handler: write,
+      fenceOf,
+    });
+    await ib.ready();
+    queries = 0;
+    const out = await ib.processBatch(Array.from({ length: 10 }, (_, o) => at('s6', o)));
+    expect(out.map((o) => o.status)).toEqual(Array(10).fill('processed'));
+    // BEGIN with the fence lock, 10 effects, the fence move, COMMIT.
+    expect(queries).toBe(13);
+    expect(await fenceAt('one-tx', 's6')).toBe('10');
+    expect(await inboxRows('one-tx')).toBe(0);
+  });
+
+  it('a fresh batch that straddles the fence: what lies below is a duplicate, the rest runs', async () => {
+    const ib = inbox('straddle');
+    await ib.processBatch([0, 1, 2, 3, 4].map((o) => at('s7', o)));
+    const out = await ib.processBatch([3, 4, 5, 6, 7].map((o) => at('s7', o)));
+    expect(out.map((o) => o.status)).toEqual([
+      'duplicate',
+      'duplicate',
+      'processed',
+      'processed',
+      'processed',
+    ]);
+    expect(await fenceAt('straddle', 's7')).toBe('8');
+    const counts = await db.counts();
+    for (let o = 0; o < 8; o++) expect(counts.get(`s7-${o}`)).toBe(1);
+  });
+
+  it('a zombie and the new owner racing batches from the same offset: each offset once', async () => {
+    // Both read from the partition's committed offset; the new owner got further.
+    const zombie = inbox('race');
+    const owner = inbox('race');
+    const batch = (n: number) => Array.from({ length: n }, (_, o) => at('s8', o));
+    const [x, y] = await Promise.all([zombie.processBatch(batch(20)), owner.processBatch(batch(30))]);
+    const all = [...x, ...y];
+    expect(all.filter((o) => o.status === 'processed')).toHaveLength(30);
+    expect(all.every((o) => o.status === 'processed' || o.status === 'duplicate')).toBe(true);
+    expect(await fenceAt('race', 's8')).toBe('30');
+    const counts = await db.counts();
+    for (let o = 0; o < 30; o++) expect(counts.get(`s8-${o}`)).toBe(1);
+  });
+
   it('validates fenceOf and what it returns', async () => {
     expect(() =>
       createInbox({ pool: db.pool, consumer: 'x', handler: write, fenceOf: fenceOf, storeResult: true }),
