@@ -4,6 +4,7 @@
 //   B1/batch   plain kafkajs eachBatch, one transaction per slice of BENCH_SLICE messages, offsets after.
 //   once/msg   createKafkaConsumer({ processing: 'message' }): one transaction per message.
 //   once/batch createKafkaConsumer({ processing: 'batch', maxBatchSize: BENCH_SLICE }).
+//   fenced/batch the same with offsetFencing: a fence row per partition instead of inbox rows.
 // All variants read BENCH_MESSAGES messages pre-produced to one 6-partition topic, each with a
 // fresh consumer group, 3 partitions at a time, and write the same effect row per message.
 // Latency is per message from the start of its transaction (or slice) to its COMMIT: the messages
@@ -196,10 +197,15 @@ const variants = {
   },
 };
 
-for (const mode of ['message', 'batch']) {
-  variants[`once/${mode === 'message' ? 'msg' : 'batch'}`] = async (progress) => {
-    const variant = `once${mode}`;
+for (const [name, mode, offsetFencing] of [
+  ['once/msg', 'message', false],
+  ['once/batch', 'batch', false],
+  ['fenced/batch', 'batch', true],
+]) {
+  variants[name] = async (progress) => {
+    const variant = `${offsetFencing ? 'fenced' : 'once'}${mode}`;
     const c = createKafkaConsumer({
+      offsetFencing,
       kafka,
       groupId: `${RUN}-${variant}`,
       topics: [TOPIC],
@@ -243,6 +249,8 @@ const ratios = {
   'once/batch ÷ once/msg': { value: ratio('once/batch', 'once/msg'), target: 4 },
   'once/msg ÷ B1/msg': { value: ratio('once/msg', 'B1/msg'), target: 0.75 },
   'once/batch ÷ raw': { value: ratio('once/batch', 'raw'), target: undefined },
+  'fenced/batch ÷ once/batch': { value: ratio('fenced/batch', 'once/batch'), target: undefined },
+  'fenced/batch ÷ B1/batch': { value: ratio('fenced/batch', 'B1/batch'), target: undefined },
 };
 
 console.log('');
