@@ -95,6 +95,23 @@ export class Inbox<R = unknown> {
     return this.#ready;
   }
 
+  /**
+   * Counts a start of this message and returns how many there have been, committed on its own
+   * before the message runs. An adapter whose broker counts receives rather than runs calls it
+   * for a redelivered message it is about to run alone: when a message kills the process, only
+   * its own count rises, not those of messages that were merely received with it. Throws
+   * InvalidIdError for an envelope without a usable id, and database errors as they are.
+   */
+  async noteStart(envelope: Envelope): Promise<number> {
+    const id = resolveId(envelope, this.options.idOf);
+    const res = await this.options.pool.query<{ starts: number }>(this.#sql.noteStart, [
+      this.options.consumer,
+      id,
+      this.options.retentionMs,
+    ]);
+    return res.rows[0]!.starts;
+  }
+
   /** Processes one envelope in its own transaction. Never throws for a message's sake: see {@link Outcome}. */
   async process(envelope: Envelope): Promise<Outcome<R>> {
     const started = performance.now();

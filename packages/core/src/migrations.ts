@@ -119,6 +119,23 @@ ALTER TABLE {schema}.inbox ADD COLUMN origin jsonb;
 ALTER TABLE {schema}.outbox ADD COLUMN message_id text;
 `,
   },
+  {
+    version: 6,
+    name: 'starts',
+    sql: `
+-- how many times a redelivered message was started, counted before it runs and outside its
+-- transaction, so a message that kills the process is counted and its neighbours are not
+-- (Inbox.noteStart); rows expire with the consumer's retention and purge() removes them
+CREATE TABLE {schema}.starts (
+  consumer    text        NOT NULL,
+  message_id  text        NOT NULL,
+  starts      integer     NOT NULL,
+  expires_at  timestamptz NOT NULL,
+  PRIMARY KEY (consumer, message_id)
+);
+CREATE INDEX starts_expires_at_idx ON {schema}.starts (expires_at);
+`,
+  },
 ]);
 
 /** The schema version this build of @once/core expects. */

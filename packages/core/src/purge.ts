@@ -20,8 +20,8 @@ export interface PurgeOptions {
 }
 
 /**
- * Deletes expired inbox rows in small batches through the expiry index, never in one long
- * DELETE. Rows another purger (or a consumer) has locked are skipped, so purgers can overlap.
+ * Deletes expired inbox rows, then expired start counts, in small batches through their expiry
+ * indexes, never in one long DELETE. Rows another purger (or a consumer) has locked are skipped, so purgers can overlap.
  * Returns the number of rows deleted.
  */
 export async function purge(pool: PgPoolLike, options: PurgeOptions = {}): Promise<number> {
@@ -31,14 +31,17 @@ export async function purge(pool: PgPoolLike, options: PurgeOptions = {}): Promi
     options.maxRows === undefined ? Number.POSITIVE_INFINITY : checkNumber('maxRows', options.maxRows, 0);
   const pauseMs = checkNumber('pauseMs', options.pauseMs ?? 0, 0);
   let deleted = 0;
-  while (deleted < maxRows && !options.signal?.aborted) {
-    const n = Math.min(batchSize, maxRows - deleted);
-    const res = await pool.query(sql.purgeStep, [n]);
-    const count = res.rowCount ?? 0;
-    deleted += count;
-    if (count > 0) options.onProgress?.(deleted);
-    if (count < n) break;
-    if (pauseMs > 0) await new Promise((r) => setTimeout(r, pauseMs));
+  // Inbox rows, then expired start counts (Inbox.noteStart), each in small batches.
+  for (const step of [sql.purgeStep, sql.purgeStartsStep]) {
+    while (deleted < maxRows && !options.signal?.aborted) {
+      const n = Math.min(batchSize, maxRows - deleted);
+      const res = await pool.query(step, [n]);
+      const count = res.rowCount ?? 0;
+      deleted += count;
+      if (count > 0) options.onProgress?.(deleted);
+      if (count < n) break;
+      if (pauseMs > 0) await new Promise((r) => setTimeout(r, pauseMs));
+    }
   }
   return deleted;
 }

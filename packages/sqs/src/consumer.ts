@@ -21,7 +21,7 @@ import {
   resolveSqsConsumerOptions,
   type SqsConsumerOptions,
 } from './options.js';
-import { type Guard, planChains } from './plan-chains.js';
+import { planChains } from './plan-chains.js';
 import { type QueueInfo, queueInfo, SqsErrorCode } from './queue-info.js';
 import { type ChainContext, runBatch, runChain } from './run-chain.js';
 import { type DeadLetterTarget, Settler, toSeconds } from './settler.js';
@@ -55,7 +55,7 @@ export class SqsConsumer<R = unknown> {
   /** The core inbox; subscribe to message outcomes with `consumer.inbox.on('message:processed', ...)`. */
   readonly inbox: Inbox<R>;
   readonly #events: SqsEvents;
-  readonly #guards = new WeakMap<Envelope, Guard>();
+  readonly #starts = new WeakMap<Envelope, number>();
   readonly #held = new Map<string, Held>();
   readonly #limiter: Limiter;
   readonly #serializer = new KeyedSerializer();
@@ -80,13 +80,11 @@ export class SqsConsumer<R = unknown> {
     this.#limiter = new Limiter(options.concurrency);
     const user = options.inbox.handler;
     const max = options.maxAttempts;
+    // A redelivered message started more than maxAttempts times (each start counted in Postgres
+    // while it ran alone) is the one that keeps killing the process: fail it without running it.
     const guarded: Handler<R> = (envelope, ctx) => {
-      const guard = this.#guards.get(envelope);
-      if (guard && envelope.attempt > max && !guard.spent) {
-        guard.spent = true;
-        throw new AttemptsExhaustedError(envelope.attempt, max);
-      }
-      if (guard) guard.spent = true;
+      const starts = this.#starts.get(envelope);
+      if (starts !== undefined && starts > max) throw new AttemptsExhaustedError(starts, max);
       return user(envelope, ctx);
     };
     this.inbox = createInbox({ ...options.inbox, handler: guarded });
@@ -104,7 +102,8 @@ export class SqsConsumer<R = unknown> {
       inbox: this.inbox,
       limiter: this.#limiter,
       settler: this.#settler,
-      guards: this.#guards,
+      solo: new Limiter(1),
+      starts: this.#starts,
       logger: options.logger,
       forget: (e) => this.#forget(e),
       onFault: (error) => {
@@ -344,12 +343,7 @@ export class SqsConsumer<R = unknown> {
       this.#held.set(held.receipt, held);
       entries.push(held);
     }
-    const { chains, guards } = planChains(entries, {
-      fifo,
-      batch: this.options.batch,
-      maxAttempts: this.options.maxAttempts,
-    });
-    for (const [e, g] of guards) this.#guards.set(e.envelope, g);
+    const chains = planChains(entries, { fifo, batch: this.options.batch });
     for (const chain of chains) {
       const run = chain.batch
         ? () => runBatch(this.#chainContext, chain.entries)

@@ -1,10 +1,5 @@
 import type { Held } from './held.js';
 
-/** Shared by the messages of one group in one receive: the first over-budget one is the culprit. */
-export interface Guard {
-  spent: boolean;
-}
-
 /** Messages to run in order, after every earlier chain holding one of `keys` (message groups). */
 export interface Chain {
   keys: string[];
@@ -17,34 +12,22 @@ export interface Chain {
 export interface PlanSettings {
   fifo: boolean;
   batch: boolean;
-  maxAttempts: number;
 }
 
 /**
- * Splits one receive into chains and gives each message its group's guard.
+ * Splits one receive into chains.
  * - FIFO: one chain per message group, in receive order (which is the group's order); groups
  *   run in parallel, so none waits behind another.
- * - Standard: no order to keep; fresh messages each run alone, in parallel. Redelivered ones run
- *   one after another, since any of them may be the one that killed the last consumer.
+ * - Standard: no order to keep; fresh messages each run alone, in parallel. Redelivered ones go
+ *   into one chain, one after another.
  * - Batch mode: the whole receive is one chain and one transaction (groups still in order),
- *   unless a message is over its attempts budget: then message by message, so the culprit
- *   verdict falls on the right one.
- * The guard: the first message of a group (of the whole receive, on a standard queue) that
- * reaches the handler over its attempts budget is taken for the one that killed a consumer.
+ *   unless a message is redelivered: then message by message, so that a message that kills the
+ *   process is counted alone (run-chain runs redelivered messages one at a time across the
+ *   consumer and counts their starts in Postgres first).
  */
-export function planChains(
-  entries: readonly Held[],
-  s: PlanSettings,
-): { chains: Chain[]; guards: Map<Held, Guard> } {
-  const guards = new Map<Held, Guard>();
-  const byGroup = new Map<string | undefined, Guard>();
-  for (const e of entries) {
-    const g = byGroup.get(e.group) ?? { spent: false };
-    byGroup.set(e.group, g);
-    guards.set(e, g);
-  }
+export function planChains(entries: readonly Held[], s: PlanSettings): Chain[] {
   const chains: Chain[] = [];
-  if (s.batch && !entries.some((e) => e.envelope.attempt > s.maxAttempts)) {
+  if (s.batch && !entries.some((e) => e.envelope.redelivered)) {
     const keys = [...new Set(entries.flatMap((e) => (e.group === undefined ? [] : [e.group])))];
     if (entries.length > 0) chains.push({ keys, entries: [...entries], batch: true });
   } else if (s.fifo) {
@@ -62,5 +45,5 @@ export function planChains(
     for (const e of entries)
       if (!e.envelope.redelivered) chains.push({ keys: [], entries: [e], batch: false });
   }
-  return { chains, guards };
+  return chains;
 }

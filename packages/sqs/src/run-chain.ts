@@ -9,15 +9,20 @@ import {
 } from '@once/core';
 import type { Held } from './held.js';
 import type { Limiter } from './limiter.js';
-import type { Guard } from './plan-chains.js';
 import { retryDelayOf, type Settler } from './settler.js';
 
 /** What running a chain needs from its consumer. */
 export interface ChainContext<R> {
   inbox: Inbox<R>;
   limiter: Limiter;
+  /**
+   * One holder at a time, across the consumer: a redelivered message runs alone, so when it
+   * kills the process only its own start count (noted just before it ran) has risen.
+   */
+  solo: Limiter;
   settler: Settler;
-  guards: WeakMap<Envelope, Guard>;
+  /** Start counts of the redelivered messages about to run, for the consumer's attempts check. */
+  starts: WeakMap<Envelope, number>;
   logger: Logger;
   /** Called once a held message needs nothing more from us. */
   forget: (e: Held) => void;
@@ -42,16 +47,16 @@ async function runEach<R>(ctx: ChainContext<R>, entries: Held[]): Promise<void> 
       letGo(ctx, entries.slice(i));
       return;
     }
+    const alone = e.envelope.redelivered ? await ctx.solo.acquire() : undefined;
     const release = await ctx.limiter.acquire();
     let outcome: Outcome<R>;
     try {
+      if (alone) await noteStart(ctx, e.envelope);
       outcome = await processOne(ctx, e.envelope);
     } finally {
       release();
+      alone?.();
     }
-    // Anything but a duplicate (a predecessor that completed) means the group's head was met.
-    const guard = ctx.guards.get(e.envelope);
-    if (guard && outcome.status !== 'duplicate') guard.spent = true;
     if ((await ctx.settler.settle(e, outcome)) === 'retry') {
       retryRest(ctx, entries.slice(i + 1), retryDelayOf(outcome));
       return;
@@ -113,6 +118,19 @@ async function runBatches<R>(ctx: ChainContext<R>, all: Held[]): Promise<void> {
       }
     }
     remaining = again;
+  }
+}
+
+/**
+ * Counts this start in Postgres, committed before the message runs. Best effort: without a
+ * count (the database is down, or the id is unusable) the message runs unchecked, and the inbox
+ * answers for it (retry, or failed for a bad id).
+ */
+async function noteStart<R>(ctx: ChainContext<R>, envelope: Envelope): Promise<void> {
+  try {
+    ctx.starts.set(envelope, await ctx.inbox.noteStart(envelope));
+  } catch (err) {
+    ctx.logger.debug('once/sqs: could not count a start', { error: serializeError(err).message });
   }
 }
 

@@ -56,6 +56,17 @@ export function inboxSql(schema: string) {
         ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
       DELETE FROM ${inbox} AS i USING doomed AS d
       WHERE i.consumer = d.consumer AND i.message_id = d.message_id`,
+    /** Counts a start, committed on its own. $1 consumer, $2 id, $3 retention ms. Returns the count. */
+    noteStart: `INSERT INTO ${schema}.starts AS s (consumer, message_id, starts, expires_at)
+      VALUES ($1, $2, 1, now() + $3 * interval '1 millisecond')
+      ON CONFLICT (consumer, message_id) DO UPDATE SET starts = s.starts + 1, expires_at = EXCLUDED.expires_at
+      RETURNING starts`,
+    /** One small purge step of expired start counts. $1 batch size. */
+    purgeStartsStep: `WITH doomed AS (
+        SELECT consumer, message_id FROM ${schema}.starts WHERE expires_at < now()
+        ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+      DELETE FROM ${schema}.starts AS s USING doomed AS d
+      WHERE s.consumer = d.consumer AND s.message_id = d.message_id`,
     schemaVersion: `SELECT max(version) AS version FROM ${schema}.schema_version`,
   });
 }

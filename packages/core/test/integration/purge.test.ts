@@ -57,3 +57,26 @@ it('purge validates its options', async () => {
   });
   await expect(purge(db.pool, { schema: 'x;drop' })).rejects.toMatchObject({ code: 'INVALID_IDENTIFIER' });
 });
+
+it('noteStart counts per consumer and id, commits on its own, and purge removes expired counts', async () => {
+  const handler = async () => {};
+  const a = createInbox({
+    pool: db.pool,
+    schema: db.schema,
+    consumer: 'starts-a',
+    retentionMs: 1000,
+    handler,
+  });
+  const b = createInbox({ pool: db.pool, schema: db.schema, consumer: 'starts-b', handler });
+  const m = envelope('m-start', { attempt: 2, redelivered: true });
+  expect(await a.noteStart(m)).toBe(1);
+  expect(await a.noteStart(m)).toBe(2);
+  expect(await b.noteStart(m)).toBe(1);
+  await expect(a.noteStart({ ...m, id: undefined })).rejects.toThrow(/message id is missing/);
+  await new Promise((r) => setTimeout(r, 1100));
+  await purge(db.pool, { schema: db.schema });
+  const { rows } = await db.pool.query(`SELECT consumer, starts FROM ${db.schema}.starts ORDER BY consumer`);
+  expect(rows).toEqual([{ consumer: 'starts-b', starts: 1 }]);
+  // A fresh count after the purge starts again at 1.
+  expect(await a.noteStart(m)).toBe(1);
+});

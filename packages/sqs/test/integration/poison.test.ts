@@ -219,3 +219,48 @@ it('process.exit() inside a receive of 10: 9 effects, 1 dead letter (naive contr
   expect(counts.get(naiveIds[0]!)).toBe(3); // repeated every round
   expect(counts.has(naiveIds[5]!)).toBe(false); // never reached
 });
+
+it('standard queue: process.exit() among 9 slow neighbours; only the killer is dead-lettered, after its own starts', async () => {
+  // Standard queues run fresh messages in parallel, so the killer dies with its neighbours in
+  // flight, and every death raises all their receive counts. Only starts counted in Postgres
+  // while a redelivered message ran alone decide; no neighbour may reach the dead-letter queue.
+  const prefix = `${run}-std-exit`;
+  const url = await q.create(prefix, { VisibilityTimeout: '2' });
+  const dlq = await q.create(`${prefix}-dlq`);
+  const ids = Array.from({ length: 10 }, (_, i) => `${prefix}-${i}`);
+  const poison = ids[4]!;
+  await sendAll(
+    client,
+    url,
+    ids.map((id, i) => ({ body: JSON.stringify({ n: i }), id })),
+  );
+  const child = startChild({
+    script: CHILD,
+    env: {
+      SQS_CHILD: JSON.stringify({
+        queueUrl: url,
+        dlqUrl: dlq,
+        schema: db.schema,
+        consumer: 'std-exit',
+        poisonId: poison,
+        maxAttempts: 2,
+        visibilityTimeoutS: 2,
+        handlerDelayMs: 400,
+      }),
+    },
+  });
+  const good = ids.filter((id) => id !== poison);
+  const deadline = Date.now() + 90_000;
+  while ((await db.counts(`${prefix}-`)).size < good.length || (await q.depth(url)) > 0) {
+    if (Date.now() > deadline) throw new Error(`not done after 90 s; stderr: ${child.stderr.slice(-2000)}`);
+    if (!child.running) child.start(); // the poison killed it: restart, as an orchestrator would
+    await sleep(200);
+  }
+  await child.kill();
+  expect(await db.check(good, false)).toMatchObject({ ok: true });
+  const dead = await drain(client, dlq);
+  expect(dead.map((m) => m.MessageAttributes?.['message-id']?.StringValue)).toEqual([poison]);
+  expect(onceErrorOf(dead[0]!)).toMatchObject({ reason: 'max-attempts', name: 'AttemptsExhaustedError' });
+  // 1 fresh run and 2 counted starts died; the 3rd start was refused.
+  expect(child.runs).toBe(4);
+});

@@ -2,7 +2,7 @@ import { type Envelope, type Inbox, type Outcome, settleActionOf } from '@once/c
 import { describe, expect, it } from 'vitest';
 import type { Held } from '../../src/held.js';
 import { Limiter } from '../../src/limiter.js';
-import { type Guard, planChains } from '../../src/plan-chains.js';
+import { planChains } from '../../src/plan-chains.js';
 import { type ChainContext, runBatch, runChain } from '../../src/run-chain.js';
 import type { Settler } from '../../src/settler.js';
 
@@ -30,20 +30,18 @@ function held(id: string, group: string | undefined, attempt = 1): Held {
 const ids = (entries: Held[]) => entries.map((e) => e.envelope.id);
 
 describe('planChains', () => {
-  const fifo = { fifo: true, batch: false, maxAttempts: 3 };
+  const fifo = { fifo: true, batch: false };
   it('FIFO: one chain per group, in receive order, each keyed by its group', () => {
     const es = [held('a', 'g1'), held('b', 'g2'), held('c', 'g1')];
-    const { chains, guards } = planChains(es, fifo);
+    const chains = planChains(es, fifo);
     expect(chains.map((c) => [c.keys, ids(c.entries), c.batch])).toEqual([
       [['g1'], ['a', 'c'], false],
       [['g2'], ['b'], false],
     ]);
-    expect(guards.get(es[0]!)).toBe(guards.get(es[2]!));
-    expect(guards.get(es[0]!)).not.toBe(guards.get(es[1]!));
   });
 
   it('standard: fresh messages alone and unkeyed, redelivered ones together in order', () => {
-    const { chains } = planChains([held('a', undefined), held('b', undefined, 2), held('c', undefined, 3)], {
+    const chains = planChains([held('a', undefined), held('b', undefined, 2), held('c', undefined, 3)], {
       ...fifo,
       fifo: false,
     });
@@ -53,18 +51,19 @@ describe('planChains', () => {
     ]);
   });
 
-  it('batch: one chain over all groups, unless a message is over its budget', () => {
+  it('batch: one chain over all groups, unless a message is redelivered', () => {
     const batch = { ...fifo, batch: true };
-    const { chains } = planChains([held('a', 'g1'), held('b', 'g2', 3)], batch);
+    const chains = planChains([held('a', 'g1'), held('b', 'g2')], batch);
     expect(chains.map((c) => [c.keys, ids(c.entries), c.batch])).toEqual([[['g1', 'g2'], ['a', 'b'], true]]);
-    const over = planChains([held('a', 'g1'), held('b', 'g2', 4)], batch).chains;
-    expect(over.map((c) => c.batch)).toEqual([false, false]);
+    const again = planChains([held('a', 'g1'), held('b', 'g2', 2)], batch);
+    expect(again.map((c) => c.batch)).toEqual([false, false]);
   });
 });
 
 /** A context whose inbox answers from a script and whose settler records what it was told. */
 function context(answer: (envelopes: Envelope[]) => Outcome[]) {
   const calls: string[][] = [];
+  const started: string[] = [];
   const settled: [string, string, (number | undefined)?][] = [];
   const inbox = {
     options: { retryDelayMs: () => 1000 },
@@ -75,6 +74,10 @@ function context(answer: (envelopes: Envelope[]) => Outcome[]) {
     processBatch: async (es: Envelope[]) => {
       calls.push(es.map((e) => e.id!));
       return answer(es);
+    },
+    noteStart: async (e: Envelope) => {
+      started.push(e.id!);
+      return started.filter((id) => id === e.id).length;
     },
   } as unknown as Inbox;
   const settler = {
@@ -92,14 +95,15 @@ function context(answer: (envelopes: Envelope[]) => Outcome[]) {
   } as unknown as Settler;
   const ctx: ChainContext<unknown> = {
     inbox,
-    limiter: new Limiter(1),
+    limiter: new Limiter(4),
+    solo: new Limiter(1),
     settler,
-    guards: new WeakMap<Envelope, Guard>(),
+    starts: new WeakMap<Envelope, number>(),
     logger: { debug() {}, info() {}, warn() {}, error() {} },
     forget: (e) => settled.push([e.envelope.id!, 'forget']),
     onFault: () => {},
   };
-  return { ctx, calls, settled };
+  return { ctx, calls, settled, started };
 }
 const processed = (e: Envelope): Outcome => ({
   status: 'processed',
@@ -139,6 +143,30 @@ describe('runChain', () => {
       ['b', 'forget'],
       ['c', 'release', 0],
     ]);
+  });
+});
+
+describe('redelivered messages', () => {
+  it('run one at a time across chains, each start counted just before it runs', async () => {
+    let redelivered = 0;
+    let most = 0;
+    const { ctx, started, calls } = context((es) => es.map(processed));
+    const slow = ctx.inbox.process.bind(ctx.inbox);
+    ctx.inbox.process = async (e: Envelope) => {
+      if (e.redelivered) redelivered++;
+      most = Math.max(most, redelivered);
+      await new Promise((r) => setTimeout(r, 10));
+      if (e.redelivered) redelivered--;
+      return slow(e);
+    };
+    const [a, b, c] = [held('a', 'g1', 2), held('b', 'g2', 2), held('c', 'g3')];
+    await Promise.all([runChain(ctx, [a]), runChain(ctx, [b]), runChain(ctx, [c])]);
+    expect(started.sort()).toEqual(['a', 'b']);
+    expect(ctx.starts.get(a.envelope)).toBe(1);
+    expect(ctx.starts.get(c.envelope)).toBeUndefined();
+    expect(calls.flat().sort()).toEqual(['a', 'b', 'c']);
+    // two redelivered ones never overlap, though their chains run in parallel
+    expect(most).toBe(1);
   });
 });
 
