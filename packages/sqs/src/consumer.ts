@@ -12,6 +12,7 @@ import {
 import { AttemptsExhaustedError } from './attempts-exhausted.js';
 import { envelopeOf } from './envelope-of.js';
 import { type SqsEventListener, type SqsEventName, SqsEvents } from './events.js';
+import { Gate } from './gate.js';
 import type { Held } from './held.js';
 import { KeyedSerializer } from './keyed-serializer.js';
 import { Limiter } from './limiter.js';
@@ -102,7 +103,7 @@ export class SqsConsumer<R = unknown> {
       inbox: this.inbox,
       limiter: this.#limiter,
       settler: this.#settler,
-      solo: new Limiter(1),
+      gate: new Gate(),
       starts: this.#starts,
       logger: options.logger,
       forget: (e) => this.#forget(e),

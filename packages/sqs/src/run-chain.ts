@@ -7,6 +7,7 @@ import {
   serializeError,
   settleActionOf,
 } from '@once/core';
+import type { Gate } from './gate.js';
 import type { Held } from './held.js';
 import type { Limiter } from './limiter.js';
 import { retryDelayOf, type Settler } from './settler.js';
@@ -16,10 +17,11 @@ export interface ChainContext<R> {
   inbox: Inbox<R>;
   limiter: Limiter;
   /**
-   * One holder at a time, across the consumer: a redelivered message runs alone, so when it
-   * kills the process only its own start count (noted just before it ran) has risen.
+   * Fresh messages run shared, a redelivered one exclusive, across the whole consumer: when a
+   * redelivered message kills the process, nothing else was running, so only its own start count
+   * (noted just before it ran) has risen.
    */
-  solo: Limiter;
+  gate: Gate;
   settler: Settler;
   /** Start counts of the redelivered messages about to run, for the consumer's attempts check. */
   starts: WeakMap<Envelope, number>;
@@ -47,7 +49,8 @@ async function runEach<R>(ctx: ChainContext<R>, entries: Held[]): Promise<void> 
       letGo(ctx, entries.slice(i));
       return;
     }
-    const alone = e.envelope.redelivered ? await ctx.solo.acquire() : undefined;
+    const alone = e.envelope.redelivered;
+    const leave = alone ? await ctx.gate.exclusive() : await ctx.gate.shared();
     const release = await ctx.limiter.acquire();
     let outcome: Outcome<R>;
     try {
@@ -55,7 +58,7 @@ async function runEach<R>(ctx: ChainContext<R>, entries: Held[]): Promise<void> 
       outcome = await processOne(ctx, e.envelope);
     } finally {
       release();
-      alone?.();
+      leave();
     }
     if ((await ctx.settler.settle(e, outcome)) === 'retry') {
       retryRest(ctx, entries.slice(i + 1), retryDelayOf(outcome));
@@ -92,6 +95,8 @@ async function runBatches<R>(ctx: ChainContext<R>, all: Held[]): Promise<void> {
       else retryRest(ctx, [e], delay);
     }
     if (run.length === 0) return;
+    // Batches hold only fresh messages (planChains), so they share the gate.
+    const leave = await ctx.gate.shared();
     const release = await ctx.limiter.acquire();
     let outcomes: Outcome<R>[];
     try {
@@ -101,6 +106,7 @@ async function runBatches<R>(ctx: ChainContext<R>, all: Held[]): Promise<void> {
       );
     } finally {
       release();
+      leave();
     }
     const cause = outcomes.find((o) => settleActionOf(o) === 'retry');
     const nothingRan = cause !== undefined && cause.status === 'retry' && !cause.ran;
