@@ -1,0 +1,143 @@
+import { type Handler, type Inbox, migrate } from '@once/core';
+import type pg from 'pg';
+import {
+  createLedger,
+  createTestPool,
+  dropSchema,
+  freshSchemaName,
+  type Ledger,
+} from '../../support/index.js';
+
+// The contract every broker adapter is held to. A harness hides how one broker creates a
+// destination, publishes, consumes and dead-letters; the scenarios (the *.test.ts files here)
+// only speak this interface, so the same assertions run against Kafka, SQS and RabbitMQ.
+
+/** The brokers the suite covers. */
+export type BrokerName = 'kafka' | 'sqs' | 'rabbitmq';
+
+/** One message to publish. */
+export interface OutMessage {
+  /** The message id, set where once's publishers set it (header, attribute, `messageId`). */
+  readonly id: string;
+  /** Kafka partition key, SQS message group, AMQP routing key. */
+  readonly key: string;
+  readonly body: string;
+}
+
+/** A fresh topic or queue (with its dead-letter destination), named uniquely for this run. */
+export interface Destination {
+  readonly name: string;
+}
+
+/** What was dead-lettered, as each broker's copy says it. */
+export interface DeadLetterCopy {
+  readonly id: string | undefined;
+  /** once's failure reason (`permanent`, `max-attempts`, ...), from the copy's headers. */
+  readonly reason: string | undefined;
+}
+
+/** What a scenario asks of a consumer. */
+export interface ConsumerSpec {
+  /** The inbox consumer name (and, for Kafka, the group): two specs with one name compete. */
+  readonly consumer: string;
+  readonly handler: Handler;
+  /** Called with the consumer's inbox before it starts, so no event is missed. @default none */
+  readonly listen?: (inbox: Pick<Inbox, 'on'>) => void;
+}
+
+/** A started in-process consumer. */
+export interface RunningConsumer {
+  /** The adapter's inbox, for its per-message events. */
+  readonly inbox: Pick<Inbox, 'on'>;
+  /** A graceful stop; idempotent. */
+  stop(): Promise<void>;
+}
+
+/** Settings a consumer child process needs to build the same consumer (see fixtures/consumer-child.mjs). */
+export type ChildConfig = Readonly<Record<string, unknown>>;
+
+/** One broker, behind the suite's contract. */
+export interface BrokerHarness {
+  readonly broker: BrokerName;
+  /** Creates a fresh destination and its dead-letter destination. */
+  create(prefix: string): Promise<Destination>;
+  /** Publishes in order and resolves once the broker acknowledged every message. */
+  publish(dest: Destination, messages: readonly OutMessage[]): Promise<void>;
+  /** Starts a consumer of the adapter's own factory, with test-friendly settings. */
+  start(dest: Destination, spec: ConsumerSpec): Promise<RunningConsumer>;
+  /**
+   * True when all of `running` have their share of the destination at once (Kafka: each owns
+   * partitions and together they own all, without overlap; SQS and RabbitMQ: always, as any
+   * started consumer receives).
+   */
+  balanced(dest: Destination, running: readonly RunningConsumer[]): boolean;
+  /**
+   * True when every published message was settled by consumer `consumer` (Kafka: committed to the
+   * end; SQS: deleted; RabbitMQ: acked, i.e. nothing ready and, of running consumers, nothing unacked).
+   */
+  settled(dest: Destination, consumer: string): Promise<boolean>;
+  /** Reads (and removes) what was dead-lettered, waiting up to `timeoutMs` for `count` copies. */
+  deadLetters(dest: Destination, count: number, timeoutMs?: number): Promise<DeadLetterCopy[]>;
+  /** What fixtures/consumer-child.mjs needs to run consumer `consumer` on `dest`. */
+  childConfig(dest: Destination, consumer: string): ChildConfig;
+  /** Stops what is still running, deletes every destination created, closes clients. */
+  close(): Promise<void>;
+}
+
+/** The database side of a conformance file: once's tables in a schema of its own, and ledgers. */
+export interface ConformanceDb {
+  readonly pool: pg.Pool;
+  /** The schema once's tables live in. */
+  readonly schema: string;
+  /** A fresh, empty effects ledger in a schema of its own (one per test). */
+  ledger(): Promise<Ledger>;
+  close(): Promise<void>;
+}
+
+/** Migrates once into a fresh schema; ledgers and the schema are dropped by `close()`. */
+export async function conformanceDb(prefix: string): Promise<ConformanceDb> {
+  const pool = createTestPool({ max: 16 });
+  const schema = freshSchemaName(prefix);
+  const schemas = [schema];
+  await migrate(pool, { schema });
+  return {
+    pool,
+    schema,
+    async ledger() {
+      const s = freshSchemaName(`${prefix}_fx`);
+      schemas.push(s);
+      return createLedger(pool, s);
+    },
+    async close() {
+      for (const s of schemas) await dropSchema(pool, s);
+      await pool.end();
+    },
+  };
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Polls `check` every 100 ms; throws naming `what` after `timeoutMs`. */
+export async function waitFor(
+  what: string,
+  check: () => Promise<boolean> | boolean,
+  timeoutMs = 60_000,
+): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > until) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+/** Distinct ids with a committed effect in `ledger`. */
+export async function distinctEffects(ledger: Ledger): Promise<number> {
+  return new Set((await ledger.effects()).map((e) => e.messageId)).size;
+}
+
+/** The effect every scenario records: one ledger row in the handler's own transaction. */
+export function recordEffect(ledger: Ledger): Handler {
+  return async (envelope, { tx, id }) => {
+    await ledger.record(tx, { messageId: id, key: envelope.key ?? '', payload: envelope.body.toString() });
+  };
+}
