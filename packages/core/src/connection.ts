@@ -19,7 +19,6 @@ export class Connection {
   }
 
   static async open(pool: PgPoolLike): Promise<Connection> {
-    guardNewClients(pool);
     return new Connection(await pool.connect());
   }
 
@@ -54,7 +53,8 @@ const guarded = new WeakSet<object>();
  * a failover): node-postgres then emits `'error'` before our listener above is attached, and
  * with no listener the process exits. So every client the pool creates from now on gets a
  * listener that never goes away; the error still reaches us through the failed query and
- * through `Connection.error`. Installed once per pool, on pools that emit `'connect'` (pg.Pool).
+ * through `Connection.error`. Installed once per pool, on pools that emit `'connect'` (pg.Pool), by
+ * the constructors of the inbox and the relay, whose pools every Connection here comes from.
  */
 export function guardNewClients(pool: PgPoolLike): void {
   const emitter = pool as PgPoolLike & {

@@ -589,7 +589,7 @@ export class Inbox<R = unknown> {
         ) {
           // Optimistic: roll everything back and replay with the failing message isolated.
           await this.#rollback(conn, run.error);
-          return await this.#replay(items, k, run.error);
+          return await this.#replay(items, k, run.error, (some) => this.#batchUnique(some));
         }
         await stmt(conn.client.query('ROLLBACK TO SAVEPOINT once_message'));
         const verdict = await this.#savepointFailure(conn, item, run.error);
@@ -628,11 +628,7 @@ export class Inbox<R = unknown> {
       if (published) this.options.outbox?.wake();
       return outcomes.map((o, k) => o ?? this.#out.notRun(items[k]!.envelope, items[k]!.id));
     } catch (err) {
-      const first = await this.#afterStatementError(conn, items, err);
-      if (first.status === 'busy') return items.map((it) => ({ ...first, id: it.id, envelope: it.envelope }));
-      return items.map((it) =>
-        this.#out.retry(it.envelope, it.id, (first as { error?: unknown }).error ?? err, true, false),
-      );
+      return await this.#batchStatementError(conn, items, err);
     }
   }
 
@@ -686,7 +682,7 @@ export class Inbox<R = unknown> {
         const run = await this.#runHandler(conn, item);
         if (!run.ok) {
           await this.#rollback(conn, run.error);
-          return await this.#fencedReplay(items, k, run.error);
+          return await this.#replay(items, k, run.error, (some) => this.#fencedBatch(some));
         }
         outcomes[k] = { status: 'processed', id: item.id, envelope: item.envelope, result: run.result };
         published ||= run.published;
@@ -714,23 +710,8 @@ export class Inbox<R = unknown> {
       if (published) this.options.outbox?.wake();
       return outcomes;
     } catch (err) {
-      const first = await this.#afterStatementError(conn, items, err);
-      if (first.status === 'busy') return items.map((it) => ({ ...first, id: it.id, envelope: it.envelope }));
-      return items.map((it) =>
-        this.#out.retry(it.envelope, it.id, (first as { error?: unknown }).error ?? err, true, false),
-      );
+      return await this.#batchStatementError(conn, items, err);
     }
-  }
-
-  /** Fenced replay after handler k failed: the prefix as a batch, k alone, then the rest. */
-  async #fencedReplay(items: Item[], k: number, error: unknown): Promise<Outcome<R>[]> {
-    const notRun = (from: Item[]) => from.map((it) => this.#out.notRun(it.envelope, it.id));
-    const prefix = await this.#fencedBatch(items.slice(0, k));
-    if (prefix.some(isStop)) return [...prefix, ...notRun(items.slice(k))];
-    // Its work was rolled back; a permanent verdict records it and moves the fence past it.
-    const failing = await this.#handlerFailed(items[k]!, error);
-    if (isStop(failing)) return [...prefix, failing, ...notRun(items.slice(k + 1))];
-    return [...prefix, failing, ...(await this.#fencedBatch(items.slice(k + 1)))];
   }
 
   /**
@@ -761,16 +742,33 @@ export class Inbox<R = unknown> {
     return this.#out.failed(item.envelope, item.id, reason, error);
   }
 
-  /** Optimistic replay after handler k failed: the prefix as a batch, k alone, then the rest. */
-  async #replay(items: Item[], k: number, error: unknown): Promise<Outcome<R>[]> {
-    const prefix = await this.#batchUnique(items.slice(0, k));
-    const stopAt = prefix.findIndex(isStop);
+  /**
+   * Optimistic replay after handler k of a batch failed and the batch was rolled back: the
+   * prefix again as a batch (`batch`: inbox or fenced), k classified alone (its work was rolled
+   * back; a permanent verdict records it, and on the fenced path moves the fence past it), then
+   * the rest as a batch.
+   */
+  async #replay(
+    items: Item[],
+    k: number,
+    error: unknown,
+    batch: (some: Item[]) => Promise<Outcome<R>[]>,
+  ): Promise<Outcome<R>[]> {
     const notRun = (from: Item[]) => from.map((it) => this.#out.notRun(it.envelope, it.id));
-    if (stopAt >= 0) return [...prefix, ...notRun(items.slice(k))];
-    // The failing handler's work was rolled back; classify the error it raised.
+    const prefix = await batch(items.slice(0, k));
+    if (prefix.some(isStop)) return [...prefix, ...notRun(items.slice(k))];
     const failing = await this.#handlerFailed(items[k]!, error);
     if (isStop(failing)) return [...prefix, failing, ...notRun(items.slice(k + 1))];
-    return [...prefix, failing, ...(await this.#batchUnique(items.slice(k + 1)))];
+    return [...prefix, failing, ...(await batch(items.slice(k + 1)))];
+  }
+
+  /** A statement of a batch failed: roll back, and give every message the verdict of the first. */
+  async #batchStatementError(conn: Connection, items: Item[], err: unknown): Promise<Outcome<R>[]> {
+    const first = await this.#afterStatementError(conn, items, err);
+    if (first.status === 'busy') return items.map((it) => ({ ...first, id: it.id, envelope: it.envelope }));
+    return items.map((it) =>
+      this.#out.retry(it.envelope, it.id, (first as { error?: unknown }).error ?? err, true, false),
+    );
   }
 
   async #sequential(items: Item[]): Promise<Outcome<R>[]> {
