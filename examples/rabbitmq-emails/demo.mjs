@@ -7,10 +7,10 @@ import { fileURLToPath } from 'node:url';
 import { quoteIdentifier } from '@once/core';
 import amqp from 'amqplib';
 import pg from 'pg';
+import { rabbitBacklog } from '../../scripts/demo/rabbit-backlog.mjs';
 import { EMAIL_CONSUMER, queuesOf } from './src/email-consumer.mjs';
 import { startMailApi } from './src/mail-api.mjs';
 import { publishEmails } from './src/producer.mjs';
-import { rabbitBacklog } from './src/rabbit-backlog.mjs';
 import { schemaFor, setupSchema } from './src/schema.mjs';
 
 /** Share of keys whose first API response is cut off after delivery (the window keys close). */

@@ -4,6 +4,7 @@
 // Prints one JSON line of its outcome counts every 50 ms and on exit; SIGTERM stops it gracefully
 // (the slice in flight commits and its offsets are committed first).
 import pg from 'pg';
+import { runReporting } from '../../../scripts/demo/consumer-main.mjs';
 import { DATABASE_URL, kafkaClient } from './kafka.mjs';
 import { createOrdersConsumer } from './orders-consumer.mjs';
 
@@ -24,23 +25,4 @@ const consumer = createOrdersConsumer({
   groupId: required('ORDERS_GROUP'),
 });
 
-/** @type {Record<string, number>} */
-const counts = { processed: 0, duplicate: 0, conflict: 0, failed: 0, retry: 0, busy: 0, deadLettered: 0 };
-for (const status of /** @type {const} */ (['processed', 'duplicate', 'conflict', 'failed', 'retry', 'busy']))
-  consumer.inbox.on(`message:${status}`, () => {
-    counts[status] = (counts[status] ?? 0) + 1;
-  });
-consumer.on('message:dead-lettered', () => {
-  counts.deadLettered = (counts.deadLettered ?? 0) + 1;
-});
-const report = () => process.stdout.write(`${JSON.stringify(counts)}\n`);
-
-await consumer.start();
-setInterval(report, 50).unref();
-report();
-process.once('SIGTERM', async () => {
-  await consumer.stop();
-  report();
-  await pool.end();
-  process.exit(0);
-});
+await runReporting(consumer, () => pool.end());

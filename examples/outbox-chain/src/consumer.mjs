@@ -7,6 +7,7 @@
 // on SIGTERM.
 import { Kafka, logLevel } from 'kafkajs';
 import pg from 'pg';
+import { runReporting } from '../../../scripts/demo/consumer-main.mjs';
 import { namesFor } from './names.mjs';
 import { createOrderService } from './order-service.mjs';
 import { createShippingConsumer } from './shipping-service.mjs';
@@ -40,22 +41,4 @@ if (role === 'orders') {
   service = { inbox: shipping.inbox, start: () => shipping.start(), stop: () => shipping.stop() };
 }
 
-/** @type {Record<'processed' | 'duplicate' | 'conflict' | 'failed' | 'retry' | 'busy', number>} */
-const counts = { processed: 0, duplicate: 0, conflict: 0, failed: 0, retry: 0, busy: 0 };
-for (const status of /** @type {(keyof typeof counts)[]} */ (Object.keys(counts)))
-  service.inbox.on(`message:${status}`, () => counts[status]++);
-const report = () => process.stdout.write(`${JSON.stringify(counts)}\n`);
-
-// Listen before starting: a SIGTERM while the consumer is still connecting (a Kafka group join
-// takes seconds) must wait for the start and then stop, not end the process mid-start.
-const started = service.start();
-process.once('SIGTERM', async () => {
-  await started.catch(() => {});
-  await service.stop();
-  report();
-  await pool.end();
-  process.exit(0);
-});
-await started;
-report();
-setInterval(report, 50).unref();
+await runReporting(service, () => pool.end());

@@ -4,6 +4,7 @@
 // optionally EMAILS_CONCURRENCY. Prints one JSON line of its outcome counts every 50 ms and on
 // exit; stops gracefully on SIGTERM (finishes and acks what it holds).
 import pg from 'pg';
+import { runReporting } from '../../../scripts/demo/consumer-main.mjs';
 import { createEmailConsumer } from './email-consumer.mjs';
 
 /** @param {string} name */
@@ -24,22 +25,4 @@ const consumer = createEmailConsumer({
   concurrency: Number(process.env.EMAILS_CONCURRENCY ?? 8),
 });
 
-/** @type {Record<'processed' | 'duplicate' | 'conflict' | 'failed' | 'retry' | 'busy', number>} */
-const counts = { processed: 0, duplicate: 0, conflict: 0, failed: 0, retry: 0, busy: 0 };
-for (const status of /** @type {(keyof typeof counts)[]} */ (Object.keys(counts)))
-  consumer.inbox.on(`message:${status}`, () => counts[status]++);
-const report = () => process.stdout.write(`${JSON.stringify(counts)}\n`);
-
-// Listen before starting: a SIGTERM while the consumer is still connecting (a Kafka group join
-// takes seconds) must wait for the start and then stop, not end the process mid-start.
-const started = consumer.start();
-process.once('SIGTERM', async () => {
-  await started.catch(() => {});
-  await consumer.stop();
-  report();
-  await pool.end();
-  process.exit(0);
-});
-await started;
-report();
-setInterval(report, 50).unref();
+await runReporting(consumer, () => pool.end());

@@ -5,6 +5,7 @@
 // Prints one JSON line of its outcome counts every 50 ms and on exit; SIGTERM stops it gracefully
 // (what it holds is finished and settled first).
 import pg from 'pg';
+import { runReporting } from '../../../scripts/demo/consumer-main.mjs';
 import { createPaymentsConsumer } from './payments-consumer.mjs';
 import { DATABASE_URL, sqsClient } from './sqs.mjs';
 
@@ -28,24 +29,7 @@ const consumer = createPaymentsConsumer({
   visibilityTimeoutS: Number(process.env.PAYMENTS_VISIBILITY_S ?? 30),
 });
 
-/** @type {Record<string, number>} */
-const counts = { processed: 0, duplicate: 0, conflict: 0, failed: 0, retry: 0, busy: 0, deadLettered: 0 };
-for (const status of /** @type {const} */ (['processed', 'duplicate', 'conflict', 'failed', 'retry', 'busy']))
-  consumer.inbox.on(`message:${status}`, () => {
-    counts[status] = (counts[status] ?? 0) + 1;
-  });
-consumer.on('dead-letter', () => {
-  counts.deadLettered = (counts.deadLettered ?? 0) + 1;
-});
-const report = () => process.stdout.write(`${JSON.stringify(counts)}\n`);
-
-await consumer.start();
-setInterval(report, 50).unref();
-report();
-process.once('SIGTERM', async () => {
-  await consumer.stop();
-  report();
+await runReporting(consumer, async () => {
   await pool.end();
   client.destroy();
-  process.exit(0);
 });
