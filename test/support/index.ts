@@ -6,3 +6,4 @@ export * from './env.js';
 export * from './fault-proxy.js';
 export * from './isolation.js';
 export * from './ledger.js';
+export * from './wait.js';
