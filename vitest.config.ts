@@ -6,6 +6,7 @@ import { defineConfig } from 'vitest/config';
 const src = (pkg: string) => fileURLToPath(new URL(`./packages/${pkg}/src/`, import.meta.url));
 const alias = [
   { find: /^@once\/core\/testing$/, replacement: `${src('core')}testing/index.ts` },
+  { find: /^@once\/core\/adapter$/, replacement: `${src('core')}adapter/index.ts` },
   {
     find: /^@once\/(core|kafka|sqs|rabbitmq|cli)$/,
     replacement: `${fileURLToPath(new URL('./packages/', import.meta.url))}$1/src/index.ts`,

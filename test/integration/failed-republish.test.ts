@@ -1,4 +1,5 @@
-import { createRelay, PermanentError, type Relay } from '@once/core';
+import { createInbox, createRelay, type OutboxMessage, PermanentError, type Relay } from '@once/core';
+import { fromJsonb, toJsonb } from '@once/core/adapter';
 import {
   createRabbitConsumer,
   createRabbitPublisher,
@@ -134,4 +135,58 @@ it('a failed message republished through the outbox runs afresh once, and the or
     `SELECT count(*)::int AS n FROM ${db.ledger.table} WHERE message_id = 'order-7'`,
   );
   expect(effects.rows[0].n).toBe(1);
+});
+
+it('stored jsonb is decoded: a header with a NUL is republished byte-identical, and list and inspect show the stored error as it was', async () => {
+  // The inbox writes origin and error through core's jsonb codec; a NUL is stored tagged.
+  const inbox = createInbox({
+    pool,
+    schema: db.schema,
+    consumer: 'nul',
+    handler: async () => {
+      throw new PermanentError('no');
+    },
+  });
+  await inbox.process({
+    id: 'nul-1',
+    body: Buffer.from('{}'),
+    headers: {},
+    key: 'k',
+    source: { broker: 'kafka', queue: 'nul-topic', partition: 0, offset: '1' },
+    attempt: 1,
+    redelivered: false,
+  });
+  const origin = { broker: 'kafka', queue: 'nul-topic', key: 'k', headers: { 'x-bin': 'a\u0000b' } };
+  const error = { name: 'PermanentError', message: 'bad \u0000 byte', code: 'PERMANENT' };
+  await pool.query(
+    `UPDATE ${quoteIdent(db.schema)}.inbox SET origin = $1::jsonb, error = $2::jsonb WHERE consumer = 'nul'`,
+    [toJsonb(origin), toJsonb(error)],
+  );
+  const at = (...args: string[]) => ['--schema', db.schema, ...args];
+  const list = await cli(at('--json', 'failed', 'list', '--consumer', 'nul'));
+  expect(list.code, list.stderr).toBe(0);
+  expect(list.json<{ failed: { error: unknown }[] }>().failed[0]?.error).toEqual(error);
+  const inspect = await cli(at('--json', 'inspect', 'nul', 'nul-1'));
+  expect(inspect.json()).toMatchObject({ error, origin });
+
+  const r = await cli(at('--json', 'failed', 'retry', 'nul', 'nul-1', '--republish'));
+  expect(r.code, r.stderr).toBe(0);
+  const sent: OutboxMessage[] = [];
+  await createRelay({
+    pool,
+    schema: db.schema,
+    publishers: {
+      'nul-topic': {
+        async publish(messages) {
+          sent.push(...messages);
+        },
+      },
+    },
+    listen: false,
+  }).runOnce();
+  expect(sent.map((m) => [m.id, m.key, m.headers])).toEqual([['nul-1', 'k', { 'x-bin': 'a\u0000b' }]]);
+  const stored = await pool.query(
+    `SELECT headers FROM ${quoteIdent(db.schema)}.outbox WHERE message_id = 'nul-1'`,
+  );
+  expect(fromJsonb(stored.rows[0].headers)).toEqual({ 'x-bin': 'a\u0000b' });
 });

@@ -135,18 +135,28 @@ export class FaultProxy {
 
   #pipe(from: net.Socket, to: net.Socket): void {
     // Chunks and the final FIN go out in arrival order: when latency drops, a later chunk must
-    // not overtake an earlier one still waiting, so each waits at least until its predecessor.
-    let lastDue = 0;
-    const deliver = (send: () => void) => {
+    // not overtake an earlier one still waiting. One FIFO per direction, drained by one timer: a
+    // timer per chunk would not do, since a late-firing timer (a loaded machine) let a chunk that
+    // arrived after it go first.
+    const queue: { due: number; send: () => void }[] = [];
+    let timer: NodeJS.Timeout | undefined;
+    const drain = () => {
+      if (timer) this.#timers.delete(timer);
+      timer = undefined;
       const now = Date.now();
-      const due = Math.max(now + this.#latencyMs, lastDue);
-      if (due <= now) return send();
-      lastDue = due;
-      const timer = setTimeout(() => {
-        this.#timers.delete(timer);
-        send();
-      }, due - now);
+      while (queue.length > 0 && queue[0]!.due <= now) queue.shift()!.send();
+      schedule();
+    };
+    const schedule = () => {
+      if (timer || queue.length === 0) return;
+      timer = setTimeout(drain, Math.max(0, queue[0]!.due - Date.now()));
       this.#timers.add(timer);
+    };
+    const deliver = (send: () => void) => {
+      const due = Date.now() + this.#latencyMs;
+      if (queue.length === 0 && this.#latencyMs === 0) return send();
+      queue.push({ due, send });
+      schedule();
     };
     from.on('data', (chunk) => deliver(() => to.destroyed || to.write(chunk)));
     from.on('end', () => deliver(() => to.destroyed || to.end()));

@@ -1,3 +1,4 @@
+import { type Logger, silentLogger } from './logger.js';
 import type { PgClientLike, PgPoolLike } from './pg-like.js';
 
 /**
@@ -56,15 +57,30 @@ const guarded = new WeakSet<object>();
  * through `Connection.error`. Installed once per pool, on pools that emit `'connect'` (pg.Pool), by
  * the constructors of the inbox and the relay, whose pools every Connection here comes from.
  */
-export function guardNewClients(pool: PgPoolLike): void {
+export function guardNewClients(pool: PgPoolLike, logger: Logger = silentLogger): void {
   const emitter = pool as PgPoolLike & {
     on?(event: 'connect', listener: (client: { on?(e: 'error', l: () => void): unknown }) => void): unknown;
+    on?(event: 'error', listener: (err: Error) => void): unknown;
+    listenerCount?(event: 'error'): number;
   };
   if (guarded.has(pool) || typeof emitter.on !== 'function') return;
   guarded.add(pool);
   emitter.on('connect', (client) => {
     client.on?.('error', ignore);
   });
+  // pg.Pool re-emits the error of an idle client (its backend was terminated, the server
+  // restarted) on the pool; with no listener there the process exits (PITFALLS P1). The pool
+  // replaces that client by itself, so a warning is all it needs. A listener of the user's own
+  // is left to do the talking.
+  if (typeof emitter.listenerCount === 'function' && emitter.listenerCount('error') === 0) {
+    emitter.on('error', (err: Error) => {
+      if (emitter.listenerCount?.('error') !== 1) return;
+      logger.warn('once: an idle PostgreSQL connection of the pool failed; the pool replaces it', {
+        error: err.message,
+        ...((err as { code?: unknown }).code === undefined ? {} : { code: (err as { code?: unknown }).code }),
+      });
+    });
+  }
 }
 
 function ignore(): void {}

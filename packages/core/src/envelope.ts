@@ -18,6 +18,12 @@ export interface EnvelopeSource {
 export interface Envelope {
   /** The message id as delivered (a header, an attribute, AMQP `messageId`), if any. */
   id?: string | undefined;
+  /**
+   * Set by an adapter that could not read the delivered id faithfully (its bytes are not valid
+   * UTF-8, or its client library already replaced them with U+FFFD): two different ids would
+   * collapse into one, so the envelope is rejected as an invalid id unless `idOf` supplies one.
+   */
+  idUnusable?: string | undefined;
   body: Buffer;
   headers: Readonly<Record<string, string | undefined>>;
   /** Kafka key, SQS group id, AMQP routing key. */
@@ -35,10 +41,13 @@ export interface Envelope {
 }
 
 /**
- * Longest accepted message id, in characters. It keeps the inbox primary key well inside
- * PostgreSQL's btree entry limit (2704 bytes) even with four-byte characters.
+ * Longest accepted message id, in characters (Unicode code points): 512 four-byte characters
+ * are 2,048 bytes of UTF-8, which with a consumer name of at most 200 bytes keeps the inbox
+ * primary key inside PostgreSQL's btree entry limit (2,704 bytes).
  */
 export const MAX_ID_LENGTH = 512;
+/** The same limit in UTF-8 bytes (only ids of more than 682 UTF-16 units can reach it). */
+export const MAX_ID_BYTES = 2048;
 
 /** Derives the id from an envelope, e.g. a business key taken from the body. */
 export type IdOf = (envelope: Envelope) => string | undefined;
@@ -57,6 +66,9 @@ export function resolveId(envelope: Envelope, idOf?: IdOf): string {
     );
   }
   const from = idOf ? 'idOf(envelope)' : 'the message id';
+  if (!idOf && envelope.idUnusable !== undefined) {
+    throw new InvalidIdError(`the message id is unusable: ${envelope.idUnusable}`, envelope.id?.slice(0, 64));
+  }
   if (raw === undefined || raw === null) {
     throw new InvalidIdError(
       `${from} is missing: publish with a message id (once's publishers set one) or pass idOf`,
@@ -69,13 +81,44 @@ export function resolveId(envelope: Envelope, idOf?: IdOf): string {
   if (raw.length === 0) throw new InvalidIdError(`${from} is empty`, raw);
   // PostgreSQL text cannot hold NUL, so such an id could never be recorded.
   if (raw.includes('\0')) throw new InvalidIdError(`${from} contains a NUL character`, raw.slice(0, 64));
-  if (raw.length > MAX_ID_LENGTH) {
+  // A lone surrogate has no UTF-8 form: PostgreSQL would store U+FFFD, and 'a\ud800' and
+  // 'a\udbff' would become one id.
+  if (!isWellFormed(raw)) {
     throw new InvalidIdError(
-      `${from} is ${raw.length} characters; the maximum is ${MAX_ID_LENGTH}`,
+      `${from} is not well-formed Unicode (it holds a lone surrogate)`,
       raw.slice(0, 64),
     );
   }
+  // Characters are code points: a four-byte character is two UTF-16 units but one character.
+  // Only a string of more than 512 units can be too long, so the hot path counts nothing.
+  if (raw.length > MAX_ID_LENGTH) {
+    const chars = codePoints(raw);
+    if (chars > MAX_ID_LENGTH) {
+      throw new InvalidIdError(
+        `${from} is ${chars} characters; the maximum is ${MAX_ID_LENGTH}`,
+        raw.slice(0, 64),
+      );
+    }
+    if (raw.length > MAX_ID_BYTES / 3 && Buffer.byteLength(raw) > MAX_ID_BYTES) {
+      throw new InvalidIdError(
+        `${from} is ${Buffer.byteLength(raw)} bytes in UTF-8; the maximum is ${MAX_ID_BYTES}`,
+        raw.slice(0, 64),
+      );
+    }
+  }
   return raw;
+}
+
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+function codePoints(s: string): number {
+  let n = 0;
+  for (const _ of s) n++;
+  return n;
+}
+
+function isWellFormed(s: string): boolean {
+  return !LONE_SURROGATE.test(s);
 }
 
 /**

@@ -13,6 +13,7 @@ export const ErrorCode = {
   Database: 'DATABASE',
   Closed: 'CLOSED',
   OutboxInvalid: 'OUTBOX_INVALID',
+  AttemptsExhausted: 'ATTEMPTS_EXHAUSTED',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
@@ -58,6 +59,29 @@ export class PermanentError extends OnceError {
   }
 }
 
+/**
+ * Thrown by an adapter's guard instead of running a message that has been started `maxAttempts`
+ * times without ever completing: the consumer most likely died while running it (process exit,
+ * out of memory, SIGKILL), which no catch block sees. Core records it `failed` with the reason
+ * `max-attempts` and the adapter dead-letters it, unrun.
+ */
+export class AttemptsExhaustedError extends OnceError {
+  /** How many times it was started without completing, this start included. */
+  readonly starts: number;
+
+  constructor(starts: number, maxAttempts: number, detail = '') {
+    super(
+      ErrorCode.AttemptsExhausted,
+      `started ${starts} times (maxAttempts ${maxAttempts}) without completing${detail ? ` (${detail})` : ''}: ` +
+        'the consumer most likely died while running it (process exit, out of memory, SIGKILL); ' +
+        'dead-lettered without running it again',
+      { retryable: false },
+    );
+    this.name = 'AttemptsExhaustedError';
+    this.starts = starts;
+  }
+}
+
 /** The id of a message is missing or unusable; the message is dead-lettered with this reason. */
 export class InvalidIdError extends OnceError {
   /** What was found where the id should be, for operators. */
@@ -75,6 +99,8 @@ export interface SerializedError {
   message: string;
   code?: string;
   stack?: string;
+  /** What a thrown non-Error object carried (its own enumerable fields, JSON-safe). */
+  fields?: Record<string, unknown>;
 }
 
 /**
@@ -92,7 +118,30 @@ export function serializeError(err: unknown): SerializedError {
       ...(err.stack ? { stack: err.stack.split('\n').slice(0, 12).join('\n') } : {}),
     };
   }
+  if (typeof err === 'object' && err !== null) {
+    const fields = jsonSafe(err);
+    return {
+      name: 'NonError',
+      message: fields === undefined ? String(err) : JSON.stringify(fields).slice(0, 2_000),
+      ...(typeof (err as { code?: unknown }).code === 'string'
+        ? { code: (err as { code: string }).code }
+        : {}),
+      ...(fields && typeof fields === 'object' && !Array.isArray(fields)
+        ? { fields: fields as Record<string, unknown> }
+        : {}),
+    };
+  }
   return { name: 'NonError', message: String(err) };
+}
+
+/** A JSON copy of a thrown object, or undefined when it has none (a cycle, a BigInt). */
+function jsonSafe(value: object): unknown {
+  try {
+    const text = JSON.stringify(value);
+    return text === undefined ? undefined : JSON.parse(text);
+  } catch {
+    return undefined;
+  }
 }
 
 function isSerializedError(e: unknown): e is SerializedError {

@@ -18,7 +18,14 @@ export interface OnceEventMap {
   'message:duplicate': MessageEventBase & { id: string };
   'message:conflict': MessageEventBase & { id: string; action: 'dead-letter' | 'ack' };
   'message:failed': MessageEventBase & { reason: FailReason; error: SerializedError };
-  'message:retry': MessageEventBase & { error: SerializedError; delayMs: number; ran: boolean };
+  /** A started message failed transiently; `spent`: the attempt counted toward maxAttempts. */
+  'message:retry': MessageEventBase & { error: SerializedError; delayMs: number; spent: boolean };
+  /** The handler never started (see NotRunOutcome): never spent, never dead-lettered. */
+  'message:not-run': MessageEventBase & {
+    why: 'behind' | 'unavailable';
+    error: SerializedError;
+    delayMs: number;
+  };
   'message:busy': MessageEventBase & { id: string };
   /**
    * A handler run settled (returned, threw, or passed its deadline), before its transaction

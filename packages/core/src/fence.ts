@@ -1,5 +1,7 @@
 import type { Envelope } from './envelope.js';
 import { ErrorCode, OnceError } from './errors.js';
+import type { PgPoolLike } from './pg-like.js';
+import { fenceSql } from './sql/fence.js';
 
 /**
  * A message's place in an ordered stream, for offset fencing: `offset` is the broker's position
@@ -49,4 +51,42 @@ export function resolveFence(envelope: Envelope, fenceOf: FenceOf): Fence | unde
   else throw bad(`a bad offset ${JSON.stringify(String(p.offset))}`);
   if (offset < 0n || offset > MAX_OFFSET) throw bad(`an offset out of range (${offset})`);
   return Object.freeze({ stream: p.stream, partition: p.partition, offset });
+}
+
+/** A partition's fence as stored: where it stands and what it last moved past. */
+export interface FenceRecord {
+  /** The next offset to process: every offset below it counts as done. */
+  readonly nextOffset: bigint;
+  /**
+   * Id and fingerprint of the message at `nextOffset - 1`, the last one the fence moved past.
+   * Undefined on a row written before schema version 7, until the fence next moves.
+   */
+  readonly lastId: string | undefined;
+  readonly lastFingerprint: Buffer | undefined;
+}
+
+/**
+ * Reads the fence of (`consumer`, `stream`, `partition`) outside any transaction; `undefined`
+ * when nothing was fenced there yet. An adapter uses it to check, before it takes offsets below
+ * the fence for duplicates, that the log still holds the message the fence last moved past (a
+ * deleted and recreated topic numbers its offsets from 0 again). `quotedSchema` is the inbox's
+ * `options.quotedSchema`.
+ */
+export async function readFence(
+  pool: PgPoolLike,
+  quotedSchema: string,
+  at: { consumer: string; stream: string; partition: number },
+): Promise<FenceRecord | undefined> {
+  const res = await pool.query<{
+    next_offset: string;
+    last_id: string | null;
+    last_fingerprint: Buffer | null;
+  }>(fenceSql(quotedSchema).read, [at.consumer, at.stream, at.partition]);
+  const row = res.rows[0];
+  if (!row) return undefined;
+  return {
+    nextOffset: BigInt(row.next_offset),
+    lastId: row.last_id ?? undefined,
+    lastFingerprint: row.last_fingerprint ?? undefined,
+  };
 }

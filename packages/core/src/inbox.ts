@@ -13,7 +13,9 @@ import type { QueryResultLike } from './pg-like.js';
 import { DeadlineError, type HandlerRun, runHandler } from './run-handler.js';
 import { type FenceSql, fenceSql } from './sql/fence.js';
 import { type InboxSql, inboxSql } from './sql/inbox.js';
-import { classifyDbError } from './sqlstate.js';
+import { fromJsonb, toJsonb } from './sql/jsonb.js';
+import { classifyDbError, isEnvironmental } from './sqlstate.js';
+import { type Verdict, verdictOf } from './verdict.js';
 
 /** A message with its id resolved and its fingerprint taken. */
 interface Item {
@@ -51,15 +53,28 @@ export class Inbox<R = unknown> {
   readonly #begin: string;
   readonly #beginAndClaim: (consumer: string, id: string, fp: Buffer, retentionMs: number) => string;
   readonly #fenceSql: FenceSql;
-  readonly #beginAndFence: (consumer: string, stream: string, partition: number, offset: bigint) => string;
+  readonly #beginAndFence: (
+    consumer: string,
+    stream: string,
+    partition: number,
+    offset: bigint,
+    id: string,
+    fp: Buffer,
+  ) => string;
   readonly #beginAndLockFence: (consumer: string, stream: string, partition: number, first: bigint) => string;
   /** Set in lease mode, which processes every message through it. */
   readonly #lease: LeaseProcessor<R> | undefined;
   #ready: Promise<void> | undefined;
+  /** The last outcome said the database or the schema could not be used. */
+  #unavailable = false;
+  /** Until when (performance.now() ms) fresh messages are not batched: see #noteBatchRace. */
+  #unbatchedUntil = 0;
+  /** A setup fault was logged; reset when the schema checks out again. */
+  #setupFaultLogged = false;
 
   constructor(options: ResolvedInboxOptions<R>) {
     this.options = options;
-    guardNewClients(options.pool);
+    guardNewClients(options.pool, options.logger);
     this.#sql = inboxSql(options.quotedSchema);
     this.#events = new Events(options.logger);
     this.#out = new Outcomes(options);
@@ -72,6 +87,15 @@ export class Inbox<R = unknown> {
   }
 
   /** The consumer name effects are recorded under. */
+  /**
+   * False while the inbox cannot process messages: the database is unreachable, or once's schema
+   * is missing or too new. Messages then come back `not-run` (`unavailable`). True again once a
+   * message reaches the database. Adapters fold it into their `health()`.
+   */
+  get available(): boolean {
+    return !this.#unavailable;
+  }
+
   get consumer(): string {
     return this.options.consumer;
   }
@@ -87,10 +111,15 @@ export class Inbox<R = unknown> {
    */
   ready(): Promise<void> {
     if (!this.#ready) {
-      this.#ready = checkSchema(this.options.pool, this.options.schema).catch((err: unknown) => {
-        this.#ready = undefined;
-        throw err;
-      });
+      this.#ready = checkSchema(this.options.pool, this.options.schema).then(
+        () => {
+          this.#setupFaultLogged = false;
+        },
+        (err: unknown) => {
+          this.#ready = undefined;
+          throw err;
+        },
+      );
     }
     return this.#ready;
   }
@@ -122,9 +151,10 @@ export class Inbox<R = unknown> {
 
   /**
    * Processes envelopes in order with one COMMIT for the fresh ones. Redelivered envelopes run one
-   * per transaction (any may be the message that killed the last consumer). A `retry` or `busy`
-   * outcome stops the batch: every later envelope is `retry` with `ran: false`, so ordered brokers
-   * can redeliver from there. Outcomes come back in input order.
+   * per transaction (any may be the message that killed the last consumer). A `retry`, `busy` or
+   * `not-run` outcome stops the batch: every later envelope is `not-run` (`behind`), so ordered
+   * brokers can redeliver from there. Outcomes come back in input order. Never throws for a
+   * message's sake, setup faults included.
    */
   async processBatch(envelopes: readonly Envelope[]): Promise<Outcome<R>[]> {
     const started = performance.now();
@@ -133,7 +163,10 @@ export class Inbox<R = unknown> {
     return outcomes;
   }
 
-  async #processAll(envelopes: readonly Envelope[], batched: boolean): Promise<Outcome<R>[]> {
+  async #processAll(envelopes: readonly Envelope[], wantBatch: boolean): Promise<Outcome<R>[]> {
+    // After a batch deadlocked on the handlers' own rows, batches run one message per transaction
+    // for a while: each such deadlock costs deadlock_timeout while other batches queue behind it.
+    const batched = wantBatch && performance.now() >= this.#unbatchedUntil;
     const out: Outcome<R>[] = [];
     const items: Item[] = [];
     // Fresh fenced messages of one partition, in offset order, waiting for one transaction.
@@ -141,8 +174,10 @@ export class Inbox<R = unknown> {
     try {
       await this.ready();
     } catch (err) {
-      if (OnceError.is(err) && !err.retryable) throw err;
-      return envelopes.map((e) => this.#out.retry(e, undefined, err, false, false));
+      // A setup fault (schema missing or too new, database unreachable) is never the messages':
+      // none of them ran, none is spent or dead-lettered.
+      this.#setupFault(err);
+      return envelopes.map((e) => this.#out.unavailable(e, undefined, err));
     }
     // Lease mode: one message at a time, in order, stopping at the first retry or busy.
     if (this.#lease) return this.#lease.processAll(envelopes);
@@ -169,21 +204,41 @@ export class Inbox<R = unknown> {
         out.push(this.#out.notRun(envelope));
         continue;
       }
+      let id: string;
+      try {
+        id = resolveId(envelope, this.options.idOf);
+      } catch (err) {
+        await flush();
+        out.push(
+          stopped ? this.#out.notRun(envelope) : this.#out.failed(envelope, undefined, 'invalid-id', err),
+        );
+        continue;
+      }
       let item: Item;
       try {
         item = {
           envelope,
-          id: resolveId(envelope, this.options.idOf),
+          id,
           fp: this.#fingerprint(envelope),
           fence: this.options.fenceOf ? resolveFence(envelope, this.options.fenceOf) : undefined,
         };
       } catch (err) {
+        // The id is good, so the failure can be recorded under it: a throwing fingerprintOf or
+        // fenceOf is the message's permanent failure, not a missing id.
         await flush();
         if (stopped) {
-          out.push(this.#out.retry(envelope, undefined, err, false, false));
-        } else {
-          out.push(this.#out.failed(envelope, undefined, 'invalid-id', err));
+          out.push(this.#out.notRun(envelope, id));
+          continue;
         }
+        const which = this.options.fenceOf ? 'fingerprintOf or fenceOf' : 'fingerprintOf';
+        const error = new PermanentError(`${which} threw: ${serializeError(err).message}`, { cause: err });
+        const r = await this.#recordFailed(
+          { envelope, id, fp: fingerprint(envelope.body) },
+          'permanent',
+          error,
+        );
+        out.push(r);
+        if (isStop(r)) stopped = true;
         continue;
       }
       const fresh = batched && !envelope.redelivered && envelope.attempt === 1;
@@ -234,7 +289,21 @@ export class Inbox<R = unknown> {
 
   // ---------------------------------------------------------------- one message
 
+  /**
+   * One message in its own transaction. A deadlock or serialization failure among the handlers'
+   * writes is a race lost, not a fault: the transaction runs again at once (a few times) instead
+   * of going back to the broker, whose redelivery can take seconds (a visibility timeout, a long
+   * poll) while the rows it raced for are long free.
+   */
   async #one(item: Item, redelivered = false): Promise<Outcome<R>> {
+    for (let run = 1; ; run++) {
+      const o = await this.#oneRun(item, redelivered);
+      if (run >= RACE_RUNS || o.status !== 'retry' || o.spent) return o;
+      if (o.error.code !== '40P01' && o.error.code !== '40001') return o;
+    }
+  }
+
+  async #oneRun(item: Item, redelivered: boolean): Promise<Outcome<R>> {
     if (item.fence) return this.#oneFenced(item, item.fence);
     const { pool, consumer } = this.options;
     if (redelivered) {
@@ -251,8 +320,9 @@ export class Inbox<R = unknown> {
     try {
       conn = await Connection.open(pool);
     } catch (err) {
-      return this.#out.retry(item.envelope, item.id, err, false, false);
+      return this.#out.unavailable(item.envelope, item.id, err);
     }
+    let started = false;
     try {
       // One round trip: BEGIN, its settings and the claim (see sql/literal.ts).
       const results = await stmt(
@@ -264,25 +334,17 @@ export class Inbox<R = unknown> {
         const row = (await stmt(conn.client.query<Row>(this.#sql.readOne, [consumer, item.id]))).rows[0];
         await stmt(conn.client.query('ROLLBACK'));
         conn.release();
-        return row
-          ? this.#fromRow(item, row)
-          : this.#out.retry(item.envelope, item.id, new Error('claim vanished'), false, false);
+        return row ? this.#fromRow(item, row) : this.#out.retry(item.envelope, item.id, vanished(), false);
       }
+      started = true;
       const run = await this.#runHandler(conn, item);
       if (!run.ok) return await this.#afterHandlerError(conn, item, run.error);
       if (this.options.storeResult) {
         await stmt(conn.client.query(this.#sql.storeResult, [consumer, item.id, run.json]));
       }
-      const commit = await stmt(conn.client.query('COMMIT'));
-      if (commit.command === 'ROLLBACK') {
-        conn.release();
-        return await this.#handlerFailed(item, rolledBackError());
-      }
-      conn.release();
-      if (run.published) this.options.outbox?.wake();
-      return { status: 'processed', id: item.id, envelope: item.envelope, result: run.result };
+      return await this.#commit(conn, item, run);
     } catch (err) {
-      return await this.#afterStatementError(conn, [item], err);
+      return await this.#afterStatementError(conn, item, err, started);
     }
   }
 
@@ -297,11 +359,14 @@ export class Inbox<R = unknown> {
     try {
       conn = await Connection.open(pool);
     } catch (err) {
-      return this.#out.retry(item.envelope, item.id, err, false, false);
+      return this.#out.unavailable(item.envelope, item.id, err);
     }
+    let started = false;
     try {
       const results = await stmt(
-        conn.client.query(this.#beginAndFence(consumer, fence.stream, fence.partition, fence.offset)),
+        conn.client.query(
+          this.#beginAndFence(consumer, fence.stream, fence.partition, fence.offset, item.id, item.fp),
+        ),
       );
       const claim = (Array.isArray(results) ? results[results.length - 1] : results) as QueryResultLike;
       if (claim.rowCount === 0) {
@@ -312,19 +377,27 @@ export class Inbox<R = unknown> {
         if (row?.status === 'failed') return this.#fromRow(item, row);
         return { status: 'duplicate', id: item.id, envelope: item.envelope, result: undefined };
       }
+      started = true;
       const run = await this.#runHandler(conn, item);
       if (!run.ok) return await this.#afterHandlerError(conn, item, run.error);
-      const commit = await stmt(conn.client.query('COMMIT'));
-      if (commit.command === 'ROLLBACK') {
-        conn.release();
-        return await this.#handlerFailed(item, rolledBackError());
-      }
-      conn.release();
-      if (run.published) this.options.outbox?.wake();
-      return { status: 'processed', id: item.id, envelope: item.envelope, result: run.result };
+      return await this.#commit(conn, item, run);
     } catch (err) {
-      return await this.#afterStatementError(conn, [item], err);
+      return await this.#afterStatementError(conn, item, err, started);
     }
+  }
+
+  /**
+   * COMMIT of a single message. A COMMIT that answers ROLLBACK (a statement inside had failed and
+   * the handler carried on) is the handler's failure; a COMMIT that throws is classified as any
+   * statement error by the caller (a deferred constraint: the message's; a lost reply: retry, and
+   * the claim decides on redelivery).
+   */
+  async #commit(conn: Connection, item: Item, run: HandlerRun<R> & { ok: true }): Promise<Outcome<R>> {
+    const commit = await stmt(conn.client.query('COMMIT'));
+    conn.release();
+    if (commit.command === 'ROLLBACK') return await this.#handlerFailed(item, rolledBackError());
+    if (run.published) this.options.outbox?.wake();
+    return { status: 'processed', id: item.id, envelope: item.envelope, result: run.result };
   }
 
   #runHandler(conn: Connection, item: Item): Promise<HandlerRun<R>> {
@@ -379,80 +452,171 @@ export class Inbox<R = unknown> {
     }
   }
 
-  /** Our own statement failed (claim, read, COMMIT): the whole transaction is gone. */
-  async #afterStatementError(conn: Connection, items: Item[], err: unknown): Promise<Outcome<R>> {
+  /**
+   * One of our own statements failed (claim, read, stored result, COMMIT): the transaction is
+   * gone. `started`: the handler had been given the message.
+   */
+  async #afterStatementError(
+    conn: Connection,
+    item: Item,
+    err: unknown,
+    started: boolean,
+  ): Promise<Outcome<R>> {
     const cause = err instanceof StatementError ? err.original : err;
-    const kind = classifyDbError(cause);
     await this.#rollback(conn, cause);
-    if (kind === 'schema-missing') {
-      this.#ready = undefined;
+    const verdict = this.#verdict(item, cause, 'statement');
+    if (!started && verdict.kind === 'retry' && !verdict.spent) {
+      return this.#out.unavailable(item.envelope, item.id, cause);
     }
-    const first = items[0]!;
-    if (kind === 'busy' || (kind === 'conflict-retry' && this.options.isolation !== 'read committed')) {
-      return { status: 'busy', id: first.id, envelope: first.envelope, delayMs: this.options.busyDelayMs };
-    }
-    // A COMMIT whose outcome is unknown lands here too: `retry`, and the claim decides on redelivery.
-    return this.#out.retry(first.envelope, first.id, cause, true, false);
+    // A COMMIT whose outcome is unknown lands in `retry`: the claim decides on redelivery.
+    return this.#settleVerdict(item, verdict, cause);
   }
 
   /** Classifies a handler failure: `retry`, or a `failed` row written in its own transaction. */
-  async #handlerFailed(item: Item, error: unknown): Promise<Outcome<R>> {
-    const db = classifyDbError(error);
-    if (db === 'connection' || db === 'conflict-retry' || db === 'busy' || error instanceof DeadlineError) {
-      // The database's fault, not the message's: retry without spending its attempts budget.
-      // A handler past its deadline did spend one, and fails at maxAttempts.
-      const deadline = error instanceof DeadlineError;
-      if (!deadline || item.envelope.attempt < this.options.maxAttempts) {
-        return this.#out.retry(item.envelope, item.id, error, true, deadline);
-      }
-    }
-    let reason: FailReason | undefined;
-    const verdict = PermanentError.is(error) ? 'permanent' : this.#out.classify(error);
-    if (verdict === 'permanent') reason = 'permanent';
-    else if (item.envelope.attempt >= this.options.maxAttempts) reason = 'max-attempts';
-    if (!reason) return this.#out.retry(item.envelope, item.id, error, true, true);
-    return this.#recordFailed(item, reason, error);
+  #handlerFailed(item: Item, error: unknown): Promise<Outcome<R>> {
+    return this.#settleVerdict(item, this.#verdict(item, error, 'handler'), error);
   }
 
-  async #recordFailed(item: Item, reason: FailReason, error: unknown): Promise<Outcome<R>> {
+  #verdict(item: Item, error: unknown, where: 'handler' | 'statement'): Verdict {
+    const o = this.options;
+    return verdictOf(error, where, {
+      attempt: item.envelope.attempt,
+      maxAttempts: o.maxAttempts,
+      classify: this.#out.classify,
+      isolation: o.isolation,
+    });
+  }
+
+  async #settleVerdict(item: Item, verdict: Verdict, error: unknown): Promise<Outcome<R>> {
+    switch (verdict.kind) {
+      case 'retry':
+        return this.#out.retry(item.envelope, item.id, error, verdict.spent);
+      case 'busy':
+        return this.#out.busy(item.envelope, item.id, this.options.busyDelayMs);
+      case 'unavailable':
+        this.#setupFault(error);
+        return this.#out.unavailable(item.envelope, item.id, error);
+      case 'fail':
+        return await this.#recordFailed(item, verdict.reason, error);
+    }
+  }
+
+  /**
+   * A batch met a deadlock or serialization failure among its handlers' writes: the messages'
+   * own rows cross between concurrent batches (several messages of one account spread over
+   * receives, say). Each such deadlock is found only after deadlock_timeout, so for the next
+   * BATCH_PAUSE_MS this inbox runs fresh messages one per transaction, which cannot deadlock on
+   * one row each; then it tries batching again.
+   */
+  #noteBatchRace(error: unknown): void {
+    if (classifyDbError(error) !== 'conflict-retry') return;
+    if (performance.now() >= this.#unbatchedUntil) {
+      this.options.logger.info('once: a batch deadlocked on the handlers’ rows; batching paused', {
+        consumer: this.options.consumer,
+        pauseMs: BATCH_PAUSE_MS,
+      });
+    }
+    this.#unbatchedUntil = performance.now() + BATCH_PAUSE_MS;
+  }
+
+  /** Forget that the schema was checked, so the next message checks again; say so once. */
+  #setupFault(err: unknown): void {
+    this.#ready = undefined;
+    if (this.#setupFaultLogged) return;
+    this.#setupFaultLogged = true;
+    this.options.logger.error(
+      'once: the inbox cannot process messages; they are not run and will be redelivered',
+      {
+        consumer: this.options.consumer,
+        error: serializeError(err).message,
+      },
+    );
+  }
+
+  /**
+   * Records the message `failed` in its own transaction, so its redeliveries are recognised at
+   * once. The verdict stands whatever happens here: when the full record cannot be stored (what
+   * the error or the origin holds is refused), a minimal one is, and the message is dead-lettered
+   * either way. Only when the database cannot be reached is it `retry`, unspent: the redelivery
+   * comes to the same verdict and records it then.
+   */
+  async #recordFailed(
+    item: Pick<Item, 'envelope' | 'id' | 'fp' | 'fence'>,
+    reason: FailReason,
+    error: unknown,
+  ): Promise<Outcome<R>> {
     const { pool, consumer, retentionMs, failedBodyMaxBytes } = this.options;
-    const body = item.envelope.body.subarray(0, failedBodyMaxBytes);
-    const truncated = item.envelope.body.length > failedBodyMaxBytes;
+    const { envelope, id, fence } = item;
     const serialized = serializeError(error);
-    const fence = item.fence;
-    try {
+    const insert = (
+      errorJson: string | null,
+      body: Buffer | null,
+      truncated: boolean,
+      origin: string | null,
+    ) => {
       const params: unknown[] = [
         consumer,
-        item.id,
+        id,
         item.fp,
         retentionMs,
-        JSON.stringify({ ...serialized, reason }),
+        errorJson,
         body,
         truncated,
-        item.envelope.attempt,
+        envelope.attempt,
       ];
-      const origin = originOf(item.envelope);
-      const res = fence
-        ? await pool.query(this.#fenceSql.recordFailed, [
+      return fence
+        ? pool.query(this.#fenceSql.recordFailed, [
             ...params,
             fence.stream,
             fence.partition,
             fence.offset.toString(),
             origin,
           ])
-        : await pool.query(this.#sql.recordFailed, [...params, origin]);
-      if (res.rowCount === 0) {
-        // Someone recorded the id meanwhile (a rival processed it, or failed it first).
-        const row = (await pool.query<Row>(this.#sql.readOne, [consumer, item.id])).rows[0];
-        if (row) return this.#fromRow(item, row);
-        // Fenced: a rival moved the fence past the message (it processed it).
-        if (fence) return { status: 'duplicate', id: item.id, envelope: item.envelope, result: undefined };
-      }
+        : pool.query(this.#sql.recordFailed, [...params, origin]);
+    };
+    let res: QueryResultLike;
+    try {
+      res = await insert(
+        toJsonb({ ...serialized, reason }),
+        envelope.body.subarray(0, failedBodyMaxBytes),
+        envelope.body.length > failedBodyMaxBytes,
+        toJsonb(JSON.parse(originOf(envelope))),
+      );
     } catch (err) {
-      // Not recorded: nothing is lost, the redelivery runs the message again.
-      return this.#out.retry(item.envelope, item.id, err, true, false);
+      if (isEnvironmental(classifyDbError(err))) {
+        return this.#out.retry(envelope, id, err, false);
+      }
+      const minimal = {
+        name: serialized.name,
+        message: `the full failure record could not be stored (${serializeError(err).message}); the message was dead-lettered with its error`,
+        reason,
+      };
+      try {
+        res = await insert(JSON.stringify(minimal), null, envelope.body.length > 0, null);
+      } catch (again) {
+        if (isEnvironmental(classifyDbError(again))) {
+          return this.#out.retry(envelope, id, again, false);
+        }
+        this.options.logger.error('once: a failed message could not be recorded; dead-lettering it anyway', {
+          consumer,
+          id,
+          error: serializeError(again).message,
+        });
+        return this.#out.failed(envelope, id, reason, error);
+      }
     }
-    return this.#out.failed(item.envelope, item.id, reason, error);
+    if (res.rowCount === 0) {
+      // Someone recorded the id meanwhile (a rival processed it, or failed it first).
+      try {
+        const row = (await pool.query<Row>(this.#sql.readOne, [consumer, id])).rows[0];
+        if (row) return this.#fromRow({ envelope, id, fp: item.fp }, row);
+      } catch (err) {
+        return this.#out.retry(envelope, id, err, false);
+      }
+      // Fenced: a rival moved the fence past the message (it processed it).
+      if (fence) return { status: 'duplicate', id, envelope, result: undefined };
+    }
+    return this.#out.failed(envelope, id, reason, error);
   }
 
   /** Maps a stored row to the outcome of a later delivery of its id. */
@@ -476,7 +640,9 @@ export class Inbox<R = unknown> {
       status: 'duplicate',
       id: item.id,
       envelope: item.envelope,
-      result: (row.result ?? undefined) as R | undefined,
+      result: (row.result === null || row.result === undefined ? undefined : fromJsonb(row.result)) as
+        | R
+        | undefined,
     };
   }
 
@@ -519,7 +685,9 @@ export class Inbox<R = unknown> {
       return this.#out.failed(item.envelope, item.id, 'previously-failed', first.error);
     if (first.status === 'conflict') return { ...first, envelope: item.envelope };
     if (first.status === 'busy') return { ...first, envelope: item.envelope };
-    return this.#out.retry(item.envelope, item.id, first.error, false, false);
+    if (first.status === 'not-run') return { ...first, id: item.id, envelope: item.envelope };
+    // The first copy failed transiently: this one never ran, and goes when the first does.
+    return this.#out.notRun(item.envelope, item.id);
   }
 
   async #batchUnique(items: Item[]): Promise<Outcome<R>[]> {
@@ -530,9 +698,10 @@ export class Inbox<R = unknown> {
     try {
       conn = await Connection.open(pool);
     } catch (err) {
-      return items.map((it) => this.#out.retry(it.envelope, it.id, err, false, false));
+      return items.map((it) => this.#out.unavailable(it.envelope, it.id, err));
     }
     const outcomes: (Outcome<R> | undefined)[] = new Array(items.length);
+    let started = false;
     try {
       await stmt(conn.client.query(this.#begin));
       const sorted = [...items].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
@@ -563,9 +732,10 @@ export class Inbox<R = unknown> {
           const row = byId.get(item.id);
           outcomes[k] = row
             ? this.#fromRow(item, row)
-            : this.#out.retry(item.envelope, item.id, new Error('claim vanished'), false, false);
+            : this.#out.retry(item.envelope, item.id, vanished(), false);
         });
       }
+      started = true;
       const results: { id: string; json: string | null }[] = [];
       let published = false;
       const savepoints = this.options.batchMode === 'savepoint';
@@ -581,12 +751,15 @@ export class Inbox<R = unknown> {
           if (this.options.storeResult) results.push({ id: item.id, json: run.json });
           continue;
         }
-        if (
-          !savepoints ||
-          run.error instanceof DeadlineError ||
-          classifyDbError(run.error) === 'connection' ||
-          conn.error
-        ) {
+        if (poisonsBatch(run.error)) {
+          this.#noteBatchRace(run.error);
+          // Not this handler's own doing alone (a deadlock on the handlers' rows, a transaction an
+          // earlier handler let fail): the same batch would meet it again. One message per
+          // transaction, at once.
+          await this.#rollback(conn, run.error);
+          return await this.#sequential(items);
+        }
+        if (!savepoints || run.error instanceof DeadlineError || conn.error) {
           // Optimistic: roll everything back and replay with the failing message isolated.
           await this.#rollback(conn, run.error);
           return await this.#replay(items, k, run.error, (some) => this.#batchUnique(some));
@@ -620,15 +793,14 @@ export class Inbox<R = unknown> {
         );
       }
       const commit = await stmt(conn.client.query('COMMIT'));
-      if (commit.command === 'ROLLBACK') {
-        conn.release();
-        return items.map((it) => this.#out.retry(it.envelope, it.id, rolledBackError(), true, false));
-      }
       conn.release();
+      // COMMIT answered ROLLBACK: some handler let a statement fail and carried on. Which one is
+      // found by running each alone.
+      if (commit.command === 'ROLLBACK') return await this.#sequential(items);
       if (published) this.options.outbox?.wake();
       return outcomes.map((o, k) => o ?? this.#out.notRun(items[k]!.envelope, items[k]!.id));
     } catch (err) {
-      return await this.#batchStatementError(conn, items, err);
+      return await this.#batchStatementError(conn, items, err, started);
     }
   }
 
@@ -649,9 +821,10 @@ export class Inbox<R = unknown> {
     try {
       conn = await Connection.open(pool);
     } catch (err) {
-      return items.map((it) => this.#out.retry(it.envelope, it.id, err, false, false));
+      return items.map((it) => this.#out.unavailable(it.envelope, it.id, err));
     }
     const outcomes: Outcome<R>[] = new Array(items.length);
+    let started = false;
     try {
       const results = await stmt(
         conn.client.query(this.#beginAndLockFence(consumer, fence.stream, fence.partition, fence.offset)),
@@ -674,19 +847,24 @@ export class Inbox<R = unknown> {
             : { status: 'duplicate', id: it.id, envelope: it.envelope, result: undefined };
         });
       }
+      started = true;
       let published = false;
-      let last: bigint | undefined;
+      let last: Item | undefined;
       for (let k = 0; k < items.length; k++) {
         if (outcomes[k]) continue;
         const item = items[k]!;
         const run = await this.#runHandler(conn, item);
         if (!run.ok) {
           await this.#rollback(conn, run.error);
+          if (poisonsBatch(run.error)) {
+            this.#noteBatchRace(run.error);
+            return await this.#sequential(items);
+          }
           return await this.#replay(items, k, run.error, (some) => this.#fencedBatch(some));
         }
         outcomes[k] = { status: 'processed', id: item.id, envelope: item.envelope, result: run.result };
         published ||= run.published;
-        last = item.fence!.offset;
+        last = item;
       }
       if (last === undefined) {
         await stmt(conn.client.query('ROLLBACK'));
@@ -698,19 +876,18 @@ export class Inbox<R = unknown> {
           consumer,
           fence.stream,
           fence.partition,
-          (last + 1n).toString(),
+          (last.fence!.offset + 1n).toString(),
+          last.id,
+          last.fp,
         ]),
       );
       const commit = await stmt(conn.client.query('COMMIT'));
-      if (commit.command === 'ROLLBACK') {
-        conn.release();
-        return items.map((it) => this.#out.retry(it.envelope, it.id, rolledBackError(), true, false));
-      }
       conn.release();
+      if (commit.command === 'ROLLBACK') return await this.#sequential(items);
       if (published) this.options.outbox?.wake();
       return outcomes;
     } catch (err) {
-      return await this.#batchStatementError(conn, items, err);
+      return await this.#batchStatementError(conn, items, err, started);
     }
   }
 
@@ -719,27 +896,25 @@ export class Inbox<R = unknown> {
    * turns the claim into a failed record; a transient one returns `retry` (the caller unclaims).
    */
   async #savepointFailure(conn: Connection, item: Item, error: unknown): Promise<Outcome<R>> {
-    const db = classifyDbError(error);
-    let reason: FailReason | undefined;
-    if (db === 'other') {
-      const verdict = PermanentError.is(error) ? 'permanent' : this.#out.classify(error);
-      if (verdict === 'permanent') reason = 'permanent';
-      else if (item.envelope.attempt >= this.options.maxAttempts) reason = 'max-attempts';
+    const verdict = this.#verdict(item, error, 'handler');
+    if (verdict.kind !== 'fail') {
+      return verdict.kind === 'retry'
+        ? this.#out.retry(item.envelope, item.id, error, verdict.spent)
+        : this.#out.unavailable(item.envelope, item.id, error);
     }
-    if (!reason) return this.#out.retry(item.envelope, item.id, error, true, true);
     const max = this.options.failedBodyMaxBytes;
     await stmt(
       conn.client.query(this.#sql.markFailed, [
         this.options.consumer,
         item.id,
-        JSON.stringify({ ...serializeError(error), reason }),
+        toJsonb({ ...serializeError(error), reason: verdict.reason }),
         item.envelope.body.subarray(0, max),
         item.envelope.body.length > max,
         item.envelope.attempt,
-        originOf(item.envelope),
+        toJsonb(JSON.parse(originOf(item.envelope))),
       ]),
     );
-    return this.#out.failed(item.envelope, item.id, reason, error);
+    return this.#out.failed(item.envelope, item.id, verdict.reason, error);
   }
 
   /**
@@ -762,13 +937,33 @@ export class Inbox<R = unknown> {
     return [...prefix, failing, ...(await batch(items.slice(k + 1)))];
   }
 
-  /** A statement of a batch failed: roll back, and give every message the verdict of the first. */
-  async #batchStatementError(conn: Connection, items: Item[], err: unknown): Promise<Outcome<R>[]> {
-    const first = await this.#afterStatementError(conn, items, err);
-    if (first.status === 'busy') return items.map((it) => ({ ...first, id: it.id, envelope: it.envelope }));
-    return items.map((it) =>
-      this.#out.retry(it.envelope, it.id, (first as { error?: unknown }).error ?? err, true, false),
-    );
+  /**
+   * A statement of a batch failed (the claim, stored results, COMMIT): the transaction is gone.
+   * A fault of the environment is every message's verdict, unspent; anything else (a deferred
+   * constraint at COMMIT, a statement the handlers' work made fail) is some message's own doing,
+   * found by running each alone.
+   */
+  async #batchStatementError(
+    conn: Connection,
+    items: Item[],
+    err: unknown,
+    started: boolean,
+  ): Promise<Outcome<R>[]> {
+    const cause = err instanceof StatementError ? err.original : err;
+    await this.#rollback(conn, cause);
+    const verdict = this.#verdict(items[0]!, cause, 'statement');
+    if (verdict.kind === 'busy') {
+      return items.map((it) => this.#out.busy(it.envelope, it.id, this.options.busyDelayMs));
+    }
+    if (verdict.kind === 'unavailable' || (verdict.kind === 'retry' && !verdict.spent)) {
+      if (verdict.kind === 'unavailable') this.#setupFault(cause);
+      return items.map((it) =>
+        started && verdict.kind === 'retry'
+          ? this.#out.retry(it.envelope, it.id, cause, false)
+          : this.#out.unavailable(it.envelope, it.id, cause),
+      );
+    }
+    return await this.#sequential(items);
   }
 
   async #sequential(items: Item[]): Promise<Outcome<R>[]> {
@@ -786,6 +981,11 @@ export class Inbox<R = unknown> {
   // ---------------------------------------------------------------- outcomes and events
 
   #emit(o: Outcome<R>, started: number): void {
+    if (o.status === 'not-run') {
+      if (o.why === 'unavailable') this.#unavailable = true;
+    } else if (o.status !== 'retry' || o.spent) {
+      this.#unavailable = false;
+    }
     if (!this.#events.has(`message:${o.status}`)) return;
     const base = {
       consumer: this.options.consumer,
@@ -799,13 +999,36 @@ export class Inbox<R = unknown> {
     else if (o.status === 'failed')
       ev.emit('message:failed', { ...base, id: o.id, reason: o.reason, error: o.error });
     else if (o.status === 'retry') {
-      ev.emit('message:retry', { ...base, id: o.id, error: o.error, delayMs: o.delayMs, ran: o.ran });
+      ev.emit('message:retry', { ...base, id: o.id, error: o.error, delayMs: o.delayMs, spent: o.spent });
+    } else if (o.status === 'not-run') {
+      ev.emit('message:not-run', { ...base, id: o.id, why: o.why, error: o.error, delayMs: o.delayMs });
     } else ev.emit('message:busy', { ...base, id: o.id });
   }
 }
 
+/** How long batching pauses after a batch deadlocked on its handlers' rows. */
+const BATCH_PAUSE_MS = 30_000;
+
+/** How many times one message's transaction runs when it keeps losing races (40P01, 40001). */
+const RACE_RUNS = 3;
+
 function isStop(o: Outcome): boolean {
-  return o.status === 'retry' || o.status === 'busy';
+  return o.status === 'retry' || o.status === 'busy' || o.status === 'not-run';
+}
+
+/**
+ * A handler failure in a batch that is not that handler's own doing alone: a deadlock or
+ * serialization failure among the handlers' rows (the same batch would meet it again), or a
+ * statement refused because an earlier statement of the transaction failed (25P02: some handler
+ * before let a query fail and carried on).
+ */
+function poisonsBatch(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return classifyDbError(error) === 'conflict-retry' || code === '25P02';
+}
+
+function vanished(): Error {
+  return new Error('claim vanished: the row that made the claim wait was rolled back; run again');
 }
 
 function rolledBackError(): OnceError {

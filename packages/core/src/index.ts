@@ -3,11 +3,13 @@ export {
   type Envelope,
   type EnvelopeSource,
   type IdOf,
+  MAX_ID_BYTES,
   MAX_ID_LENGTH,
   type Origin,
   resolveId,
 } from './envelope.js';
 export {
+  AttemptsExhaustedError,
   ErrorCode,
   InvalidIdError,
   OnceError,
@@ -53,7 +55,12 @@ export {
   type PublishOptions,
   type Queryable,
 } from './outbox.js';
-export type { OutboxMessage, OutboxPublisher, OutboxPublishResult } from './outbox-publisher.js';
+export type {
+  OutboxMessage,
+  OutboxPublisher,
+  OutboxPublishOptions,
+  OutboxPublishResult,
+} from './outbox-publisher.js';
 export {
   type BusyOutcome,
   type ConflictOutcome,
@@ -68,7 +75,7 @@ export {
 } from './outcome.js';
 export type { PgClientLike, PgPoolLike, QueryResultLike } from './pg-like.js';
 export { type PurgeOptions, purge } from './purge.js';
-export { createRelay, Relay, type RelayHealth, type RelayOptions } from './relay.js';
+export { createRelay, Relay, RelayErrorCode, type RelayHealth, type RelayOptions } from './relay.js';
 export { type RetentionCheck, warnIfRetentionShort } from './retention.js';
 export { outboxChannel } from './sql/outbox.js';
 export { classifyDbError, type DbErrorClass } from './sqlstate.js';

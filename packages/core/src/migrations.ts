@@ -136,6 +136,19 @@ CREATE TABLE {schema}.starts (
 CREATE INDEX starts_expires_at_idx ON {schema}.starts (expires_at);
 `,
   },
+  {
+    version: 7,
+    name: 'fence-check',
+    sql: `
+-- the id and fingerprint of the message the fence last moved past (at next_offset - 1), so a
+-- consumer can check that the log still holds that message before it takes offsets below the
+-- fence for duplicates: a deleted and recreated topic numbers its offsets from 0 again.
+-- NULL on rows written before version 7 until the fence next moves.
+ALTER TABLE {schema}.fences
+  ADD COLUMN last_id text,
+  ADD COLUMN last_fingerprint bytea;
+`,
+  },
 ]);
 
 /** The schema version this build of @once/core expects. */

@@ -21,7 +21,7 @@ export type ErrorClass = 'transient' | 'permanent' | undefined;
 export interface InboxOptions<R = unknown> extends LeaseOptions {
   /** The pool the inbox and the handler's transaction use (`new pg.Pool(...)`). */
   pool: PgPoolLike;
-  /** The name effects are recorded under: one per logical consumer (e.g. `billing.orders`). At most 200 characters. */
+  /** The name effects are recorded under: one per logical consumer (e.g. `billing.orders`). At most 200 bytes of UTF-8. */
   consumer: string;
   /** The message handler. */
   handler: Handler<R>;
@@ -146,12 +146,12 @@ export function resolveInboxOptions<R>(options: InboxOptions<R>): ResolvedInboxO
   if (
     typeof o.consumer !== 'string' ||
     o.consumer.length === 0 ||
-    o.consumer.length > 200 ||
+    Buffer.byteLength(o.consumer) > 200 ||
     o.consumer.includes('\0')
   ) {
     throw invalid(
       'consumer',
-      `must be a non-empty string of at most 200 characters, got ${JSON.stringify(o.consumer)}`,
+      `must be a non-empty string of at most 200 bytes of UTF-8, got ${JSON.stringify(o.consumer)}`,
     );
   }
   if (typeof o.handler !== 'function') throw invalid('handler', 'must be a function');

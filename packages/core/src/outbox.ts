@@ -3,6 +3,7 @@ import { ErrorCode, OnceError } from './errors.js';
 import { quoteIdentifier } from './identifier.js';
 import { checkNumber } from './options.js';
 import type { PgPoolLike, QueryResultLike } from './pg-like.js';
+import { toJsonb } from './sql/jsonb.js';
 import { outboxChannel, outboxSql } from './sql/outbox.js';
 
 /** Anything that runs a query: the handler's `ctx.tx`, or a pg client inside your own transaction. */
@@ -145,7 +146,8 @@ export class Outbox {
       destination,
       key ?? null,
       bytes,
-      JSON.stringify(headers),
+      // A header may hold a NUL, which jsonb refuses: stored tagged, decoded by the relay.
+      toJsonb(headers),
       delayMs,
       messageId ?? null,
     ]);

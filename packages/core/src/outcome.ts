@@ -42,20 +42,35 @@ export interface FailedOutcome extends Base {
   reason: FailReason;
   error: SerializedError;
 }
-/** A transient failure; nothing is recorded. Redeliver after `delayMs`. */
+/** A transient failure after the message was started; nothing is recorded. Redeliver after `delayMs`. */
 export interface RetryOutcome extends Base {
   status: 'retry';
   id: string | undefined;
   error: SerializedError;
   delayMs: number;
-  /** False when the message never ran because an earlier one in its batch failed. */
-  ran: boolean;
   /**
-   * True when the handler's own failure caused the retry, so the attempt counts toward
-   * `maxAttempts`. False for database faults, lost commits, wait bounds and neighbours that never
-   * ran: adapters that count attempts themselves should not raise the count then.
+   * True when the message's own failure caused the retry (its handler threw, or a statement failed
+   * on what the handler did), so the attempt counts toward `maxAttempts`. False for faults of the
+   * environment, decided by SQLSTATE in `classifyDbError`: connection loss, shutdown, resources,
+   * read-only during failover, serialization failures and deadlocks, lock and statement timeouts.
    */
   spent: boolean;
+}
+/**
+ * The handler never started, and nothing about this message is to blame: never spent, never
+ * dead-lettered. Redeliver after `delayMs` (`unavailable`), or as soon as the message before it is
+ * settled (`behind`).
+ */
+export interface NotRunOutcome extends Base {
+  status: 'not-run';
+  id: string | undefined;
+  /**
+   * `behind`: an earlier message in its batch, partition or group must be retried first.
+   * `unavailable`: the database cannot be reached, or once's schema is missing or too new.
+   */
+  why: 'behind' | 'unavailable';
+  error: SerializedError;
+  delayMs: number;
 }
 /** Another worker holds the id past the wait bound. Redeliver after `delayMs`. */
 export interface BusyOutcome extends Base {
@@ -71,6 +86,7 @@ export type Outcome<R = unknown> =
   | ConflictOutcome
   | FailedOutcome
   | RetryOutcome
+  | NotRunOutcome
   | BusyOutcome;
 
 /** What the broker should do with a delivery. */
@@ -87,6 +103,7 @@ export function settleActionOf(outcome: Outcome): SettleAction {
     case 'failed':
       return 'dead-letter';
     case 'retry':
+    case 'not-run':
     case 'busy':
       return 'retry';
   }

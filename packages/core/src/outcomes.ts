@@ -1,7 +1,7 @@
 import type { Envelope } from './envelope.js';
 import { type SerializedError, serializeError } from './errors.js';
 import type { ResolvedInboxOptions } from './options.js';
-import type { FailReason, Outcome } from './outcome.js';
+import type { FailReason, Outcome, RetryOutcome } from './outcome.js';
 
 /** Builds outcomes from an inbox's options: one place for both the transactional and the lease path. */
 export class Outcomes<R> {
@@ -11,27 +11,44 @@ export class Outcomes<R> {
     this.#o = options;
   }
 
-  /** `ran`: the handler started; `spent`: its own failure counts toward maxAttempts (see RetryOutcome). */
-  retry(
-    envelope: Envelope,
-    id: string | undefined,
-    error: unknown,
-    ran: boolean,
-    spent: boolean,
-  ): Outcome<R> {
-    const delayMs = Math.max(0, Math.floor(this.#o.retryDelayMs(Math.max(1, envelope.attempt))));
-    return { status: 'retry', id, envelope, error: serializeError(error), delayMs, ran, spent };
+  /** A started message to run again; `spent`: the attempt counts toward maxAttempts (see RetryOutcome). */
+  retry(envelope: Envelope, id: string | undefined, error: unknown, spent: boolean): RetryOutcome {
+    return {
+      status: 'retry',
+      id,
+      envelope,
+      error: serializeError(error),
+      delayMs: this.#delay(envelope),
+      spent,
+    };
   }
 
-  /** A message that never ran because an earlier one (in its batch or group) must be retried first. */
+  /** A message that never started because an earlier one (in its batch or group) must be retried first. */
   notRun(envelope: Envelope, id: string | undefined = envelope.id): Outcome<R> {
-    return this.retry(
-      envelope,
+    return {
+      status: 'not-run',
       id,
-      new Error('not run: an earlier message must be retried first'),
-      false,
-      false,
-    );
+      envelope,
+      why: 'behind',
+      error: serializeError(new Error('not run: an earlier message must be retried first')),
+      delayMs: 0,
+    };
+  }
+
+  /** A message that never started because the database or once's schema cannot be used. */
+  unavailable(envelope: Envelope, id: string | undefined, error: unknown): Outcome<R> {
+    return {
+      status: 'not-run',
+      id,
+      envelope,
+      why: 'unavailable',
+      error: serializeError(error),
+      delayMs: this.#delay(envelope),
+    };
+  }
+
+  #delay(envelope: Envelope): number {
+    return Math.max(0, Math.floor(this.#o.retryDelayMs(Math.max(1, envelope.attempt))));
   }
 
   busy(envelope: Envelope, id: string, delayMs: number): Outcome<R> {
@@ -56,14 +73,14 @@ export class Outcomes<R> {
   }
 
   /** The user's `classify`, guarded: a throwing classifier means transient. */
-  classify(error: unknown): 'transient' | 'permanent' {
+  readonly classify = (error: unknown): 'transient' | 'permanent' => {
     try {
       return this.#o.classify?.(error) ?? 'transient';
     } catch (err) {
       this.#o.logger.warn('once: classify() threw; treating the error as transient', { error: String(err) });
       return 'transient';
     }
-  }
+  };
 
   serialize(error: unknown): SerializedError {
     return serializeError(error);

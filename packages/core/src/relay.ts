@@ -6,7 +6,17 @@ import { type Logger, silentLogger } from './logger.js';
 import { checkNumber } from './options.js';
 import type { OutboxMessage, OutboxPublisher, OutboxPublishResult } from './outbox-publisher.js';
 import type { PgClientLike, PgPoolLike } from './pg-like.js';
+import { fromJsonb, toJsonb } from './sql/jsonb.js';
 import { outboxChannel, outboxSql } from './sql/outbox.js';
+
+/**
+ * Error codes of the relay, in `outbox:publish-failed` events and `health().lastError`. Defined
+ * here rather than in core's `ErrorCode` until that list is reorganised.
+ */
+export const RelayErrorCode = {
+  /** A publisher call outlived `publishTimeoutMs`: aborted, its rows left pending, attempts unchanged. */
+  PublishTimeout: 'PUBLISH_TIMEOUT',
+} as const;
 
 /** Options of {@link createRelay}. */
 export interface RelayOptions {
@@ -19,6 +29,18 @@ export interface RelayOptions {
   batchSize?: number | undefined;
   /** Poll interval when no wake-up arrives, in ms. @default 1000 */
   pollIntervalMs?: number | undefined;
+  /**
+   * The deadline of one publisher call, in ms. When it passes, the call's `signal` is aborted
+   * (the publisher gives up: closes its channel, aborts its request) and the round is rolled back
+   * for that destination's rows: they stay pending with their attempts unchanged, are never
+   * parked for it, and whatever the broker confirms late marks nothing sent. They are published
+   * again, under the same id, in a later round. Rows of other destinations are recorded as usual.
+   * Each abandoned row is reported by `outbox:publish-failed` with code `PUBLISH_TIMEOUT` and its
+   * attempts as they were.
+   * Keep it above the slowest healthy publish of `batchSize` messages: row locks are held this long.
+   * @default 30000
+   */
+  publishTimeoutMs?: number | undefined;
   /** Publish attempts before a row is parked as `failed`. @default 10 */
   maxAttempts?: number | undefined;
   /** Delay before retrying a row after its nth failed attempt, in ms. @default min(500 · 2^(n-1), 60000) */
@@ -50,7 +72,8 @@ interface Row {
   destination: string;
   key: string | null;
   body: Buffer;
-  headers: Record<string, string>;
+  /** As stored: decoded with `fromJsonb` before a publisher sees it. */
+  headers: unknown;
   attempts: number;
 }
 
@@ -67,6 +90,7 @@ export class Relay {
     publishers: Readonly<Record<string, OutboxPublisher>>;
     batchSize: number;
     pollIntervalMs: number;
+    publishTimeoutMs: number;
     maxAttempts: number;
     retryDelayMs: (attempt: number) => number;
     sentRetentionMs: number;
@@ -82,6 +106,10 @@ export class Relay {
   #listener: PgClientLike | undefined;
   #loop: Promise<void> | undefined;
   #lastCleanup = 0;
+  /** The last round had a destination outlive the deadline: no point in going again at once. */
+  #roundTimedOut = false;
+  /** For each round publishing now: ends its calls as the deadline would. */
+  readonly #giveUps = new Set<() => void>();
   #health: RelayHealth = {
     running: false,
     listening: false,
@@ -120,6 +148,7 @@ export class Relay {
       publishers,
       batchSize: checkNumber('batchSize', options.batchSize ?? 100, 1),
       pollIntervalMs: checkNumber('pollIntervalMs', options.pollIntervalMs ?? 1000, 1),
+      publishTimeoutMs: checkNumber('publishTimeoutMs', options.publishTimeoutMs ?? 30_000, 1),
       maxAttempts: checkNumber('maxAttempts', options.maxAttempts ?? 10, 1),
       retryDelayMs: options.retryDelayMs ?? ((n: number) => Math.min(500 * 2 ** Math.max(0, n - 1), 60_000)),
       sentRetentionMs: checkNumber('sentRetentionMs', options.sentRetentionMs ?? 86_400_000, 0),
@@ -148,11 +177,16 @@ export class Relay {
     this.#loop = this.#run();
   }
 
-  /** Stops after the round in flight and releases the LISTEN connection. */
+  /**
+   * Stops and releases the LISTEN connection. Publish calls in flight are abandoned as at the
+   * deadline: their rows stay pending, attempts unchanged, and the next relay sends them again
+   * under the same id (what the broker took meanwhile is a duplicate that inboxes drop).
+   */
   async stop(): Promise<void> {
     this.#running = false;
     this.#health.running = false;
     this.#wake?.();
+    for (const giveUp of this.#giveUps) giveUp();
     await this.#loop;
     this.#loop = undefined;
     await this.#unlisten();
@@ -167,7 +201,7 @@ export class Relay {
     while (this.#running) {
       let busy = false;
       try {
-        busy = (await this.runOnce()) >= this.#o.batchSize;
+        busy = (await this.runOnce()) >= this.#o.batchSize && !this.#roundTimedOut;
         // A round that ran clears the error a thrown round left (publish failures are set in runOnce).
         if (failures > 0) this.#health.lastError = undefined;
         failures = 0;
@@ -200,6 +234,7 @@ export class Relay {
    * and for callers that drive the relay themselves.
    */
   async runOnce(): Promise<number> {
+    this.#roundTimedOut = false;
     const conn = await Connection.open(this.#o.pool);
     try {
       await conn.client.query('BEGIN; SET LOCAL synchronous_commit = on');
@@ -211,10 +246,17 @@ export class Relay {
         this.#health.lastRoundAt = Date.now();
         return 0;
       }
-      const results = await this.#publishAll(rows);
+      const { results, timedOut, reason } = await this.#publishAll(rows);
+      this.#roundTimedOut = timedOut.size > 0;
       const sent: string[] = [];
       const failed: { row: Row; error: unknown; park: boolean }[] = [];
+      const late: Row[] = [];
       for (const row of rows) {
+        // Rolled back: not updated, so pending with attempts and due time as they were.
+        if (timedOut.has(row.destination)) {
+          late.push(row);
+          continue;
+        }
         const r = results.get(resultKey(row));
         if (r?.ok) sent.push(row.seq);
         else {
@@ -227,7 +269,7 @@ export class Relay {
       if (failed.length > 0) {
         await conn.client.query(this.#sql.markFailed, [
           failed.map((f) => f.row.seq),
-          failed.map((f) => JSON.stringify(serializeError(f.error))),
+          failed.map((f) => toJsonb(serializeError(f.error))),
           failed.map((f) => Math.max(0, Math.floor(this.#o.retryDelayMs(f.row.attempts + 1)))),
           failed.map((f) => f.park),
         ]);
@@ -238,10 +280,27 @@ export class Relay {
       this.#health.published += sent.length;
       // A round where the broker refused everything is a broker fault worth surfacing in health;
       // any confirmed message clears it.
-      if (sent.length > 0) this.#health.lastError = undefined;
+      if (late.length > 0) this.#health.lastError = `${reason.message} (${[...timedOut].join(', ')})`;
+      else if (sent.length > 0) this.#health.lastError = undefined;
       else if (failed.length > 0)
         this.#health.lastError = `publish failed: ${serializeError(failed[0]!.error).message}`;
       if (sent.length > 0) this.#events.emit('outbox:published', { count: sent.length });
+      for (const row of late) {
+        this.#events.emit('outbox:publish-failed', {
+          id: row.id,
+          destination: row.destination,
+          attempts: row.attempts,
+          error: serializeError(reason),
+        });
+      }
+      if (late.length > 0) {
+        this.#o.logger.warn('once relay: publish abandoned; rows left pending', {
+          error: reason.message,
+          destinations: [...timedOut],
+          rows: late.length,
+          publishTimeoutMs: this.#o.publishTimeoutMs,
+        });
+      }
       for (const f of failed) {
         const error = serializeError(f.error);
         if (f.park) {
@@ -268,8 +327,14 @@ export class Relay {
     }
   }
 
-  /** Publishes each destination's rows through its publisher; one result per destination and message id. */
-  async #publishAll(rows: Row[]): Promise<Map<string, OutboxPublishResult>> {
+  /**
+   * Publishes each destination's rows through its publisher; one result per destination and
+   * message id, and the destinations whose call outlived the deadline (their results, if any
+   * come, are ignored).
+   */
+  async #publishAll(
+    rows: Row[],
+  ): Promise<{ results: Map<string, OutboxPublishResult>; timedOut: Set<string>; reason: OnceError }> {
     const byDestination = new Map<string, Row[]>();
     for (const row of rows) {
       const list = byDestination.get(row.destination) ?? [];
@@ -277,7 +342,31 @@ export class Relay {
       byDestination.set(row.destination, list);
     }
     const results = new Map<string, OutboxPublishResult>();
-    await Promise.all(
+    const timedOut = new Set<string>();
+    const controller = new AbortController();
+    let timer: NodeJS.Timeout | undefined;
+    let reason = timeoutError(this.#o.publishTimeoutMs);
+    const onStop = () =>
+      giveUp(
+        new OnceError(ErrorCode.Closed, 'the relay is stopping: publish abandoned, rows left pending', {
+          retryable: true,
+        }),
+      );
+    let giveUp: (why: OnceError) => void = () => {};
+    const deadline = new Promise<typeof TIMED_OUT>((resolve) => {
+      giveUp = (why: OnceError) => {
+        if (controller.signal.aborted) return;
+        reason = why;
+        clearTimeout(timer);
+        // The deadline settles before the publishers hear of the abort, so a verdict they give
+        // in reaction to it (a failure that would count an attempt) always loses the race.
+        resolve(TIMED_OUT);
+        controller.abort(why);
+      };
+      timer = setTimeout(() => giveUp(reason), this.#o.publishTimeoutMs);
+    });
+    this.#giveUps.add(onStop);
+    const settled = Promise.all(
       [...byDestination].map(async ([destination, list]) => {
         const publisher = this.#o.publishers[destination];
         if (!publisher) {
@@ -300,12 +389,21 @@ export class Relay {
             destination,
             key: row.key ?? undefined,
             body: row.body,
-            headers: row.headers ?? {},
+            headers: fromJsonb<Record<string, string> | null>(row.headers) ?? {},
           });
         }
         const key = (id: string) => resultKey({ destination, id });
         try {
-          const out = await publisher.publish(messages);
+          const call = Promise.resolve().then(() =>
+            publisher.publish(messages, { signal: controller.signal }),
+          );
+          // Once the deadline passed nobody awaits the call: its late verdict must not surface.
+          call.catch(() => {});
+          const out = await Promise.race([call, deadline]);
+          if (out === TIMED_OUT) {
+            timedOut.add(destination);
+            return;
+          }
           if (!out) for (const m of messages) results.set(key(m.id), { id: m.id, ok: true });
           else for (const r of out) results.set(key(r.id), r);
         } catch (error) {
@@ -313,7 +411,13 @@ export class Relay {
         }
       }),
     );
-    return results;
+    try {
+      await settled;
+    } finally {
+      clearTimeout(timer);
+      this.#giveUps.delete(onStop);
+    }
+    return { results, timedOut, reason };
   }
 
   async #maybeCleanup(client: PgClientLike): Promise<void> {
@@ -369,6 +473,16 @@ export class Relay {
 /** Creates a {@link Relay}; call `start()` to run it. */
 export function createRelay(options: RelayOptions): Relay {
   return new Relay(options);
+}
+
+const TIMED_OUT = Symbol('timed out');
+
+function timeoutError(ms: number): OnceError {
+  return new OnceError(
+    RelayErrorCode.PublishTimeout,
+    `publishing outlived publishTimeoutMs (${ms} ms): aborted, rows left pending with attempts unchanged`,
+    { retryable: true },
+  );
 }
 
 /** Results are per destination: one message id may go to two destinations. */

@@ -5,6 +5,7 @@ import { idempotencyKey } from './lease/idempotency-key.js';
 import { stepNeedsLease } from './lease/steps.js';
 import type { Outbox, Queryable } from './outbox.js';
 import type { PgClientLike } from './pg-like.js';
+import { toJsonb } from './sql/jsonb.js';
 import { TxHandle } from './tx-handle.js';
 
 /** The handler ran past `handlerTimeoutMs`. */
@@ -142,8 +143,8 @@ export function underDeadline<R>(spec: DeadlineSpec, invoke: () => Promise<R> | 
 function serialise<R>(result: R, storeResult: boolean, published: boolean): HandlerRun<R> {
   if (!storeResult || result === undefined) return { ok: true, result, json: null, published };
   try {
-    // JSON.stringify gives undefined for a function or a symbol: store no result then.
-    return { ok: true, result, json: JSON.stringify(result) ?? null, published };
+    // Nothing to store for a function or a symbol; strings jsonb cannot hold are tagged (see jsonb.ts).
+    return { ok: true, result, json: toJsonb(result), published };
   } catch (err) {
     const error = new PermanentError(
       `the handler's result is not JSON-serialisable (storeResult is on): ${String(err)}`,

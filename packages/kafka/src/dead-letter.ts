@@ -1,54 +1,35 @@
-import type { ConflictOutcome, FailedOutcome } from '@once/core';
+import {
+  DEAD_LETTER_RECORD,
+  type DeadLetterOutcome,
+  deadLetterRecordOf,
+  encodeDeadLetterRecord,
+} from '@once/core/adapter';
 import type { IHeaders, KafkaMessage, Message } from 'kafkajs';
 
-/** Headers once adds to a dead-lettered message, beside the original ones. */
-export const DeadLetterHeader = {
-  Reason: 'once-dlq-reason',
-  ErrorName: 'once-error-name',
-  ErrorMessage: 'once-error-message',
-  ErrorCode: 'once-error-code',
-  Attempts: 'once-attempts',
-  SourceTopic: 'once-source-topic',
-  SourcePartition: 'once-source-partition',
-  SourceOffset: 'once-source-offset',
-  Consumer: 'once-consumer',
-  DeadLetteredAt: 'once-dead-lettered-at',
-} as const;
-
-const MAX_ERROR_MESSAGE = 2_000;
-
-/** The outcomes that send a message to the dead-letter topic. */
-export type DeadLetterOutcome = FailedOutcome | ConflictOutcome;
+export type { DeadLetterOutcome } from '@once/core/adapter';
 
 /**
- * Builds the dead-letter copy of a message: the original key, value and headers (raw bytes kept),
- * plus why it failed and where it came from.
+ * Builds the dead-letter copy of a message: the original key, value and headers, byte for byte,
+ * plus one header, `once-dead-letter` ({@link DEAD_LETTER_RECORD}), holding core's
+ * `DeadLetterRecord` as JSON: reason, error, attempts, consumer, id, origin (topic, partition,
+ * offset, group) and time, the same record every broker adapter writes. Read it back with
+ * `decodeDeadLetterRecord` from `@once/core/adapter`.
  */
 export function deadLetterMessage(
   original: KafkaMessage,
-  source: { topic: string; partition: number },
   outcome: DeadLetterOutcome,
   consumer: string,
 ): Message {
   const headers: IHeaders = { ...(original.headers ?? {}) };
-  const reason = outcome.status === 'conflict' ? 'conflict' : outcome.reason;
-  const error =
-    outcome.status === 'conflict'
-      ? {
-          name: 'ConflictError',
-          message: 'same message id as a processed message, different payload fingerprint',
-        }
-      : outcome.error;
-  headers[DeadLetterHeader.Reason] = reason;
-  headers[DeadLetterHeader.ErrorName] = error.name;
-  headers[DeadLetterHeader.ErrorMessage] = error.message.slice(0, MAX_ERROR_MESSAGE);
-  if ('code' in error && typeof error.code === 'string') headers[DeadLetterHeader.ErrorCode] = error.code;
-  else delete headers[DeadLetterHeader.ErrorCode];
-  headers[DeadLetterHeader.Attempts] = String(outcome.envelope.attempt);
-  headers[DeadLetterHeader.SourceTopic] = source.topic;
-  headers[DeadLetterHeader.SourcePartition] = String(source.partition);
-  headers[DeadLetterHeader.SourceOffset] = original.offset;
-  headers[DeadLetterHeader.Consumer] = consumer;
-  headers[DeadLetterHeader.DeadLetteredAt] = new Date().toISOString();
+  headers[DEAD_LETTER_RECORD] = encodeDeadLetterRecord(deadLetterRecordOf(outcome, consumer));
   return { key: original.key ?? null, value: original.value, headers };
+}
+
+/**
+ * True when core wrote a `failed` inbox row for the outcome (body, error, origin): a permanent
+ * failure, exhausted attempts, or a redelivery of an id already recorded failed. An invalid id
+ * and a conflict have no row of their own.
+ */
+export function isRecordedFailed(outcome: DeadLetterOutcome): boolean {
+  return outcome.status === 'failed' && outcome.id !== undefined && outcome.reason !== 'invalid-id';
 }

@@ -18,12 +18,22 @@ export interface KafkaConsumerEventMap {
     messages: number;
     durationMs: number;
   };
-  /** A message went to the dead-letter topic (or was dropped with a log line when dead-lettering is off). */
+  /**
+   * A message failed for good and its offset moves on: it went to `deadLetterTopic`, or, with
+   * dead-lettering off (`deadLetterTopic` undefined), it was skipped with an error log line.
+   */
   'message:dead-lettered': PartitionEventBase & {
     offset: string;
     id: string | undefined;
     reason: FailReason | 'conflict';
     deadLetterTopic: string | undefined;
+    /**
+     * True when a `failed` inbox row holds the message (body, error, origin; `once failed list`):
+     * reasons `permanent`, `max-attempts`, `previously-failed`. False for `invalid-id` (no id to
+     * record under) and `conflict` (the id's row is the processed message's): with dead-lettering
+     * off, the log line is then the only trace.
+     */
+    recorded: boolean;
   };
   /** A partition was paused and will be read again from `offset` after `delayMs`. */
   'partition:retry': PartitionEventBase & {
@@ -32,14 +42,18 @@ export interface KafkaConsumerEventMap {
     delayMs: number;
     error: SerializedError;
   };
-  /** A previous consumer died with these offsets in flight: they run one per transaction. */
+  /**
+   * A previous consumer died with these offsets in flight: they run one at a time, alone in the
+   * consumer (no other partition runs meanwhile), each start counted in Postgres.
+   */
   'partition:replay': PartitionEventBase & {
     fromOffset: string;
     toOffset: string;
-    at?: string;
-    starts?: number;
   };
-  /** A message was started alone `starts` times and the process died each time: it is dead-lettered. */
+  /**
+   * A message was started alone `starts` times (counted in Postgres) and never completed: the
+   * process died while it ran. It is not run again but recorded failed and dead-lettered.
+   */
   'message:killed-consumer': PartitionEventBase & { offset: string; starts: number };
   /** kafkajs joined the group; `assignment` is what this member now owns. */
   'group:joined': { generation: number; memberId: string; assignment: Record<string, number[]> };

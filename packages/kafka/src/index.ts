@@ -1,6 +1,7 @@
-export { DeadLetterHeader, type DeadLetterOutcome, deadLetterMessage } from './dead-letter.js';
+export { type DeadLetterOutcome, deadLetterMessage } from './dead-letter.js';
 export { type EnvelopeContext, envelopeOf, type MappedMessage } from './envelope-of.js';
 export type { KafkaConsumerEventListener, KafkaConsumerEventMap, KafkaConsumerEventName } from './events.js';
+export { KAFKA_FENCE_MISMATCH } from './fence-check.js';
 export {
   CONSUMER_KILLED,
   createKafkaConsumer,

@@ -3,14 +3,17 @@ import {
   type Envelope,
   ErrorCode,
   type FencePosition,
+  fingerprint,
   type Inbox,
   OnceError,
+  resolveId,
   type SerializedError,
   serializeError,
   warnIfRetentionShort,
 } from '@once/core';
+import { processGate, readFence } from '@once/core/adapter';
 import type { ConfigResourceTypes, ConsumerCrashEvent, ConsumerGroupJoinEvent, KafkaMessage } from 'kafkajs';
-import { type DeadLetterOutcome, deadLetterMessage } from './dead-letter.js';
+import { type DeadLetterOutcome, deadLetterMessage, isRecordedFailed } from './dead-letter.js';
 import {
   type KafkaConsumerEventListener,
   type KafkaConsumerEventName,
@@ -33,7 +36,7 @@ export type KafkaConsumerStatus = 'idle' | 'starting' | 'running' | 'stopping' |
 /** A snapshot for health checks and dashboards. */
 export interface KafkaConsumerHealth {
   status: KafkaConsumerStatus;
-  /** True while running and kafkajs is not in a crash it will not restart from. */
+  /** True while running, kafkajs is not in a crash it will not restart from, and no partition is stopped. */
   healthy: boolean;
   groupId: string;
   memberId: string | undefined;
@@ -43,6 +46,12 @@ export interface KafkaConsumerHealth {
   assignment: Record<string, number[]>;
   /** Partitions paused for a retry backoff, as `topic/partition`. */
   retrying: string[];
+  /**
+   * Partitions stopped for good, as `topic/partition`: their offset fence does not match the log
+   * (`KAFKA_FENCE_MISMATCH`, see `lastError`). Nothing of them runs or is committed until the
+   * cause is fixed and the consumer restarted. `healthy` is false while any is stopped.
+   */
+  stopped: string[];
   /** kafkajs crashes (it restarts after retriable ones). */
   crashes: number;
   /** When a slice last settled, epoch ms. */
@@ -66,6 +75,9 @@ export class KafkaConsumer<R = unknown> {
   readonly #events: KafkaConsumerEvents;
   readonly #states = new Map<string, PartitionState>();
   readonly #timers = new Map<string, NodeJS.Timeout>();
+  readonly #stopped = new Map<string, OnceError>();
+  /** Fresh slices shared, crashed ranges one message at a time, across all partitions. */
+  readonly #gate = processGate();
   readonly #doomed = new WeakMap<Envelope, number>();
   #status: KafkaConsumerStatus = 'idle';
   #consumer: ConsumerLike | undefined;
@@ -242,6 +254,22 @@ export class KafkaConsumer<R = unknown> {
               retryLater: (topic, partition, offset, delayMs) =>
                 this.#retryLater(topic, partition, offset, delayMs),
               doom: (envelope, starts) => this.#doomed.set(envelope, starts),
+              gate: this.#gate,
+              noteStart: (envelope) => this.inbox.noteStart(envelope),
+              ...(o.offsetFencing
+                ? {
+                    fence: {
+                      read: (topic, partition) =>
+                        readFence(this.inbox.options.pool, this.inbox.options.quotedSchema, {
+                          consumer: this.inbox.options.consumer,
+                          stream: topic,
+                          partition,
+                        }),
+                      identify: (envelope) => this.#identify(envelope),
+                      stop: (topic, partition, error) => this.#stopPartition(topic, partition, error),
+                    },
+                  }
+                : {}),
             },
             payload,
           ),
@@ -313,18 +341,27 @@ export class KafkaConsumer<R = unknown> {
     const target = this.options.deadLetterTopicOf(topic);
     const logger = this.inbox.options.logger;
     if (target === undefined || !this.#producer) {
-      logger.error('once/kafka: message failed and dead-lettering is off; it is recorded and skipped', {
-        topic,
-        partition,
-        offset: message.offset,
-        id: outcome.id,
-      });
+      const fields = { topic, partition, offset: message.offset, id: outcome.id };
+      const reason = outcome.status === 'conflict' ? 'conflict' : outcome.reason;
+      if (isRecordedFailed(outcome)) {
+        logger.error(
+          `once/kafka: message failed (${reason}) and dead-lettering is off; its failed inbox row holds the body and error (once failed list); skipped`,
+          fields,
+        );
+      } else {
+        // No row of its own: an invalid id has no key to record under, and a conflict's id
+        // belongs to the processed message it collided with. This line is all that is left.
+        logger.error(
+          `once/kafka: message failed (${reason}) and dead-lettering is off; it is NOT recorded anywhere but this log line; skipped`,
+          { ...fields, key: message.key?.toString('base64'), headers: headerNames(message) },
+        );
+      }
       return;
     }
     await this.#producer.send({
       topic: target,
       acks: -1,
-      messages: [deadLetterMessage(message, { topic, partition }, outcome, this.options.consumer)],
+      messages: [deadLetterMessage(message, outcome, this.options.consumer)],
     });
     logger.warn('once/kafka: message dead-lettered', {
       topic,
@@ -332,6 +369,42 @@ export class KafkaConsumer<R = unknown> {
       offset: message.offset,
       to: target,
     });
+  }
+
+  /** The id and fingerprint the inbox gives an envelope (what the fence records); undefined without a usable id. */
+  #identify(envelope: Envelope): { id: string; fp: Buffer } | undefined {
+    const { idOf, fingerprintOf } = this.inbox.options;
+    try {
+      return {
+        id: resolveId(envelope, idOf),
+        fp: fingerprint(fingerprintOf ? fingerprintOf(envelope) : envelope.body),
+      };
+    } catch {
+      return undefined;
+    }
+  }
+
+  /**
+   * Stops a partition whose fence does not match its log: paused for the rest of this consumer's
+   * life, its retry timer cleared, reported once (error log, `error` event, `health()`).
+   */
+  #stopPartition(topic: string, partition: number, error: OnceError): void {
+    const key = `${topic}/${partition}`;
+    clearTimeout(this.#timers.get(key));
+    this.#timers.delete(key);
+    try {
+      this.#consumer?.pause([{ topic, partitions: [partition] }]);
+    } catch {
+      // Between kafkajs runs: the next batch of the partition finds it stopped and pauses it again.
+    }
+    if (this.#stopped.has(key)) return;
+    this.#stopped.set(key, error);
+    this.inbox.options.logger.error(`once/kafka: partition stopped: ${error.message}`, {
+      code: error.code,
+      topic,
+      partition,
+    });
+    this.#events.emit('error', { where: 'fence-check', error: serializeError(error), topic, partition });
   }
 
   /** Pauses a partition, seeks back to `offset` and resumes it after `delayMs`. */
@@ -364,12 +437,14 @@ export class KafkaConsumer<R = unknown> {
   health(): KafkaConsumerHealth {
     return {
       status: this.#status,
-      healthy: this.#status === 'running' && !this.#failed,
+      healthy:
+        this.#status === 'running' && !this.#failed && this.#stopped.size === 0 && this.inbox.available,
       groupId: this.options.groupId,
       memberId: this.#memberId,
       generation: this.#generation,
       assignment: this.#assignment,
       retrying: [...this.#timers.keys()],
+      stopped: [...this.#stopped.keys()],
       crashes: this.#crashes,
       lastProgressAt: this.#lastProgressAt,
       lastError: this.#lastError,
@@ -445,4 +520,9 @@ function fenceOfKafka(envelope: Envelope): FencePosition | undefined {
   const { queue, partition, offset } = envelope.source;
   if (partition === undefined || offset === undefined) return undefined;
   return { stream: queue, partition, offset };
+}
+
+/** The header names of a message, for a log line about a message that is kept nowhere else. */
+function headerNames(message: KafkaMessage): string[] {
+  return Object.keys(message.headers ?? {});
 }

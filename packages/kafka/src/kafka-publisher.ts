@@ -3,6 +3,7 @@ import {
   MAX_ID_LENGTH,
   OnceError,
   type OutboxPublisher,
+  type OutboxPublishOptions,
   type OutboxPublishResult,
 } from '@once/core';
 import type { IHeaders, Message, ProducerConfig } from 'kafkajs';
@@ -41,7 +42,9 @@ const DEFAULTS = Object.freeze({ messageIdHeader: 'message-id', ackTimeoutMs: 30
  * `publish` resolves only once Kafka acknowledged every message, so a row is marked sent only then.
  */
 export class KafkaPublisher implements OutboxPublisher {
-  readonly #producer: ProducerLike;
+  readonly #kafka: KafkaLike;
+  readonly #producerConfig: ProducerConfig;
+  #producer: ProducerLike;
   readonly #header: string;
   readonly #ackTimeoutMs: number;
   #state: 'idle' | 'connected' | 'closed' = 'idle';
@@ -64,23 +67,22 @@ export class KafkaPublisher implements OutboxPublisher {
     }
     this.#header = header;
     this.#ackTimeoutMs = ack;
-    this.#producer = options.kafka.producer({
-      ...options.producerConfig,
-      idempotent: true,
-      maxInFlightRequests: 1,
-    });
+    this.#kafka = options.kafka;
+    this.#producerConfig = { ...options.producerConfig, idempotent: true, maxInFlightRequests: 1 };
+    this.#producer = options.kafka.producer(this.#producerConfig);
   }
 
   /** Connects the producer; `publish` calls it too. */
   start(): Promise<void> {
     if (this.#state === 'closed')
       return Promise.reject(new OnceError(ErrorCode.Closed, 'the publisher is stopped'));
-    this.#connecting ??= this.#producer.connect().then(
+    const producer = this.#producer;
+    this.#connecting ??= producer.connect().then(
       () => {
-        this.#state = 'connected';
+        if (this.#producer === producer) this.#state = 'connected';
       },
       (err: unknown) => {
-        this.#connecting = undefined;
+        if (this.#producer === producer) this.#connecting = undefined;
         throw new OnceError(
           'KAFKA_UNREACHABLE',
           `cannot connect the producer: ${(err as Error)?.message ?? err}`,
@@ -99,10 +101,19 @@ export class KafkaPublisher implements OutboxPublisher {
    * per message: a message with an unusable id is refused (`ok: false`, not retryable) and the
    * others are sent. On a rejection none may be assumed sent: publish them again (consumers
    * deduplicate on the id).
+   *
+   * An aborted `signal` (the relay's deadline) rejects with its reason at once. kafkajs cannot
+   * cancel a request, so the producer is dropped (disconnected in the background) and the next
+   * publish uses a fresh one: an acknowledgement arriving late reaches nobody.
    */
-  async publish(messages: readonly PublishMessage[]): Promise<OutboxPublishResult[]> {
+  async publish(
+    messages: readonly PublishMessage[],
+    options: OutboxPublishOptions = {},
+  ): Promise<OutboxPublishResult[]> {
     if (messages.length === 0) return [];
-    await this.start();
+    const { signal } = options;
+    const producer = this.#producer;
+    await this.#unlessAborted(this.start(), signal, producer);
     const results: OutboxPublishResult[] = [];
     const byTopic = new Map<string, Message[]>();
     for (const m of messages) {
@@ -121,13 +132,48 @@ export class KafkaPublisher implements OutboxPublisher {
       results.push({ id: m.id, ok: true });
     }
     if (byTopic.size > 0) {
-      await this.#producer.sendBatch({
+      const sending = producer.sendBatch({
         acks: -1,
         timeout: this.#ackTimeoutMs,
         topicMessages: [...byTopic].map(([topic, list]) => ({ topic, messages: list })),
       });
+      await this.#unlessAborted(sending, signal, producer);
     }
     return results;
+  }
+
+  /** `work`, or a rejection with the signal's reason as soon as it is aborted (then the producer is dropped). */
+  async #unlessAborted<T>(
+    work: Promise<T>,
+    signal: AbortSignal | undefined,
+    producer: ProducerLike,
+  ): Promise<T> {
+    if (!signal) return work;
+    work.catch(() => {}); // after an abort nobody awaits it
+    let onAbort: (() => void) | undefined;
+    const aborted = new Promise<never>((_, reject) => {
+      onAbort = () => {
+        this.#drop(producer);
+        reject(signal.reason);
+      };
+      if (signal.aborted) onAbort();
+      else signal.addEventListener('abort', onAbort, { once: true });
+    });
+    aborted.catch(() => {});
+    try {
+      return await Promise.race([work, aborted]);
+    } finally {
+      if (onAbort) signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /** Replaces a producer whose request was abandoned; it is disconnected in the background. */
+  #drop(producer: ProducerLike): void {
+    if (this.#producer !== producer || this.#state === 'closed') return;
+    this.#producer = this.#kafka.producer(this.#producerConfig);
+    this.#state = 'idle';
+    this.#connecting = undefined;
+    producer.disconnect().catch(() => {});
   }
 
   /** Disconnects the producer. */

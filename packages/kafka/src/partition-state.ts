@@ -1,18 +1,37 @@
+import type { OnceError } from '@once/core';
+
 /** What the consumer remembers about one partition it reads. */
 export interface PartitionState {
   /** The group generation the replay marker was read in; a new assignment reads it again. */
   checkedGeneration: number;
-  /** Offsets a previous consumer had in flight when it died; they run one per transaction. */
-  replay: { end: bigint; at: string | undefined; starts: number } | undefined;
+  /**
+   * Offsets up to `end` a previous consumer had in flight when it died: they run one at a time,
+   * alone in the consumer, their starts counted in Postgres.
+   */
+  replay: { end: bigint } | undefined;
   /** The message being retried and the attempt it last ran as. */
   retry: { offset: string; attempt: number } | undefined;
   /** Consecutive failures of our own (commit, dead-letter send) on this partition, for backoff. */
   faults: number;
+  /**
+   * Offset fencing: the generation the fence was last checked against the log in, whether this
+   * generation already sought back to the fenced message, and whether the fence held.
+   */
+  fence: { generation: number; sought: boolean; verified: boolean } | undefined;
+  /** Set when the fence did not match the log: the partition is stopped for this consumer's life. */
+  fenceMismatch: OnceError | undefined;
 }
 
 /** A fresh partition state. */
 export function newPartitionState(): PartitionState {
-  return { checkedGeneration: -1, replay: undefined, retry: undefined, faults: 0 };
+  return {
+    checkedGeneration: -1,
+    replay: undefined,
+    retry: undefined,
+    faults: 0,
+    fence: undefined,
+    fenceMismatch: undefined,
+  };
 }
 
 /** The attempt a message at `offset` runs as: one more than its last retry, else 1. */

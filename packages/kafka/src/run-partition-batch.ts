@@ -1,8 +1,17 @@
-import { type Envelope, type FailedOutcome, type Logger, type Outcome, serializeError } from '@once/core';
+import {
+  type Envelope,
+  type FailedOutcome,
+  type Logger,
+  type Outcome,
+  serializeError,
+  settleActionOf,
+} from '@once/core';
+import type { Gate } from '@once/core/adapter';
 import type { EachBatchPayload, KafkaMessage, Offsets } from 'kafkajs';
-import type { DeadLetterOutcome } from './dead-letter.js';
+import { type DeadLetterOutcome, isRecordedFailed } from './dead-letter.js';
 import { envelopeOf, type MappedMessage } from './envelope-of.js';
 import type { KafkaConsumerEvents } from './events.js';
+import { type FenceCheckDeps, fenceHolds } from './fence-check.js';
 import { isOwnershipLost } from './kafka-like.js';
 import type { ResolvedKafkaConsumerOptions } from './options.js';
 import { attemptOf, type PartitionState } from './partition-state.js';
@@ -51,6 +60,21 @@ export interface PartitionBatchDeps {
   retryLater(topic: string, partition: number, offset: string, delayMs: number): void;
   /** Marks an envelope so the wrapped handler refuses to run it (it killed the consumer before). */
   doom(envelope: Envelope, starts: number): void;
+  /**
+   * One gate for the whole consumer, across its partitions: fresh slices run shared, each message
+   * of a crashed range exclusive, so when one of those kills the process nothing else was running.
+   */
+  gate: Gate;
+  /**
+   * Counts a start of a message of a crashed range in Postgres, committed before it runs, and
+   * returns the count (`Inbox.noteStart`).
+   */
+  noteStart(envelope: Envelope): Promise<number>;
+  /**
+   * Set with offset fencing: before a partition's first batch of an assignment runs, its fence is
+   * checked against the log (fence-check.ts), and a fence that does not match stops it.
+   */
+  fence?: FenceCheckDeps;
 }
 
 /** How many messages a step settled, or why the loop over a kafkajs batch must end. */
@@ -91,31 +115,13 @@ class BatchRun {
   async run(): Promise<void> {
     const { batch } = this.#payload;
     if (batch.messages.length === 0) return;
-    const { heartbeatIntervalMs, maxBatchMs } = this.#deps.options;
+    const { heartbeatIntervalMs } = this.#deps.options;
     // Heartbeats while a slice runs: a long transaction must not cost the membership (K3).
     const timer = setInterval(() => void this.#beat(), Math.max(100, Math.floor(heartbeatIntervalMs / 2)));
     timer.unref?.();
     const started = performance.now();
     try {
-      await this.#loadReplay();
-      const messages = batch.messages;
-      let i = 0;
-      while (i < messages.length) {
-        if (this.#shouldStop()) break;
-        if (i > 0 && performance.now() - started >= maxBatchMs) break;
-        const first = messages[i]!;
-        const replay = this.#state.replay;
-        let step: Step;
-        if (replay && BigInt(first.offset) <= replay.end) {
-          step = await this.#runAlone(first);
-        } else {
-          this.#state.replay = undefined;
-          step = await this.#runSlice(messages.slice(i, i + this.#deps.options.maxBatchSize));
-        }
-        if (typeof step !== 'number') break;
-        i += step;
-      }
-      if (this.#pending !== undefined && !this.#lost) await this.#commit(this.#pending, null);
+      if (await this.#fenceHolds()) await this.#runMessages(started);
     } catch (err) {
       // Never let a fault of ours crash kafkajs: read the partition again later.
       this.#emitError('batch', err);
@@ -125,6 +131,46 @@ class BatchRun {
       clearInterval(timer);
     }
     if (this.#lost) throw this.#lost;
+  }
+
+  async #runMessages(started: number): Promise<void> {
+    await this.#loadReplay();
+    const messages = this.#payload.batch.messages;
+    let i = 0;
+    while (i < messages.length) {
+      if (this.#shouldStop()) break;
+      if (i > 0 && performance.now() - started >= this.#deps.options.maxBatchMs) break;
+      const first = messages[i]!;
+      const replay = this.#state.replay;
+      let step: Step;
+      if (replay && BigInt(first.offset) <= replay.end) {
+        step = await this.#runAlone(first);
+      } else {
+        this.#state.replay = undefined;
+        step = await this.#runSlice(messages.slice(i, i + this.#deps.options.maxBatchSize));
+      }
+      if (typeof step !== 'number') break;
+      i += step;
+    }
+    if (this.#pending !== undefined && !this.#lost) await this.#commit(this.#pending, null);
+  }
+
+  /** Offset fencing: the partition's fence was checked against the log in this assignment and held. */
+  #fenceHolds(): Promise<boolean> {
+    const check = this.#deps.fence;
+    if (!check) return Promise.resolve(true);
+    return fenceHolds({
+      check,
+      state: this.#state,
+      generation: this.#deps.generation(),
+      payload: this.#payload,
+      logger: this.#deps.logger,
+      identify: (m) => {
+        const mapped = this.#mapEnvelope(m, 1, false);
+        return mapped.idError ? undefined : check.identify(mapped.envelope);
+      },
+      seek: (offset) => this.#deps.retryLater(this.#topic, this.#partition, offset, 0),
+    });
   }
 
   #shouldStop(): boolean {
@@ -160,7 +206,7 @@ class BatchRun {
     } catch (err) {
       // Without the marker, be safe: run this whole first batch one message per transaction.
       this.#emitError('read-replay-marker', err);
-      this.#state.replay = { end: BigInt(batch.lastOffset()), at: undefined, starts: 0 };
+      this.#state.replay = { end: BigInt(batch.lastOffset()) };
       return;
     }
     const marker = decodeMarker(metadata);
@@ -168,7 +214,7 @@ class BatchRun {
       this.#state.replay = undefined;
       return;
     }
-    this.#state.replay = { end: BigInt(marker.end), at: marker.at, starts: marker.starts ?? 0 };
+    this.#state.replay = { end: BigInt(marker.end) };
     deps.logger.warn(
       'once/kafka: a previous consumer stopped with offsets in flight; replaying them one by one',
       {
@@ -183,7 +229,6 @@ class BatchRun {
       partition: this.#partition,
       fromOffset: String(firstOffset),
       toOffset: marker.end,
-      ...(marker.at === undefined ? {} : { at: marker.at, starts: marker.starts ?? 0 }),
     });
   }
 
@@ -201,33 +246,64 @@ class BatchRun {
       return this.#map(m, attempt, attempt > 1);
     });
     const started = performance.now();
-    const outcomes = await this.#process(mapped);
+    const leave = await deps.gate.shared();
+    let outcomes: (Outcome | undefined)[];
+    try {
+      outcomes = await this.#process(mapped);
+    } finally {
+      leave();
+    }
     return this.#settle(mapped, outcomes, started);
   }
 
-  /** A message a dead consumer had in flight: alone in its transaction, its starts counted in Kafka. */
+  /**
+   * A message a dead consumer had in flight: alone in its transaction and alone in the whole
+   * consumer (no other partition runs anything meanwhile), its start counted in Postgres first.
+   * Only the message that kills the process sees its count rise with each death; its neighbours,
+   * of this partition or another, complete when they run. Past `maxAttempts` starts it is not run.
+   */
   async #runAlone(message: KafkaMessage): Promise<Step> {
     const deps = this.#deps;
     const replay = this.#state.replay!;
-    const starts = replay.at === message.offset ? replay.starts : 0;
-    const marker = encodeMarker({ end: replay.end.toString(), at: message.offset, starts: starts + 1 });
-    if (!(await this.#commit(message.offset, marker))) return this.#commitFailed(message);
-    replay.at = message.offset;
-    replay.starts = starts + 1;
-    const attempt = Math.max(starts + 1, attemptOf(this.#state, message.offset));
-    const mapped = this.#map(message, attempt, true);
-    if (starts >= deps.maxAttempts) {
-      deps.events.emit('message:killed-consumer', {
-        topic: this.#topic,
-        partition: this.#partition,
-        offset: message.offset,
-        starts,
-      });
-      deps.doom(mapped.envelope, starts);
-    }
+    // The range stays noted while it is replayed: this commit also records the progress so far.
+    if (!(await this.#commit(message.offset, encodeMarker({ end: replay.end.toString() }))))
+      return this.#commitFailed(message);
+    const leave = await deps.gate.exclusive();
+    let mapped: MappedMessage;
+    let outcomes: (Outcome | undefined)[];
     const started = performance.now();
-    const outcomes = await this.#process([mapped]);
+    try {
+      const starts = await this.#noteStart(message);
+      mapped = this.#map(message, Math.max(starts ?? 1, attemptOf(this.#state, message.offset)), true);
+      if (starts !== undefined && starts > deps.maxAttempts) {
+        deps.events.emit('message:killed-consumer', {
+          topic: this.#topic,
+          partition: this.#partition,
+          offset: message.offset,
+          starts: starts - 1,
+        });
+        deps.doom(mapped.envelope, starts - 1);
+      }
+      outcomes = await this.#process([mapped]);
+    } finally {
+      leave();
+    }
     return this.#settle([mapped], outcomes, started);
+  }
+
+  /**
+   * Counts this start in Postgres. Best effort: without a count (no usable id, or the database is
+   * down) the message runs unchecked, and the inbox answers for it (failed, or retry).
+   */
+  async #noteStart(message: KafkaMessage): Promise<number | undefined> {
+    const probe = this.#mapEnvelope(message, 1, true);
+    if (probe.idError) return undefined;
+    try {
+      return await this.#deps.noteStart(probe.envelope);
+    } catch (err) {
+      this.#emitError('note-start', err);
+      return undefined;
+    }
   }
 
   #map(message: KafkaMessage, attempt: number, redelivered: boolean): MappedMessage {
@@ -267,7 +343,7 @@ class BatchRun {
           if (this.#lost) break;
           const o = await inbox.process(envelope);
           results.push(o);
-          if (o.status === 'retry' || o.status === 'busy') break;
+          if (settleActionOf(o) === 'retry') break;
         }
       }
     } catch (err) {
@@ -292,7 +368,7 @@ class BatchRun {
   /** Dead-letters, resolves and commits the settled prefix; schedules the retry of the rest. */
   async #settle(mapped: MappedMessage[], outcomes: (Outcome | undefined)[], started: number): Promise<Step> {
     const deps = this.#deps;
-    const plan = planSettle(outcomes, mapped.length);
+    const plan = planSettle(outcomes, mapped.length, deps.options.consumer);
     let prefix = plan.prefix;
     let retryDelay: number | undefined;
     let retryAttempt = 0;
@@ -316,16 +392,16 @@ class BatchRun {
         id: outcome.id,
         reason: outcome.status === 'conflict' ? 'conflict' : outcome.reason,
         deadLetterTopic: deps.options.deadLetterTopicOf(this.#topic),
+        recorded: isRecordedFailed(outcome),
       });
     }
     if (retryDelay === undefined && plan.retryAt !== undefined) {
       const o = outcomes[plan.retryAt];
       const env = mapped[plan.retryAt]!.envelope;
-      // Only a failure of the message itself spends an attempt (core says which: not a database
-      // fault, a lost commit, a wait bound, or a neighbour that never ran).
-      const spent = o?.status === 'retry' && o.spent;
-      retryAttempt = spent ? env.attempt : env.attempt - 1;
-      retryDelay = o && (o.status === 'retry' || o.status === 'busy') ? o.delayMs : this.#faultDelay();
+      // Core's plan says when, and as which attempt: raised only when the failure was the
+      // message's own (not a database fault, a lost commit, a wait bound, a neighbour not run).
+      retryAttempt = (plan.retry?.attempt ?? env.attempt) - 1;
+      retryDelay = plan.retry ? plan.retry.delayMs : this.#faultDelay();
       if (o?.status === 'retry') {
         deps.events.emit('partition:retry', {
           topic: this.#topic,

@@ -1,4 +1,5 @@
 import { type Inbox, type Outcome, serializeError } from '@once/core';
+import { DEAD_LETTER_RECORD, encodeDeadLetterRecord } from '@once/core/adapter';
 import type { ConfirmChannel, ConsumeMessage } from 'amqplib';
 import { type AckKind, AckWatermark } from './ack-watermark.js';
 import { ConfirmedPublisher } from './confirmed-publish.js';
@@ -7,7 +8,7 @@ import type { RabbitEvents } from './events.js';
 import { Header, intHeader } from './headers.js';
 import type { ResolvedRabbitOptions } from './options.js';
 import { republishOptions } from './republish.js';
-import { settlePlanOf } from './settle-plan.js';
+import { type RabbitSettlePlan, settlePlanOf } from './settle-plan.js';
 import type { Topology } from './topology.js';
 
 /** `work` consumes the work queue; `quarantine` runs redelivered messages one at a time. */
@@ -188,37 +189,28 @@ export class ChannelConsumer<R> {
           ? await this.#ctx.inbox.processBatch(envelopes)
           : [await this.#ctx.inbox.process(envelopes[0]!)];
     } catch (err) {
-      // Core throws only for configuration faults (the schema went away). Park the messages in the
-      // shortest retry tier without spending an attempt, and say so loudly.
+      // The inbox answers every message with an outcome and throws for none: this is a bug. Hand
+      // the messages back to the broker (they come again as redeliveries) and say so.
       this.#error(err, 'inbox');
-      const error = serializeError(err);
-      outcomes = envelopes.map((envelope) => ({
-        status: 'retry',
-        id: envelope.id,
-        envelope,
-        error,
-        delayMs: 0,
-        ran: false,
-        spent: false,
-      }));
+      await pause(REQUEUE_PAUSE_MS);
+      for (const m of messages) this.#done(m, 'requeue');
+      return;
     }
-    // A batch stops at its first retry/busy; the messages behind it never ran. They are still in
-    // our prefetch window, so run them again at once instead of sending them through a retry tier.
-    const stop = outcomes.findIndex((x) => x.status === 'retry' || x.status === 'busy');
+    // A batch stops at its first retry; the messages behind it never ran. They are still in our
+    // prefetch window, so run them again at once instead of sending them through a retry tier.
     const rerun: ConsumeMessage[] = [];
     const settles: Promise<void>[] = [];
     outcomes.forEach((outcome, i) => {
-      if (stop >= 0 && i > stop && outcome.status === 'retry' && !outcome.ran) rerun.push(messages[i]!);
-      else settles.push(this.#settle(messages[i]!, outcome));
+      const plan = settlePlanOf(outcome, this.#ctx.consumer, o.retryTiersMs);
+      if (plan.kind === 'rerun') rerun.push(messages[i]!);
+      else settles.push(this.#settle(messages[i]!, outcome, plan));
     });
     if (rerun.length > 0 && !this.#lost) this.#buffer.unshift(...rerun);
     await Promise.all(settles);
   }
 
-  async #settle(m: ConsumeMessage, outcome: Outcome<R>): Promise<void> {
-    const o = this.#ctx.options;
+  async #settle(m: ConsumeMessage, outcome: Outcome<R>, plan: RabbitSettlePlan): Promise<void> {
     const t = this.#ctx.topology;
-    const plan = settlePlanOf(outcome, o.retryTiersMs);
     try {
       if (plan.kind === 'retry') {
         const queue = t.retry.get(plan.tierMs)!;
@@ -229,16 +221,7 @@ export class ChannelConsumer<R> {
           republishOptions(m, { [Header.attempt]: plan.attempt }),
         );
       } else if (plan.kind === 'dead-letter') {
-        const headers = {
-          [Header.reason]: plan.reason,
-          [Header.errorName]: plan.error.name,
-          [Header.errorMessage]: plan.error.message.slice(0, 4096),
-          ...(plan.error.code ? { [Header.errorCode]: plan.error.code } : {}),
-          ...(plan.error.stack ? { [Header.errorStack]: plan.error.stack.slice(0, 8192) } : {}),
-          [Header.consumer]: this.#ctx.consumer,
-          [Header.sourceQueue]: o.queue,
-          [Header.failedAt]: new Date().toISOString(),
-        };
+        const headers = { [DEAD_LETTER_RECORD]: encodeDeadLetterRecord(plan.record) };
         await this.#publisher.publish(t.deadLetterExchange, t.queue, m.content, republishOptions(m, headers));
       }
     } catch (err) {

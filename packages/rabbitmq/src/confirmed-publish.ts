@@ -19,6 +19,11 @@ interface Pending {
  * publish with the same exchange, routing key, message id and body: the broker sends returns
  * and confirms in publish order on a channel, and two identical messages to one route are
  * routed alike (both returned or neither). Nothing is added to the message.
+ *
+ * A confirm may never come (a stalled broker, a half-open connection): pass a `signal` to bound
+ * the wait. Its abort rejects the publish with the signal's reason and forgets it, so a confirm
+ * arriving later resolves nothing; the caller should then close the channel, since the message
+ * may still land.
  */
 export class ConfirmedPublisher {
   readonly #channel: ConfirmChannel;
@@ -43,8 +48,18 @@ export class ConfirmedPublisher {
     });
   }
 
-  /** Rejects with AMQP_UNROUTABLE (returned), AMQP_NACKED, or AMQP_CHANNEL_CLOSED. */
-  publish(exchange: string, routingKey: string, body: Buffer, options: Options.Publish = {}): Promise<void> {
+  /**
+   * Rejects with AMQP_UNROUTABLE (returned), AMQP_NACKED, AMQP_CHANNEL_CLOSED, or the reason of
+   * `signal` once it is aborted before the confirm came.
+   */
+  publish(
+    exchange: string,
+    routingKey: string,
+    body: Buffer,
+    options: Options.Publish = {},
+    signal?: AbortSignal,
+  ): Promise<void> {
+    if (signal?.aborted) return Promise.reject(abortReason(signal));
     if (this.#closed) {
       return Promise.reject(
         new OnceError(RabbitErrorCode.ChannelClosed, 'the channel is closed', { retryable: true }),
@@ -58,8 +73,15 @@ export class ConfirmedPublisher {
       returned: false,
     };
     return new Promise<void>((resolve, reject) => {
+      const onAbort = () => {
+        // The broker may still confirm (or return) it: `pending` stays matched to its publish
+        // until then, but the caller has its answer.
+        reject(abortReason(signal!));
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
       try {
         this.#channel.publish(exchange, routingKey, body, { ...options, mandatory: true }, (err) => {
+          signal?.removeEventListener('abort', onAbort);
           const i = this.#pending.indexOf(pending);
           if (i >= 0) this.#pending.splice(i, 1);
           if (pending.returned) {
@@ -93,6 +115,7 @@ export class ConfirmedPublisher {
         });
         this.#pending.push(pending);
       } catch (err) {
+        signal?.removeEventListener('abort', onAbort);
         // amqplib throws synchronously on a closed channel (IllegalOperationError) or oversize headers.
         reject(
           new OnceError(RabbitErrorCode.ChannelClosed, `publish failed: ${(err as Error)?.message ?? err}`, {
@@ -103,4 +126,13 @@ export class ConfirmedPublisher {
       }
     });
   }
+}
+
+function abortReason(signal: AbortSignal): unknown {
+  return (
+    signal.reason ??
+    new OnceError(RabbitErrorCode.ChannelClosed, 'the publish was aborted before the broker confirmed it', {
+      retryable: true,
+    })
+  );
 }

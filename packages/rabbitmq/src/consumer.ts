@@ -171,7 +171,7 @@ export class RabbitConsumer<R = unknown> {
     const s = this.#session;
     const live = s && !s.lost ? s : undefined;
     return {
-      healthy: this.#state === 'running' && live !== undefined,
+      healthy: this.#state === 'running' && live !== undefined && this.inbox.available,
       state: this.#state,
       reconnects: this.#reconnects,
       lastError: this.#lastError && { name: this.#lastError.name, message: this.#lastError.message },

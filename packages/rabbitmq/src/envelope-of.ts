@@ -20,6 +20,14 @@ export function envelopeOf(
   const id = typeof messageId === 'string' && messageId.length > 0 ? messageId : headers[idHeader];
   return {
     id,
+    // amqplib hands us text it has already decoded, turning each invalid UTF-8 sequence into
+    // U+FFFD: two different byte ids would arrive as one. Such an id is refused, not guessed at.
+    ...(id?.includes('\ufffd')
+      ? {
+          idUnusable:
+            'it holds U+FFFD: its bytes were not valid UTF-8 (publish ids as UTF-8 text, or pass idOf)',
+        }
+      : {}),
     body: message.content,
     headers,
     key: message.fields.routingKey,

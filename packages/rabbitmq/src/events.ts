@@ -1,6 +1,6 @@
 import type { Outcome, SerializedError } from '@once/core';
 import { TypedEmitter } from '@once/core';
-import type { SettlePlan } from './settle-plan.js';
+import type { RabbitSettlePlan } from './settle-plan.js';
 
 /** Events of a {@link RabbitConsumer}; core's message events are on `consumer.inbox.on(...)`. */
 export interface RabbitEventMap {
@@ -14,7 +14,7 @@ export interface RabbitEventMap {
   settled: {
     id: string | undefined;
     status: Outcome['status'] | 'quarantined';
-    plan: SettlePlan['kind'] | 'quarantine';
+    plan: RabbitSettlePlan['kind'] | 'quarantine';
   };
   /** Something went wrong that the consumer handles itself (logged too). Never thrown. */
   error: { error: SerializedError; context: string };

@@ -4,17 +4,6 @@ export const Header = {
   attempt: 'x-once-attempt',
   /** How many times the message was redelivered unsettled (the consumer died or lost its channel). */
   redeliveries: 'x-once-redeliveries',
-  /** Dead letters: why (`permanent`, `max-attempts`, `invalid-id`, `previously-failed`, `conflict`). */
-  reason: 'x-once-reason',
-  errorName: 'x-once-error-name',
-  errorMessage: 'x-once-error-message',
-  errorCode: 'x-once-error-code',
-  errorStack: 'x-once-error-stack',
-  /** Dead letters: the consumer name and the queue the message failed in. */
-  consumer: 'x-once-consumer',
-  sourceQueue: 'x-once-source-queue',
-  /** Dead letters: ISO time of the failure. */
-  failedAt: 'x-once-failed-at',
 } as const;
 
 /**

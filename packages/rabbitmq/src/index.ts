@@ -24,5 +24,4 @@ export {
   RabbitPublisher,
   type RabbitPublisherOptions,
 } from './publisher.js';
-export { type SettlePlan, settlePlanOf } from './settle-plan.js';
 export { type Topology, tierFor, topologyOf } from './topology.js';

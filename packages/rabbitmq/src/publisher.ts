@@ -1,7 +1,9 @@
 import {
+  checkNumber,
   ErrorCode,
   type Logger,
   OnceError,
+  type OutboxPublishOptions,
   type OutboxPublishResult,
   serializeError,
   silentLogger,
@@ -9,6 +11,36 @@ import {
 import { type ChannelModel, type ConfirmChannel, connect, type Options, type SocketOptions } from 'amqplib';
 import { ConfirmedPublisher } from './confirmed-publish.js';
 import { RabbitErrorCode } from './errors.js';
+
+/**
+ * Error codes of the publisher beside {@link RabbitErrorCode} (kept here until that list is
+ * reorganised).
+ */
+export const RabbitPublishErrorCode = {
+  /**
+   * The message id is longer than an AMQP `message-id` can hold (a shortstr: 255 bytes of
+   * UTF-8), though once ids may have up to 512 characters. Not retryable: the relay parks the row.
+   */
+  IdTooLong: 'AMQP_ID_TOO_LONG',
+  /** The routing key is longer than AMQP allows (a shortstr: 255 bytes of UTF-8). Not retryable. */
+  KeyTooLong: 'AMQP_KEY_TOO_LONG',
+  /**
+   * No confirm came within `confirmTimeoutMs` (or the caller's signal was aborted): the channel
+   * is closed, so a late confirm counts for nothing. The message may have landed. Retryable.
+   */
+  ConfirmTimeout: 'AMQP_CONFIRM_TIMEOUT',
+} as const;
+
+/** Bytes an AMQP shortstr holds: `messageId`, routing key. */
+const SHORTSTR_BYTES = 255;
+
+/** Codes of failures that no retry can fix: the relay parks the row at once. */
+const PERMANENT = new Set<string>([
+  ErrorCode.InvalidOption,
+  ErrorCode.InvalidId,
+  RabbitPublishErrorCode.IdTooLong,
+  RabbitPublishErrorCode.KeyTooLong,
+]);
 
 /** A message to publish, as the outbox relay hands it over. */
 export interface OutboxMessage {
@@ -28,10 +60,64 @@ export interface OutboxMessage {
 export interface RabbitPublisherOptions {
   /** AMQP URL or amqplib connect options. */
   url: string | Options.Connect;
-  /** amqplib socket options. `clientProperties.connection_name` defaults to `once:publisher`. */
+  /**
+   * amqplib socket options. `clientProperties.connection_name` defaults to `once:publisher`, and
+   * `timeout` (the connect and handshake deadline, in ms) to `confirmTimeoutMs`.
+   */
   socketOptions?: SocketOptions;
+  /**
+   * How long a publish waits for the broker's confirm, in ms. When it passes, the channel is
+   * closed and the publish rejects with AMQP_CONFIRM_TIMEOUT (the message may still have landed:
+   * a re-send carries the same id). The outbox relay's `publishTimeoutMs` aborts sooner if lower.
+   * @default 30000
+   */
+  confirmTimeoutMs?: number;
   /** @default silent */
   logger?: Logger;
+}
+
+interface Link {
+  connection: ChannelModel;
+  channel: ConfirmChannel;
+  publisher: ConfirmedPublisher;
+}
+
+/** `work`, or a rejection with the signal's reason once it is aborted, whichever comes first. */
+function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err);
+      },
+    );
+  });
+}
+
+/**
+ * Closes a link without waiting on the broker: a stalled broker never answers `close`, so after
+ * `graceMs` the socket is destroyed (amqplib then fails whatever was still unconfirmed).
+ */
+function closeLink(link: Link, graceMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const overdue = new Promise<void>((resolve) => {
+    timer = setTimeout(() => {
+      const stream = (link.connection as unknown as { connection?: { stream?: { destroy?(): void } } })
+        .connection?.stream;
+      stream?.destroy?.();
+      resolve();
+    }, graceMs);
+  });
+  link.channel.close().catch(() => {});
+  const closed = link.connection.close().catch(() => {});
+  return Promise.race([closed, overdue]).finally(() => clearTimeout(timer));
 }
 
 /**
@@ -45,9 +131,8 @@ export class RabbitPublisher {
   readonly #url: string | Options.Connect;
   readonly #socketOptions: SocketOptions;
   readonly #logger: Logger;
-  #link:
-    | Promise<{ connection: ChannelModel; channel: ConfirmChannel; publisher: ConfirmedPublisher }>
-    | undefined;
+  readonly #confirmTimeoutMs: number;
+  #link: Promise<Link> | undefined;
   #stopped = false;
 
   constructor(options: RabbitPublisherOptions) {
@@ -65,8 +150,12 @@ export class RabbitPublisher {
       );
     }
     this.#url = options.url;
+    this.#confirmTimeoutMs = checkNumber('confirmTimeoutMs', options.confirmTimeoutMs ?? 30_000, 1);
     const so = options.socketOptions ?? {};
     this.#socketOptions = {
+      // amqplib's handshake deadline: a broker that accepts the socket and says nothing would
+      // otherwise keep a connect (and the socket) pending forever.
+      timeout: this.#confirmTimeoutMs,
       ...so,
       clientProperties: { connection_name: 'once:publisher', ...so.clientProperties },
     };
@@ -78,32 +167,28 @@ export class RabbitPublisher {
     await this.#ensure();
   }
 
-  /** Publishes one message; resolves once confirmed and routed. See {@link ConfirmedPublisher.publish} for errors. */
-  async publishOne(message: OutboxMessage): Promise<void> {
-    if (typeof message?.id !== 'string' || message.id.length === 0) {
-      throw new OnceError(ErrorCode.InvalidId, 'an outbox message needs a non-empty string id');
-    }
-    if (typeof message.destination !== 'string') {
-      throw new OnceError(ErrorCode.InvalidOption, 'message.destination must be an exchange name (a string)');
-    }
-    const { publisher } = await this.#ensure();
-    const body = typeof message.body === 'string' ? Buffer.from(message.body) : message.body;
-    const contentType =
-      message.contentType ?? (typeof message.body === 'string' ? 'application/json' : undefined);
-    await publisher.publish(message.destination, message.key ?? '', body, {
-      messageId: message.id,
-      persistent: true,
-      ...(contentType ? { contentType } : {}),
-      headers: { ...message.headers },
-    });
+  /**
+   * Publishes one message; resolves once confirmed and routed. See {@link ConfirmedPublisher.publish}
+   * for errors; AMQP_ID_TOO_LONG or AMQP_KEY_TOO_LONG for an id or key AMQP cannot carry, and
+   * AMQP_CONFIRM_TIMEOUT when no confirm came within `confirmTimeoutMs`.
+   */
+  async publishOne(message: OutboxMessage, options: OutboxPublishOptions = {}): Promise<void> {
+    return this.#bounded(options.signal, (signal) => this.#publishOne(message, signal));
   }
 
   /**
    * Publishes messages in order on one confirm channel and reports each one's fate, so the outbox
    * relay (core's `OutboxPublisher`) marks sent exactly the rows the broker confirmed and routed.
+   * An aborted `signal` (the relay's deadline) or `confirmTimeoutMs` ends the wait: the channel is
+   * closed, so nothing confirmed after that is reported sent.
    */
-  async publish(messages: readonly OutboxMessage[]): Promise<OutboxPublishResult[]> {
-    const settled = await Promise.allSettled(messages.map((m) => this.publishOne(m)));
+  async publish(
+    messages: readonly OutboxMessage[],
+    options: OutboxPublishOptions = {},
+  ): Promise<OutboxPublishResult[]> {
+    const settled = await this.#bounded(options.signal, (signal) =>
+      Promise.allSettled(messages.map((m) => this.#publishOne(m, signal))),
+    );
     return settled.map((r, i) =>
       r.status === 'fulfilled'
         ? { id: messages[i]!.id, ok: true as const }
@@ -111,9 +196,109 @@ export class RabbitPublisher {
             id: messages[i]!.id,
             ok: false as const,
             error: serializeError(r.reason),
-            retryable: !(OnceError.is(r.reason) && r.reason.code === ErrorCode.InvalidOption),
+            retryable: !(OnceError.is(r.reason) && PERMANENT.has(r.reason.code)),
           },
     );
+  }
+
+  async #publishOne(message: OutboxMessage, signal: AbortSignal): Promise<void> {
+    if (typeof message?.id !== 'string' || message.id.length === 0) {
+      throw new OnceError(ErrorCode.InvalidId, 'an outbox message needs a non-empty string id');
+    }
+    if (typeof message.destination !== 'string') {
+      throw new OnceError(ErrorCode.InvalidOption, 'message.destination must be an exchange name (a string)');
+    }
+    // amqplib would throw a TypeError at encode time, which looks like a broken channel and is
+    // retried forever; the id is the message's identity, so it is never shortened either.
+    const idBytes = Buffer.byteLength(message.id, 'utf8');
+    if (idBytes > SHORTSTR_BYTES) {
+      throw new OnceError(
+        RabbitPublishErrorCode.IdTooLong,
+        `message id of ${idBytes} bytes does not fit an AMQP message-id (at most ${SHORTSTR_BYTES} bytes of UTF-8): ` +
+          'publish it to a broker that carries it (Kafka, SQS) or give it a shorter id',
+      );
+    }
+    const routingKey = message.key ?? '';
+    const keyBytes = Buffer.byteLength(routingKey, 'utf8');
+    if (keyBytes > SHORTSTR_BYTES) {
+      throw new OnceError(
+        RabbitPublishErrorCode.KeyTooLong,
+        `routing key of ${keyBytes} bytes for message ${message.id} exceeds AMQP's ${SHORTSTR_BYTES} bytes`,
+      );
+    }
+    const opening = this.#ensure();
+    // Connecting is bounded too: a broker that accepts the socket and then says nothing would
+    // otherwise hold the publish past its deadline.
+    const link = await untilAborted(opening, signal);
+    const body = typeof message.body === 'string' ? Buffer.from(message.body) : message.body;
+    const contentType =
+      message.contentType ?? (typeof message.body === 'string' ? 'application/json' : undefined);
+    const onAbort = () => this.#abandon(opening, link, signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      await link.publisher.publish(
+        message.destination,
+        routingKey,
+        body,
+        {
+          messageId: message.id,
+          persistent: true,
+          ...(contentType ? { contentType } : {}),
+          headers: { ...message.headers },
+        },
+        signal,
+      );
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /** Runs `fn` with a signal aborted by the caller's or after `confirmTimeoutMs`, whichever comes first. */
+  async #bounded<T>(outer: AbortSignal | undefined, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    const controller = new AbortController();
+    const abort = () =>
+      controller.abort(
+        outer?.reason ??
+          new OnceError(
+            RabbitPublishErrorCode.ConfirmTimeout,
+            'the publish was aborted before the broker confirmed it',
+            {
+              retryable: true,
+            },
+          ),
+      );
+    if (outer?.aborted) abort();
+    outer?.addEventListener('abort', abort, { once: true });
+    const timer = setTimeout(
+      () =>
+        controller.abort(
+          new OnceError(
+            RabbitPublishErrorCode.ConfirmTimeout,
+            `no confirm from the broker within confirmTimeoutMs (${this.#confirmTimeoutMs} ms); the channel was closed`,
+            { retryable: true },
+          ),
+        ),
+      this.#confirmTimeoutMs,
+    );
+    try {
+      return await fn(controller.signal);
+    } finally {
+      clearTimeout(timer);
+      outer?.removeEventListener('abort', abort);
+    }
+  }
+
+  /**
+   * Gives up on a link whose confirms are overdue: the next publish opens a fresh one, and the
+   * old channel is closed so that no confirm arriving late can be mistaken for a new one's.
+   */
+  #abandon(opening: Promise<Link>, link: Link, reason: unknown): void {
+    if (this.#link !== opening) return;
+    this.#link = undefined;
+    this.#logger.warn('once/rabbitmq: publish aborted before the confirm; closing the channel', {
+      error: serializeError(reason).message,
+    });
+    void closeLink(link, this.#confirmTimeoutMs);
   }
 
   async stop(): Promise<void> {
@@ -121,8 +306,15 @@ export class RabbitPublisher {
     const link = this.#link;
     this.#link = undefined;
     const l = await link?.catch(() => undefined);
-    await l?.channel.waitForConfirms().catch(() => {});
-    await l?.connection.close().catch(() => {});
+    if (!l) return;
+    // Confirms still owed get confirmTimeoutMs, no more: a stalled broker must not hang stop().
+    let timer: NodeJS.Timeout | undefined;
+    const overdue = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, this.#confirmTimeoutMs);
+    });
+    await Promise.race([l.channel.waitForConfirms().catch(() => {}), overdue]);
+    clearTimeout(timer);
+    await closeLink(l, this.#confirmTimeoutMs);
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

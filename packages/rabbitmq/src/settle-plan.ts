@@ -1,33 +1,24 @@
-import { type FailReason, type Outcome, type SerializedError, settleActionOf } from '@once/core';
+import type { Outcome } from '@once/core';
+import { settlePlanOf as corePlanOf, type DeadLetterRecord } from '@once/core/adapter';
 import { tierFor } from './topology.js';
 
-/** What the consumer does with a delivery once its outcome is known. */
-export type SettlePlan =
+/** What the consumer does with a delivery once core's plan is known, in RabbitMQ's terms. */
+export type RabbitSettlePlan =
   | { kind: 'ack' }
   /** Republish to the retry queue of `tierMs` with `attempt` in our header, then ack. */
   | { kind: 'retry'; tierMs: number; attempt: number }
-  /** Publish to the dead-letter exchange with the error in headers, then ack. */
-  | { kind: 'dead-letter'; reason: FailReason | 'conflict'; error: SerializedError };
+  /** Run again from our prefetch window, at once: an earlier message stopped it. */
+  | { kind: 'rerun' }
+  /** Publish to the dead-letter exchange with the record in a header, then ack. */
+  | { kind: 'dead-letter'; record: DeadLetterRecord };
 
-/** The one mapping from a core outcome to the broker's actions. */
-export function settlePlanOf(outcome: Outcome, tiersMs: readonly number[]): SettlePlan {
-  const action = settleActionOf(outcome);
-  if (action === 'ack') return { kind: 'ack' };
-  if (action === 'retry') {
-    const delayMs = outcome.status === 'retry' || outcome.status === 'busy' ? outcome.delayMs : 0;
-    // Only the handler's own failure spends an attempt: not a neighbour that never ran, not a
-    // database fault, not a wait bound (core says which in `spent`).
-    const spent = outcome.status === 'retry' && outcome.spent ? 1 : 0;
-    return { kind: 'retry', tierMs: tierFor(delayMs, tiersMs), attempt: outcome.envelope.attempt + spent };
-  }
-  if (outcome.status === 'failed')
-    return { kind: 'dead-letter', reason: outcome.reason, error: outcome.error };
-  return {
-    kind: 'dead-letter',
-    reason: 'conflict',
-    error: {
-      name: 'ConflictError',
-      message: 'same message id as a processed message, different payload fingerprint',
-    },
-  };
+/** Core's settle plan, with a retry delay rounded up to one of the retry tiers. */
+export function settlePlanOf(
+  outcome: Outcome,
+  consumer: string,
+  tiersMs: readonly number[],
+): RabbitSettlePlan {
+  const plan = corePlanOf(outcome, consumer);
+  if (plan.kind !== 'retry') return plan;
+  return { kind: 'retry', tierMs: tierFor(plan.delayMs, tiersMs), attempt: plan.attempt };
 }

@@ -2,17 +2,15 @@ import { type Message, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import {
   createInbox,
   type Envelope,
-  type Handler,
   type Inbox,
   OnceError,
   type SerializedError,
   serializeError,
   warnIfRetentionShort,
 } from '@once/core';
-import { AttemptsExhaustedError } from './attempts-exhausted.js';
+import { processGate } from '@once/core/adapter';
 import { envelopeOf } from './envelope-of.js';
 import { type SqsEventListener, type SqsEventName, SqsEvents } from './events.js';
-import { Gate } from './gate.js';
 import type { Held } from './held.js';
 import { KeyedSerializer } from './keyed-serializer.js';
 import { Limiter } from './limiter.js';
@@ -26,6 +24,7 @@ import { planChains } from './plan-chains.js';
 import { type QueueInfo, queueInfo, SqsErrorCode } from './queue-info.js';
 import { type ChainContext, runBatch, runChain } from './run-chain.js';
 import { type DeadLetterTarget, Settler, toSeconds } from './settler.js';
+import { startGuard } from './start-guard.js';
 
 /** Lifecycle of a consumer. */
 export type SqsConsumerState = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped' | 'failed';
@@ -56,7 +55,7 @@ export class SqsConsumer<R = unknown> {
   /** The core inbox; subscribe to message outcomes with `consumer.inbox.on('message:processed', ...)`. */
   readonly inbox: Inbox<R>;
   readonly #events: SqsEvents;
-  readonly #starts = new WeakMap<Envelope, number>();
+  readonly #alone = new WeakSet<Envelope>();
   readonly #held = new Map<string, Held>();
   readonly #limiter: Limiter;
   readonly #serializer = new KeyedSerializer();
@@ -79,19 +78,22 @@ export class SqsConsumer<R = unknown> {
     this.options = options;
     this.#events = new SqsEvents(options.logger);
     this.#limiter = new Limiter(options.concurrency);
-    const user = options.inbox.handler;
-    const max = options.maxAttempts;
-    // A redelivered message started more than maxAttempts times (each start counted in Postgres
-    // while it ran alone) is the one that keeps killing the process: fail it without running it.
-    const guarded: Handler<R> = (envelope, ctx) => {
-      const starts = this.#starts.get(envelope);
-      if (starts !== undefined && starts > max) throw new AttemptsExhaustedError(starts, max);
-      return user(envelope, ctx);
-    };
+    // A redelivered message started more than maxAttempts times (each start of its handler counted
+    // in Postgres while it ran alone) is the one that keeps killing the process: fail it unrun.
+    const guarded = startGuard<R>({
+      handler: options.inbox.handler,
+      alone: this.#alone,
+      maxAttempts: options.maxAttempts,
+      inbox: () => this.inbox,
+      logger: options.logger,
+      waitMs: 5_000,
+    });
     this.inbox = createInbox({ ...options.inbox, handler: guarded });
     this.#settler = new Settler({
       client: options.client,
       queueUrl: options.queueUrl,
+      consumer: this.inbox.options.consumer,
+      idAttribute: options.idAttribute,
       lingerMs: options.settleLingerMs,
       logger: options.logger,
       events: this.#events,
@@ -103,8 +105,8 @@ export class SqsConsumer<R = unknown> {
       inbox: this.inbox,
       limiter: this.#limiter,
       settler: this.#settler,
-      gate: new Gate(),
-      starts: this.#starts,
+      gate: processGate(),
+      alone: this.#alone,
       logger: options.logger,
       forget: (e) => this.#forget(e),
       onFault: (error) => {
@@ -193,7 +195,10 @@ export class SqsConsumer<R = unknown> {
   health(): SqsConsumerHealth {
     return {
       state: this.#state,
-      healthy: this.#state === 'running' && this.#receiveErrors < this.options.unhealthyAfterErrors,
+      healthy:
+        this.#state === 'running' &&
+        this.#receiveErrors < this.options.unhealthyAfterErrors &&
+        this.inbox.available,
       queueUrl: this.options.queueUrl,
       held: this.#held.size,
       running: this.#limiter.active,

@@ -4,67 +4,47 @@ import {
   SendMessageCommand,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
-import type { SerializedError } from '@once/core';
+import {
+  DEAD_LETTER_RECORD,
+  type DeadLetterRecord,
+  decodeDeadLetterRecord,
+  encodeDeadLetterRecord,
+} from '@once/core/adapter';
 
-/** SQS allows ten message attributes; three are ours, the rest are copied from the original. */
+/** SQS carries at most ten message attributes; one is the record, nine are left for the original's. */
 const MAX_ATTRIBUTES = 10;
-const ERROR_MAX_CHARS = 2048;
-
-/** Why a message is dead-lettered, as written into the `once-error` attribute (JSON). */
-export interface DeadLetterReason {
-  /** `failed` or `conflict`. */
-  status: string;
-  /** The failure reason (`permanent`, `max-attempts`, `invalid-id`, `previously-failed`), or `conflict`. */
-  reason: string;
-  error: SerializedError;
-}
-
-/** The attributes of a dead-lettered copy: `once-error`, `once-source-queue`, `once-receive-count`. */
-export const DEAD_LETTER_ATTRIBUTES = Object.freeze({
-  error: 'once-error',
-  sourceQueue: 'once-source-queue',
-  receiveCount: 'once-receive-count',
-});
 
 /**
- * Sends a copy of `message` to the dead-letter queue with the error in attributes. Throws when
- * SQS did not take it: the caller must then not delete the original. On a FIFO dead-letter queue
- * the copy keeps the group and is deduplicated by the original's MessageId (a resend within five
- * minutes collapses; dead-lettering is at least once beyond that).
+ * Sends a copy of `message` to the dead-letter queue: the original body, the record (why, from
+ * where, after how many receives) in the one attribute `once-dead-letter`, and the original
+ * attributes: the id attribute first, then by name, as many as fit in the nine slots left; the
+ * rest travel in the record's `overflow` (see {@link encodeOverflowValue}), so none is dropped.
+ * Throws when SQS did not take it: the caller must then not delete the original. On a FIFO
+ * dead-letter queue the copy keeps the group and is deduplicated by the original's MessageId (a
+ * resend within five minutes collapses; dead-lettering is at least once beyond that).
  */
 export async function sendToDeadLetter(
   client: SQSClient,
   target: { url: string; fifo: boolean },
-  sourceQueueUrl: string,
   message: Message,
-  why: DeadLetterReason,
+  record: DeadLetterRecord,
+  idAttribute: string,
 ): Promise<void> {
-  const error = JSON.stringify({
-    status: why.status,
-    reason: why.reason,
-    name: why.error.name,
-    message: why.error.message.slice(0, ERROR_MAX_CHARS),
-    ...(why.error.code ? { code: why.error.code } : {}),
-  });
-  const ours: Record<string, MessageAttributeValue> = {
-    [DEAD_LETTER_ATTRIBUTES.error]: { DataType: 'String', StringValue: error },
-    [DEAD_LETTER_ATTRIBUTES.sourceQueue]: { DataType: 'String', StringValue: sourceQueueUrl },
-    [DEAD_LETTER_ATTRIBUTES.receiveCount]: {
-      DataType: 'Number',
-      StringValue: message.Attributes?.ApproximateReceiveCount ?? '1',
-    },
-  };
-  const attributes: Record<string, MessageAttributeValue> = {};
-  // The id attribute first (it sorts before most names only by luck, so put it there on purpose).
   const original = Object.entries(message.MessageAttributes ?? {}).sort(([a], [b]) =>
-    a === 'message-id' ? -1 : b === 'message-id' ? 1 : a < b ? -1 : 1,
+    a === idAttribute ? -1 : b === idAttribute ? 1 : a < b ? -1 : a > b ? 1 : 0,
   );
+  const attributes: Record<string, MessageAttributeValue> = {};
+  const overflow: Record<string, string> = {};
   for (const [name, value] of original) {
-    if (Object.keys(attributes).length >= MAX_ATTRIBUTES - Object.keys(ours).length) break;
-    if (name in ours) continue;
-    attributes[name] = value;
+    // An original named like the record (a replayed dead letter) keeps its value in the overflow.
+    if (name !== DEAD_LETTER_RECORD && Object.keys(attributes).length < MAX_ATTRIBUTES - 1) {
+      attributes[name] = value;
+    } else {
+      overflow[name] = encodeOverflowValue(value);
+    }
   }
-  Object.assign(attributes, ours);
+  const full: DeadLetterRecord = Object.keys(overflow).length > 0 ? { ...record, overflow } : record;
+  attributes[DEAD_LETTER_RECORD] = { DataType: 'String', StringValue: sqsSafe(encodeDeadLetterRecord(full)) };
   await client.send(
     new SendMessageCommand({
       QueueUrl: target.url,
@@ -78,4 +58,51 @@ export async function sendToDeadLetter(
         : {}),
     }),
   );
+}
+
+/**
+ * An original attribute as a string of the record's `overflow`: its DataType, a colon, then the
+ * value: as sent for String and Number types (custom labels included, e.g. `Number.int:42`),
+ * base64 of the bytes for Binary types (`Binary:AAEC`). A DataType never holds a colon, so the
+ * first colon always ends it. {@link decodeOverflowValue} gives the attribute back.
+ */
+export function encodeOverflowValue(value: MessageAttributeValue): string {
+  const type = value.DataType ?? 'String';
+  if (type.startsWith('Binary')) return `${type}:${Buffer.from(value.BinaryValue ?? []).toString('base64')}`;
+  return `${type}:${value.StringValue ?? ''}`;
+}
+
+/** The attribute an overflow string stands for (see {@link encodeOverflowValue}). */
+export function decodeOverflowValue(encoded: string): MessageAttributeValue {
+  const colon = encoded.indexOf(':');
+  const type = colon < 0 ? 'String' : encoded.slice(0, colon);
+  const value = colon < 0 ? encoded : encoded.slice(colon + 1);
+  if (type.startsWith('Binary')) return { DataType: type, BinaryValue: Buffer.from(value, 'base64') };
+  return { DataType: type, StringValue: value };
+}
+
+/**
+ * Reads a dead-letter copy (received with `MessageAttributeNames: ['All']`): its record, and every
+ * attribute of the original message, whether it travelled as an attribute or in the overflow.
+ */
+export function readDeadLetter(
+  copy: Message,
+): { record: DeadLetterRecord; attributes: Record<string, MessageAttributeValue> } | undefined {
+  const carried = copy.MessageAttributes ?? {};
+  const record = decodeDeadLetterRecord(carried[DEAD_LETTER_RECORD]?.StringValue);
+  if (!record) return undefined;
+  const attributes: Record<string, MessageAttributeValue> = {};
+  for (const [name, value] of Object.entries(carried))
+    if (name !== DEAD_LETTER_RECORD) attributes[name] = value;
+  for (const [name, encoded] of Object.entries(record.overflow ?? {}))
+    attributes[name] = decodeOverflowValue(encoded);
+  return { record, attributes };
+}
+
+/**
+ * SQS refuses U+FFFE and U+FFFF in attribute values, and JSON.stringify leaves them as they are
+ * (an error message can quote them): write them as JSON escapes, which decode to the same text.
+ */
+function sqsSafe(json: string): string {
+  return json.replace(/[\ufffe\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16)}`);
 }

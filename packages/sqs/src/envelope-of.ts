@@ -1,6 +1,7 @@
 import type { Message } from '@aws-sdk/client-sqs';
 import type { Envelope } from '@once/core';
 import type { IdSource } from './options.js';
+import { BODY_ENCODING_ATTRIBUTE } from './publisher.js';
 
 /** What {@link envelopeOf} needs to know about the queue and the id. */
 export interface EnvelopeSettings {
@@ -11,7 +12,8 @@ export interface EnvelopeSettings {
 
 /**
  * Maps an SQS message to core's envelope. Headers are the message attributes (String and Number
- * values as sent, Binary ones base64). `attempt` is ApproximateReceiveCount: it rises for every
+ * values as sent, Binary ones base64). A body that once's publisher sent as base64 (attribute
+ * `once-body-encoding: base64`) is decoded back to its bytes. `attempt` is ApproximateReceiveCount: it rises for every
  * message of a receive when a consumer dies, so anything above 1 is marked redelivered and core
  * runs it one per transaction.
  */
@@ -23,6 +25,10 @@ export function envelopeOf(message: Message, settings: EnvelopeSettings): Envelo
       value.StringValue ??
       (value.BinaryValue ? Buffer.from(value.BinaryValue).toString('base64') : undefined);
   }
+  // once's publisher sends bytes SQS cannot carry as text in base64 and says so: decode them, and
+  // keep the transport detail out of the headers.
+  const base64 = headers[BODY_ENCODING_ATTRIBUTE] === 'base64';
+  if (base64) delete headers[BODY_ENCODING_ATTRIBUTE];
   const count = Number.parseInt(attrs.ApproximateReceiveCount ?? '1', 10);
   const attempt = Number.isFinite(count) && count >= 1 ? count : 1;
   const group = attrs.MessageGroupId;
@@ -40,7 +46,7 @@ export function envelopeOf(message: Message, settings: EnvelopeSettings): Envelo
   }
   return {
     id,
-    body: Buffer.from(message.Body ?? '', 'utf8'),
+    body: Buffer.from(message.Body ?? '', base64 ? 'base64' : 'utf8'),
     headers,
     key: group,
     source: {

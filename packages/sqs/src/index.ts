@@ -1,6 +1,5 @@
-export { AttemptsExhaustedError } from './attempts-exhausted.js';
 export { createSqsConsumer, SqsConsumer, type SqsConsumerHealth, type SqsConsumerState } from './consumer.js';
-export { DEAD_LETTER_ATTRIBUTES, type DeadLetterReason } from './dead-letter.js';
+export { decodeOverflowValue, encodeOverflowValue, readDeadLetter } from './dead-letter.js';
 export { type EnvelopeSettings, envelopeOf } from './envelope-of.js';
 export type { SqsEventListener, SqsEventMap, SqsEventName } from './events.js';
 export { jsonHandler } from './json-handler.js';
@@ -13,6 +12,7 @@ export {
   type SqsConsumerOptions,
 } from './options.js';
 export {
+  BODY_ENCODING_ATTRIBUTE,
   createSqsPublisher,
   type PublishMessage,
   type PublishResult,

@@ -22,7 +22,7 @@ export type IdSource = 'attribute' | 'deduplication-id' | 'sqs-message-id';
 
 /**
  * What happens to a message that ends `failed` (poison, invalid id) or `conflict` under `reject`.
- * - `{ queueUrl }`: send it there with `once-error` attributes, then delete it.
+ * - `{ queueUrl }`: send a copy there with the `once-dead-letter` record attribute, then delete it.
  * - `'redrive'`: leave it; the queue's redrive policy moves it after `maxReceiveCount` receives.
  * - `'discard'`: delete it (the inbox keeps the body of a recorded failure; an invalid-id
  *   message is not recorded anywhere, so it is lost).

@@ -10,11 +10,19 @@ import {
   type Logger,
   OnceError,
   type OutboxPublisher,
+  type OutboxPublishOptions,
   type SerializedError,
   serializeError,
   silentLogger,
 } from '@once/core';
 import { SqsErrorCode } from './queue-info.js';
+
+/**
+ * The message attribute that declares a body sent as base64 (value `base64`): bytes that SQS
+ * cannot carry as text. once's SQS consumer decodes such a body back to the same bytes and does
+ * not show the attribute among the headers; another consumer must decode it itself.
+ */
+export const BODY_ENCODING_ATTRIBUTE = 'once-body-encoding';
 
 /** One message to publish; core's `OutboxMessage` (what the relay hands over) fits. */
 export interface PublishMessage {
@@ -53,14 +61,57 @@ export interface SqsPublisherOptions {
 
 /** Publishes outbox rows to SQS; see {@link createSqsPublisher}. It is core's `OutboxPublisher`: give it to `createRelay`. */
 export interface SqsPublisher extends OutboxPublisher {
-  /** Sends every message and returns one result per message, in input order. Never throws for a message's sake. */
-  publish(messages: readonly PublishMessage[]): Promise<PublishResult[]>;
+  /**
+   * Sends every message and returns one result per message, in input order. Never throws for a
+   * message's sake. An aborted `signal` (the relay's deadline) aborts the request in flight and
+   * skips further rounds: messages not confirmed by then are reported failed (retryable).
+   */
+  publish(messages: readonly PublishMessage[], options?: OutboxPublishOptions): Promise<PublishResult[]>;
 }
 
 const BATCH_MAX = 10;
 const BATCH_BYTES = 256 * 1024;
 const MAX_ATTRIBUTES = 10;
 const SQS_TOKEN = /^[\x21-\x7e]{1,128}$/;
+/**
+ * True when SQS accepts the string as a message body: only #x9 | #xA | #xD | #x20 to #xD7FF |
+ * #xE000 to #xFFFD | #x10000 to #x10FFFF (a well-formed surrogate pair); SQS refuses the rest.
+ */
+function isSqsText(s: string): boolean {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0x20 && c < 0xd800) continue;
+    if (c === 0x9 || c === 0xa || c === 0xd) continue;
+    if (c >= 0xe000 && c <= 0xfffd) continue;
+    if (c >= 0xd800 && c <= 0xdbff) {
+      const next = s.charCodeAt(i + 1);
+      if (next >= 0xdc00 && next <= 0xdfff) {
+        i++;
+        continue;
+      }
+    }
+    return false;
+  }
+  return true;
+}
+
+/**
+ * The body as SQS text: the bytes themselves when they are UTF-8 that SQS accepts, else base64
+ * (declared by {@link BODY_ENCODING_ATTRIBUTE}). Never a lossy conversion: `toString('utf8')`
+ * would turn every invalid byte into U+FFFD without a word.
+ */
+function sqsBody(body: Buffer | string): { text: string; base64: boolean } {
+  if (typeof body === 'string') {
+    if (isSqsText(body)) return { text: body, base64: false };
+    return { text: Buffer.from(body, 'utf8').toString('base64'), base64: true };
+  }
+  const text = body.toString('utf8');
+  // Invalid UTF-8 decodes to U+FFFD: only an exact round trip proves the bytes are text.
+  if (isSqsText(text) && Buffer.from(text, 'utf8').equals(body)) {
+    return { text, base64: false };
+  }
+  return { text: body.toString('base64'), base64: true };
+}
 
 /** A valid SQS dedup/group token: the value itself when it fits, else its SHA-256 (stable, 64 hex chars). */
 export function sqsToken(value: string): string {
@@ -121,11 +172,15 @@ export function createSqsPublisher(options: SqsPublisherOptions): SqsPublisher {
         `publishing ${m.id} to FIFO queue ${url} needs a key (the MessageGroupId); pass { key } to ctx.publish`,
       );
     }
-    const headers = Object.entries(m.headers ?? {}).filter(([name]) => name !== idAttribute);
-    if (headers.length + 1 > MAX_ATTRIBUTES) {
+    const headers = Object.entries(m.headers ?? {}).filter(
+      ([name]) => name !== idAttribute && name !== BODY_ENCODING_ATTRIBUTE,
+    );
+    const { text: body, base64 } = sqsBody(m.body);
+    const count = headers.length + 1 + (base64 ? 1 : 0);
+    if (count > MAX_ATTRIBUTES) {
       return fail(
         'TOO_MANY_ATTRIBUTES',
-        `message ${m.id} has ${headers.length + 1} attributes; SQS allows ${MAX_ATTRIBUTES}`,
+        `message ${m.id} has ${count} attributes${base64 ? ` (with ${BODY_ENCODING_ATTRIBUTE}, its body being binary)` : ''}; SQS allows ${MAX_ATTRIBUTES}`,
       );
     }
     const attributes: Record<string, MessageAttributeValue> = {
@@ -133,11 +188,12 @@ export function createSqsPublisher(options: SqsPublisherOptions): SqsPublisher {
     };
     for (const [name, value] of headers)
       attributes[name] = { DataType: 'String', StringValue: String(value) };
-    const body = typeof m.body === 'string' ? m.body : m.body.toString('utf8');
+    if (base64) attributes[BODY_ENCODING_ATTRIBUTE] = { DataType: 'String', StringValue: 'base64' };
     const bytes =
       Buffer.byteLength(body) +
       headers.reduce((n, [k, v]) => n + k.length + String(v).length, 0) +
-      m.id.length;
+      m.id.length +
+      (base64 ? 40 : 0);
     return {
       index,
       url,
@@ -156,14 +212,17 @@ export function createSqsPublisher(options: SqsPublisherOptions): SqsPublisher {
     chunk: Prepared[],
     results: PublishResult[],
     messages: readonly PublishMessage[],
+    signal: AbortSignal | undefined,
   ) {
     const retry: Prepared[] = [];
     try {
+      if (signal?.aborted) throw signal.reason;
       const res = await client.send(
         new SendMessageBatchCommand({
           QueueUrl: url,
           Entries: chunk.map((p, i) => ({ ...p.entry, Id: String(i) })),
         }),
+        signal ? { abortSignal: signal } : {},
       );
       const byId = new Map(chunk.map((p, i) => [String(i), p]));
       for (const s of res.Successful ?? []) {
@@ -184,12 +243,15 @@ export function createSqsPublisher(options: SqsPublisherOptions): SqsPublisher {
       }
       retry.push(...byId.values()); // named in neither list: try again
     } catch (err) {
+      // Aborted: the request may have reached SQS all the same, so it is a failure to retry
+      // (under the same id), never a success.
+      const error = signal?.aborted ? (signal.reason ?? err) : err;
       for (const p of chunk) {
         results[p.index] = {
           id: messages[p.index]!.id,
           ok: false,
           retryable: true,
-          error: serializeError(err),
+          error: serializeError(error),
         };
       }
       retry.push(...chunk);
@@ -197,7 +259,11 @@ export function createSqsPublisher(options: SqsPublisherOptions): SqsPublisher {
     return retry;
   }
 
-  async function publish(messages: readonly PublishMessage[]): Promise<PublishResult[]> {
+  async function publish(
+    messages: readonly PublishMessage[],
+    options: OutboxPublishOptions = {},
+  ): Promise<PublishResult[]> {
+    const { signal } = options;
     const results: PublishResult[] = new Array(messages.length);
     let pending: Prepared[] = [];
     messages.forEach((m, i) => {
@@ -205,8 +271,8 @@ export function createSqsPublisher(options: SqsPublisherOptions): SqsPublisher {
       if ('entry' in p) pending.push(p);
       else results[i] = p;
     });
-    for (let round = 0; pending.length > 0 && round <= maxRetries; round++) {
-      if (round > 0) await new Promise((r) => setTimeout(r, retryDelayMs * 2 ** (round - 1)));
+    for (let round = 0; pending.length > 0 && round <= maxRetries && !signal?.aborted; round++) {
+      if (round > 0) await pause(retryDelayMs * 2 ** (round - 1), signal);
       const byUrl = new Map<string, Prepared[]>();
       for (const p of pending) {
         const list = byUrl.get(p.url);
@@ -219,7 +285,8 @@ export function createSqsPublisher(options: SqsPublisherOptions): SqsPublisher {
         calls.push(
           (async () => {
             const again: Prepared[] = [];
-            for (const chunk of chunks(list)) again.push(...(await send(url, chunk, results, messages)));
+            for (const chunk of chunks(list))
+              again.push(...(await send(url, chunk, results, messages, signal)));
             return again;
           })(),
         );
@@ -232,6 +299,19 @@ export function createSqsPublisher(options: SqsPublisherOptions): SqsPublisher {
   }
 
   return Object.freeze({ publish });
+}
+
+/** Waits `ms`, or less if `signal` is aborted first. */
+function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
 }
 
 function* chunks(list: Prepared[]): Generator<Prepared[]> {

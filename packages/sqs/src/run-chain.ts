@@ -5,12 +5,11 @@ import {
   type Outcome,
   type SerializedError,
   serializeError,
-  settleActionOf,
 } from '@once/core';
-import type { Gate } from './gate.js';
+import type { Gate } from '@once/core/adapter';
 import type { Held } from './held.js';
 import type { Limiter } from './limiter.js';
-import { retryDelayOf, type Settler } from './settler.js';
+import type { Settler } from './settler.js';
 
 /** What running a chain needs from its consumer. */
 export interface ChainContext<R> {
@@ -19,12 +18,15 @@ export interface ChainContext<R> {
   /**
    * Fresh messages run shared, a redelivered one exclusive, across the whole consumer: when a
    * redelivered message kills the process, nothing else was running, so only its own start count
-   * (noted just before it ran) has risen.
+   * (noted just before its handler ran) has risen.
    */
   gate: Gate;
   settler: Settler;
-  /** Start counts of the redelivered messages about to run, for the consumer's attempts check. */
-  starts: WeakMap<Envelope, number>;
+  /**
+   * Redelivered messages about to run alone: the consumer's handler guard counts their starts in
+   * Postgres once the inbox has claimed them, just before the user's handler runs.
+   */
+  alone: WeakSet<Envelope>;
   logger: Logger;
   /** Called once a held message needs nothing more from us. */
   forget: (e: Held) => void;
@@ -54,14 +56,15 @@ async function runEach<R>(ctx: ChainContext<R>, entries: Held[]): Promise<void> 
     const release = await ctx.limiter.acquire();
     let outcome: Outcome<R>;
     try {
-      if (alone) await noteStart(ctx, e.envelope);
+      if (alone) ctx.alone.add(e.envelope);
       outcome = await processOne(ctx, e.envelope);
     } finally {
       release();
       leave();
     }
-    if ((await ctx.settler.settle(e, outcome)) === 'retry') {
-      retryRest(ctx, entries.slice(i + 1), retryDelayOf(outcome));
+    const plan = await ctx.settler.settle(e, outcome);
+    if (plan.kind === 'retry') {
+      retryRest(ctx, entries.slice(i + 1), plan.delayMs);
       return;
     }
   }
@@ -108,35 +111,23 @@ async function runBatches<R>(ctx: ChainContext<R>, all: Held[]): Promise<void> {
       release();
       leave();
     }
-    const cause = outcomes.find((o) => settleActionOf(o) === 'retry');
-    const nothingRan = cause !== undefined && cause.status === 'retry' && !cause.ran;
     const again: Held[] = [];
     for (let k = 0; k < run.length; k++) {
       const e = run[k]!;
-      const o = outcomes[k]!;
       const delay = stopped.get(key(e));
       if (delay !== undefined) {
         retryRest(ctx, [e], delay);
-      } else if (o !== cause && !nothingRan && o.status === 'retry' && !o.ran) {
-        again.push(e); // not run only because another group's message stopped the batch
-      } else if ((await ctx.settler.settle(e, o)) === 'retry') {
-        stopped.set(key(e), retryDelayOf(o));
+        continue;
       }
+      // Not run only because another group's message stopped the batch: straight into the next.
+      if (ctx.settler.planOf(outcomes[k]!).kind === 'rerun') {
+        again.push(e);
+        continue;
+      }
+      const plan = await ctx.settler.settle(e, outcomes[k]!);
+      if (plan.kind === 'retry') stopped.set(key(e), plan.delayMs);
     }
     remaining = again;
-  }
-}
-
-/**
- * Counts this start in Postgres, committed before the message runs. Best effort: without a
- * count (the database is down, or the id is unusable) the message runs unchecked, and the inbox
- * answers for it (retry, or failed for a bad id).
- */
-async function noteStart<R>(ctx: ChainContext<R>, envelope: Envelope): Promise<void> {
-  try {
-    ctx.starts.set(envelope, await ctx.inbox.noteStart(envelope));
-  } catch (err) {
-    ctx.logger.debug('once/sqs: could not count a start', { error: serializeError(err).message });
   }
 }
 
@@ -162,7 +153,7 @@ function unprocessable<R>(ctx: ChainContext<R>, envelope: Envelope, err: unknown
   ctx.onFault(error);
   ctx.logger.error('once/sqs: cannot process messages', { error: error.message });
   const delayMs = ctx.inbox.options.retryDelayMs(Math.max(1, envelope.attempt));
-  return { status: 'retry', id: envelope.id, envelope, error, delayMs, ran: false, spent: false };
+  return { status: 'not-run', id: envelope.id, envelope, why: 'unavailable', error, delayMs };
 }
 
 /** Later messages of a group whose earlier one must be retried: back after it, in order. */

@@ -4,14 +4,8 @@ import {
   DeleteMessageBatchCommand,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
-import {
-  type Logger,
-  type Outcome,
-  type SerializedError,
-  type SettleAction,
-  serializeError,
-  settleActionOf,
-} from '@once/core';
+import { type Logger, type Outcome, serializeError } from '@once/core';
+import { type DeadLetterRecord, type SettlePlan, settlePlanOf } from '@once/core/adapter';
 import { sendToDeadLetter } from './dead-letter.js';
 import { EntryBatcher, type EntryResult } from './entry-batcher.js';
 import type { SqsEvents } from './events.js';
@@ -26,14 +20,13 @@ const MAX_VISIBILITY_S = 43_200;
 export const toSeconds = (ms: number): number =>
   Math.min(MAX_VISIBILITY_S, Math.max(0, Math.ceil(ms / 1000)));
 
-/** The delay a retry or busy outcome asks for, in ms (0 for the others). */
-export function retryDelayOf(outcome: Outcome): number {
-  return outcome.status === 'retry' || outcome.status === 'busy' ? outcome.delayMs : 0;
-}
-
 interface SettlerDeps {
   client: SQSClient;
   queueUrl: string;
+  /** The inbox's consumer name, for the dead-letter record. */
+  consumer: string;
+  /** The id attribute: first among the originals a dead-letter copy carries. */
+  idAttribute: string;
   /** See `settleLingerMs`. */
   lingerMs: number;
   logger: Logger;
@@ -73,14 +66,23 @@ export class Settler {
     );
   }
 
-  /** Maps an outcome to delete, delay, or dead-letter; resolves once a dead letter is sent. */
-  async settle(e: Held, outcome: Outcome): Promise<SettleAction> {
-    const action = settleActionOf(outcome);
+  /** Core's settle plan for an outcome. */
+  planOf(outcome: Outcome): SettlePlan {
+    return settlePlanOf(outcome, this.#d.consumer);
+  }
+
+  /**
+   * Carries out core's plan: delete, delay, or dead-letter; resolves once a dead letter is sent.
+   * A `rerun` the caller did not take back is made visible again at once.
+   */
+  async settle(e: Held, outcome: Outcome): Promise<SettlePlan> {
+    const plan = this.planOf(outcome);
     e.settling = true;
-    if (action === 'ack') this.delete(e);
-    else if (action === 'retry') this.delay(e, retryDelayOf(outcome), 'retry');
-    else await this.#deadLetter(e, outcome);
-    return action;
+    if (plan.kind === 'ack') this.delete(e);
+    else if (plan.kind === 'retry') this.delay(e, plan.delayMs, 'retry');
+    else if (plan.kind === 'rerun') this.delay(e, 0, 'retry');
+    else await this.#deadLetter(e, plan.record);
+    return plan;
   }
 
   delete(e: Held): void {
@@ -194,15 +196,8 @@ export class Settler {
     });
   }
 
-  async #deadLetter(e: Held, outcome: Outcome): Promise<void> {
-    const error: SerializedError =
-      'error' in outcome
-        ? outcome.error
-        : { name: 'ConflictError', message: 'same message id, different payload' };
-    let reason: string = outcome.status;
-    if (outcome.status === 'failed')
-      reason = error.name === 'AttemptsExhaustedError' ? 'max-attempts' : outcome.reason;
-    const id = 'id' in outcome ? outcome.id : undefined;
+  async #deadLetter(e: Held, record: DeadLetterRecord): Promise<void> {
+    const { reason, id } = record;
     const messageId = e.message.MessageId;
     const target = this.target;
     if (target === 'redrive') {
@@ -218,11 +213,7 @@ export class Settler {
       return;
     }
     try {
-      await sendToDeadLetter(this.#d.client, target, this.#d.queueUrl, e.message, {
-        status: outcome.status,
-        reason,
-        error,
-      });
+      await sendToDeadLetter(this.#d.client, target, e.message, record, this.#d.idAttribute);
     } catch (err) {
       // Not sent, so not deleted: it comes back, is `failed` again, and is sent again.
       const serialized = serializeError(err);

@@ -1,4 +1,13 @@
-import { type Handler, type Inbox, migrate } from '@once/core';
+import {
+  type Envelope,
+  type Handler,
+  type HandlerContext,
+  type IdOf,
+  type Inbox,
+  type InboxOptions,
+  migrate,
+} from '@once/core';
+import { type DeadLetterRecord, decodeDeadLetterRecord } from '@once/core/adapter';
 import type pg from 'pg';
 import {
   createLedger,
@@ -17,11 +26,23 @@ export type BrokerName = 'kafka' | 'sqs' | 'rabbitmq';
 
 /** One message to publish. */
 export interface OutMessage {
-  /** The message id, set where once's publishers set it (header, attribute, `messageId`). */
-  readonly id: string;
+  /**
+   * The message id, set where once's publishers set it (header, attribute, `messageId`).
+   * Raw bytes (a Buffer) go into the `message-id` header on Kafka and RabbitMQ (amqplib's
+   * `messageId` is a string); left out, the message carries no id at all.
+   */
+  readonly id?: string | Buffer | undefined;
   /** Kafka partition key, SQS message group, AMQP routing key. */
   readonly key: string;
-  readonly body: string;
+  /** The body; SQS bodies are text, so a Buffer is sent there as UTF-8. */
+  readonly body: string | Buffer;
+  /** More headers (Kafka), message attributes (SQS, as String) or AMQP headers. @default none */
+  readonly headers?: Readonly<Record<string, string | Buffer>> | undefined;
+  /**
+   * RabbitMQ: put the id in the `message-id` header instead of the `messageId` property (which
+   * holds at most 255 bytes). Kafka and SQS carry the id there anyway. @default false
+   */
+  readonly idInHeader?: boolean | undefined;
 }
 
 /** A fresh topic or queue (with its dead-letter destination), named uniquely for this run. */
@@ -36,6 +57,65 @@ export interface DeadLetterCopy {
   readonly reason: string | undefined;
 }
 
+/** A dead-letter copy read in full: its body and why it failed, as the broker carries it. */
+export interface DeadLetterDetail extends DeadLetterCopy {
+  /** The copy's body, byte for byte. */
+  readonly body: Buffer;
+  /** The id as raw bytes where the broker keeps bytes (Kafka and AMQP headers), else its text. */
+  readonly rawId: Buffer | undefined;
+  /** The error as the copy says it (the unified record's, else the adapter's own headers). */
+  readonly error:
+    | {
+        readonly name?: string | undefined;
+        readonly message?: string | undefined;
+        readonly code?: string | undefined;
+      }
+    | undefined;
+  /** core's `once-dead-letter` record, when the adapter attaches it. */
+  readonly record: DeadLetterRecord | undefined;
+}
+
+/**
+ * Consumer settings a scenario may change, in the suite's own words; each harness maps them to
+ * its adapter (e.g. a retry delay is core's `retryDelayMs` and, on RabbitMQ, a retry tier).
+ */
+export interface SuiteConsumerOptions {
+  /** core's `maxAttempts`. */
+  readonly maxAttempts?: number;
+  /** A constant retry delay in ms (core's `retryDelayMs`, RabbitMQ's single retry tier). */
+  readonly retryDelayMs?: number;
+  readonly idOf?: IdOf;
+  readonly fingerprintOf?: (envelope: Envelope) => Buffer | string;
+  readonly storeResult?: boolean;
+  readonly failedBodyMaxBytes?: number;
+  /** One transaction for several messages (Kafka `processing: 'batch'`, SQS and AMQP `batch`). */
+  readonly batch?: boolean;
+}
+
+/** core's inbox options for `o`, shared by the harnesses. */
+export function inboxOptionsOf(o: SuiteConsumerOptions | undefined): Partial<InboxOptions> {
+  if (!o) return {};
+  const delay = o.retryDelayMs;
+  return {
+    ...(o.maxAttempts === undefined ? {} : { maxAttempts: o.maxAttempts }),
+    ...(delay === undefined ? {} : { retryDelayMs: () => delay }),
+    ...(o.idOf === undefined ? {} : { idOf: o.idOf }),
+    ...(o.fingerprintOf === undefined ? {} : { fingerprintOf: o.fingerprintOf }),
+    ...(o.storeResult === undefined ? {} : { storeResult: o.storeResult }),
+    ...(o.failedBodyMaxBytes === undefined ? {} : { failedBodyMaxBytes: o.failedBodyMaxBytes }),
+  };
+}
+
+/** The error a dead-letter copy carries, from core's shared record (the same on every broker). */
+export function deadLetterWhy(
+  record: string | Buffer | undefined,
+): Pick<DeadLetterDetail, 'reason' | 'error' | 'record'> {
+  const r = decodeDeadLetterRecord(record);
+  return r
+    ? { reason: r.reason, error: r.error, record: r }
+    : { reason: undefined, error: {}, record: undefined };
+}
+
 /** What a scenario asks of a consumer. */
 export interface ConsumerSpec {
   /** The inbox consumer name (and, for Kafka, the group): two specs with one name compete. */
@@ -43,6 +123,8 @@ export interface ConsumerSpec {
   readonly handler: Handler;
   /** Called with the consumer's inbox before it starts, so no event is missed. @default none */
   readonly listen?: (inbox: Pick<Inbox, 'on'>) => void;
+  /** Settings other than the harness's test-friendly defaults. @default none */
+  readonly options?: SuiteConsumerOptions;
 }
 
 /** A started in-process consumer. */
@@ -78,6 +160,12 @@ export interface BrokerHarness {
   settled(dest: Destination, consumer: string): Promise<boolean>;
   /** Reads (and removes) what was dead-lettered, waiting up to `timeoutMs` for `count` copies. */
   deadLetters(dest: Destination, count: number, timeoutMs?: number): Promise<DeadLetterCopy[]>;
+  /** {@link deadLetters} with bodies and errors. */
+  deadLetterDetails(dest: Destination, count: number, timeoutMs?: number): Promise<DeadLetterDetail[]>;
+  /** The adapter's `jsonHandler`, if it exports one. */
+  readonly jsonHandler:
+    | (<T>(handler: (value: T, envelope: Envelope, ctx: HandlerContext) => Promise<unknown>) => Handler)
+    | undefined;
   /** What fixtures/consumer-child.mjs needs to run consumer `consumer` on `dest`. */
   childConfig(dest: Destination, consumer: string): ChildConfig;
   /** Stops what is still running, deletes every destination created, closes clients. */

@@ -1,4 +1,6 @@
-import { createKafkaConsumer, DeadLetterHeader, type KafkaConsumer } from '@once/kafka';
+import { DEAD_LETTER_RECORD } from '@once/core/adapter';
+import * as kafkaAdapter from '@once/kafka';
+import { createKafkaConsumer, type KafkaConsumer } from '@once/kafka';
 import { type Admin, Kafka, logLevel } from 'kafkajs';
 import { serviceUrls, uniqueName } from '../../support/index.js';
 import type {
@@ -6,10 +8,12 @@ import type {
   ConformanceDb,
   ConsumerSpec,
   DeadLetterCopy,
+  DeadLetterDetail,
   Destination,
   OutMessage,
   RunningConsumer,
 } from './harness.js';
+import { deadLetterWhy, inboxOptionsOf } from './harness.js';
 
 /** Partitions of every conformance topic: enough that two members split it and keys spread. */
 export const KAFKA_PARTITIONS = 4;
@@ -37,6 +41,7 @@ export function kafkaHarness(db: ConformanceDb): BrokerHarness {
     retry: { retries: 8, initialRetryTime: 100 },
   });
   let admin: Admin | undefined;
+  let creating: Promise<void> = Promise.resolve();
   const topics: string[] = [];
   const running = new Set<KafkaConsumer>();
   const owners = new WeakMap<RunningConsumer, KafkaConsumer>();
@@ -48,18 +53,63 @@ export function kafkaHarness(db: ConformanceDb): BrokerHarness {
     return admin;
   };
 
+  async function deadLetterDetails(
+    dest: Destination,
+    count: number,
+    timeoutMs = 30_000,
+  ): Promise<DeadLetterDetail[]> {
+    const reader = kafka.consumer({
+      groupId: uniqueName(`${dest.name}-dlq-reader`),
+      sessionTimeout: 6_000,
+      heartbeatInterval: 500,
+    });
+    const got: DeadLetterDetail[] = [];
+    const last = (v: unknown) => (Array.isArray(v) ? v.at(-1) : v) as Buffer | string | undefined;
+    const text = (v: unknown) => {
+      const l = last(v);
+      return l === undefined ? undefined : String(l);
+    };
+    await reader.connect();
+    try {
+      await reader.subscribe({ topics: [`${dest.name}.dlq`], fromBeginning: true });
+      await reader.run({
+        eachMessage: async ({ message }) => {
+          const h = message.headers ?? {};
+          const rawId = last(h['message-id']);
+          got.push({
+            id: text(h['message-id']),
+            rawId: rawId === undefined ? undefined : Buffer.from(rawId),
+            body: message.value ?? Buffer.alloc(0),
+            ...deadLetterWhy(last(h[DEAD_LETTER_RECORD])),
+          });
+        },
+      });
+      const until = Date.now() + timeoutMs;
+      while (got.length < count && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
+    } finally {
+      await reader.disconnect();
+    }
+    return got;
+  }
+
   return {
     broker: 'kafka',
     async create(prefix) {
       const topic = uniqueName(prefix);
       topics.push(topic, `${topic}.dlq`);
-      await (await connected()).createTopics({
-        waitForLeaders: true,
-        topics: [
-          { topic, numPartitions: KAFKA_PARTITIONS },
-          { topic: `${topic}.dlq`, numPartitions: 1 },
-        ],
+      // One creation at a time: concurrent createTopics calls on one admin (scenarios running
+      // concurrently) have failed with "This server does not host this topic-partition".
+      const created = creating.then(async () => {
+        await (await connected()).createTopics({
+          waitForLeaders: true,
+          topics: [
+            { topic, numPartitions: KAFKA_PARTITIONS },
+            { topic: `${topic}.dlq`, numPartitions: 1 },
+          ],
+        });
       });
+      creating = created.catch(() => {});
+      await created;
       return { name: topic };
     },
 
@@ -71,7 +121,11 @@ export function kafkaHarness(db: ConformanceDb): BrokerHarness {
         await producer.send({
           topic: dest.name,
           acks: -1,
-          messages: messages.map((m) => ({ key: m.key, value: m.body, headers: { 'message-id': m.id } })),
+          messages: messages.map((m) => ({
+            key: m.key,
+            value: m.body,
+            headers: { ...m.headers, ...(m.id === undefined ? {} : { 'message-id': m.id }) },
+          })),
         });
       } finally {
         await producer.disconnect();
@@ -88,6 +142,10 @@ export function kafkaHarness(db: ConformanceDb): BrokerHarness {
         schema: db.schema,
         handler: spec.handler,
         ...KAFKA_CONSUMER_SETTINGS,
+        ...inboxOptionsOf(spec.options),
+        ...(spec.options?.batch === undefined
+          ? {}
+          : { processing: spec.options.batch ? ('batch' as const) : ('message' as const) }),
       });
       running.add(consumer);
       spec.listen?.(consumer.inbox);
@@ -125,31 +183,13 @@ export function kafkaHarness(db: ConformanceDb): BrokerHarness {
     },
 
     async deadLetters(dest, count, timeoutMs = 30_000): Promise<DeadLetterCopy[]> {
-      const reader = kafka.consumer({
-        groupId: uniqueName(`${dest.name}-dlq-reader`),
-        sessionTimeout: 6_000,
-        heartbeatInterval: 500,
-      });
-      const got: DeadLetterCopy[] = [];
-      const text = (v: unknown) => (v === undefined ? undefined : String(Array.isArray(v) ? v.at(-1) : v));
-      await reader.connect();
-      try {
-        await reader.subscribe({ topics: [`${dest.name}.dlq`], fromBeginning: true });
-        await reader.run({
-          eachMessage: async ({ message }) => {
-            got.push({
-              id: text(message.headers?.['message-id']),
-              reason: text(message.headers?.[DeadLetterHeader.Reason]),
-            });
-          },
-        });
-        const until = Date.now() + timeoutMs;
-        while (got.length < count && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
-      } finally {
-        await reader.disconnect();
-      }
-      return got;
+      return (await deadLetterDetails(dest, count, timeoutMs)).map(({ id, reason }) => ({ id, reason }));
     },
+
+    deadLetterDetails,
+
+    // Looked up by name: the corpus picks it up once @once/kafka exports one.
+    jsonHandler: (kafkaAdapter as Record<string, unknown>).jsonHandler as BrokerHarness['jsonHandler'],
 
     childConfig(dest, consumer) {
       return {

@@ -1,7 +1,17 @@
-import { createRabbitConsumer, type RabbitConsumer } from '@once/rabbitmq';
+import { DEAD_LETTER_RECORD } from '@once/core/adapter';
+import { createRabbitConsumer, jsonHandler, type RabbitConsumer } from '@once/rabbitmq';
 import amqp, { type ChannelModel, type ConfirmChannel } from 'amqplib';
 import { serviceUrls, uniqueName } from '../../support/index.js';
-import type { BrokerHarness, ConformanceDb, ConsumerSpec, DeadLetterCopy, Destination } from './harness.js';
+import {
+  type BrokerHarness,
+  type ConformanceDb,
+  type ConsumerSpec,
+  type DeadLetterCopy,
+  type DeadLetterDetail,
+  type Destination,
+  deadLetterWhy,
+  inboxOptionsOf,
+} from './harness.js';
 
 /** Settings shared with fixtures/consumer-child.mjs: quorum queues, the adapter's recommended type. */
 export const RABBIT_CONSUMER_SETTINGS = Object.freeze({
@@ -23,6 +33,8 @@ export function rabbitmqHarness(db: ConformanceDb): BrokerHarness {
   let ch: ConfirmChannel | undefined;
   const queues: string[] = [];
   const running = new Map<RabbitConsumer, string>();
+  // Retry tiers each consumer of a queue declared, so close() deletes their queues too.
+  const tiers = new Map<string, number[]>();
   const channel = async (): Promise<ConfirmChannel> => {
     if (!ch) {
       conn = await amqp.connect(url, { clientProperties: { connection_name: uniqueName('conformance') } });
@@ -46,6 +58,39 @@ export function rabbitmqHarness(db: ConformanceDb): BrokerHarness {
     }
   };
 
+  async function deadLetterDetails(
+    dest: Destination,
+    count: number,
+    timeoutMs = 30_000,
+  ): Promise<DeadLetterDetail[]> {
+    const c = await channel();
+    const got: DeadLetterDetail[] = [];
+    const until = Date.now() + timeoutMs;
+    const text = (v: unknown) => (v === undefined || v === null ? undefined : String(v));
+    while (got.length < count && Date.now() < until) {
+      const m = await c.get(`${dest.name}.dead`, { noAck: true });
+      if (!m) {
+        await new Promise((r) => setTimeout(r, 100));
+        continue;
+      }
+      const h = (m.properties.headers ?? {}) as Record<string, unknown>;
+      const headerId = h['message-id'] as Buffer | string | undefined;
+      const id = m.properties.messageId ?? (headerId === undefined ? undefined : String(headerId));
+      got.push({
+        id,
+        rawId:
+          m.properties.messageId !== undefined
+            ? Buffer.from(m.properties.messageId)
+            : headerId === undefined
+              ? undefined
+              : Buffer.from(headerId),
+        body: m.content,
+        ...deadLetterWhy(h[DEAD_LETTER_RECORD] as Buffer | string | undefined),
+      });
+    }
+    return got;
+  }
+
   return {
     broker: 'rabbitmq',
     async create(prefix) {
@@ -61,8 +106,12 @@ export function rabbitmqHarness(db: ConformanceDb): BrokerHarness {
     async publish(dest, messages) {
       const c = await channel();
       for (const m of messages) {
+        // amqplib's messageId is a string of at most 255 bytes: bytes and long ids go in a header.
+        const inHeader = m.id !== undefined && (m.idInHeader === true || Buffer.isBuffer(m.id));
+        const headers = { ...m.headers, ...(inHeader ? { 'message-id': m.id } : {}) };
         const ok = c.publish(exchangeOf(dest), m.key, Buffer.from(m.body), {
-          messageId: m.id,
+          ...(m.id === undefined || inHeader ? {} : { messageId: m.id }),
+          ...(Object.keys(headers).length > 0 ? { headers } : {}),
           persistent: true,
         });
         if (!ok) await new Promise((r) => c.once('drain', r));
@@ -79,7 +128,11 @@ export function rabbitmqHarness(db: ConformanceDb): BrokerHarness {
         consumer: spec.consumer,
         handler: spec.handler,
         ...RABBIT_CONSUMER_SETTINGS,
+        ...inboxOptionsOf(spec.options),
+        ...(spec.options?.retryDelayMs === undefined ? {} : { retryTiersMs: [spec.options.retryDelayMs] }),
+        ...(spec.options?.batch === undefined ? {} : { batch: spec.options.batch }),
       });
+      tiers.set(dest.name, [...(tiers.get(dest.name) ?? []), spec.options?.retryDelayMs ?? 0]);
       running.set(consumer, dest.name);
       spec.listen?.(consumer.inbox);
       await consumer.start();
@@ -106,20 +159,11 @@ export function rabbitmqHarness(db: ConformanceDb): BrokerHarness {
     },
 
     async deadLetters(dest, count, timeoutMs = 30_000): Promise<DeadLetterCopy[]> {
-      const c = await channel();
-      const got: DeadLetterCopy[] = [];
-      const until = Date.now() + timeoutMs;
-      while (got.length < count && Date.now() < until) {
-        const m = await c.get(`${dest.name}.dead`, { noAck: true });
-        if (!m) {
-          await new Promise((r) => setTimeout(r, 100));
-          continue;
-        }
-        const reason = m.properties.headers?.['x-once-reason'];
-        got.push({ id: m.properties.messageId, reason: reason === undefined ? undefined : String(reason) });
-      }
-      return got;
+      return (await deadLetterDetails(dest, count, timeoutMs)).map(({ id, reason }) => ({ id, reason }));
     },
+
+    deadLetterDetails,
+    jsonHandler,
 
     childConfig(dest) {
       return { broker: 'rabbitmq', queue: dest.name, ...RABBIT_CONSUMER_SETTINGS };
@@ -134,7 +178,7 @@ export function rabbitmqHarness(db: ConformanceDb): BrokerHarness {
           q,
           `${q}.quarantine`,
           `${q}.dead`,
-          ...[1000, 10000, 60000].map((t) => `${q}.retry.${t}ms`),
+          ...[1000, 10000, 60000, ...(tiers.get(q) ?? [])].map((t) => `${q}.retry.${t}ms`),
         ]) {
           await ch.deleteQueue(name).catch(() => {});
         }

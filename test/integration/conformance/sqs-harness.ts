@@ -8,9 +8,20 @@ import {
   SendMessageBatchCommand,
   SQSClient,
 } from '@aws-sdk/client-sqs';
-import { createSqsConsumer, type SqsConsumer } from '@once/sqs';
+import { DEAD_LETTER_RECORD } from '@once/core/adapter';
+import { createSqsConsumer, jsonHandler, type SqsConsumer } from '@once/sqs';
 import { serviceUrls, uniqueName } from '../../support/index.js';
-import type { BrokerHarness, ConformanceDb, ConsumerSpec, DeadLetterCopy, Destination } from './harness.js';
+import {
+  type BrokerHarness,
+  type ConformanceDb,
+  type ConsumerSpec,
+  type DeadLetterCopy,
+  type DeadLetterDetail,
+  type Destination,
+  deadLetterWhy,
+  inboxOptionsOf,
+  type OutMessage,
+} from './harness.js';
 
 /**
  * Settings shared with fixtures/consumer-child.mjs: short long-polls so stop() is quick, and a
@@ -41,6 +52,45 @@ export function sqsHarness(db: ConformanceDb): BrokerHarness {
     return res.QueueUrl!;
   };
 
+  async function deadLetterDetails(
+    dest: Destination,
+    count: number,
+    timeoutMs = 30_000,
+  ): Promise<DeadLetterDetail[]> {
+    const got: DeadLetterDetail[] = [];
+    const until = Date.now() + timeoutMs;
+    while (got.length < count && Date.now() < until) {
+      const res = await client.send(
+        new ReceiveMessageCommand({
+          QueueUrl: queueOf(dest).dlqUrl,
+          MaxNumberOfMessages: 10,
+          WaitTimeSeconds: 1,
+          MessageAttributeNames: ['All'],
+        }),
+      );
+      const messages = res.Messages ?? [];
+      for (const m of messages) {
+        const a = m.MessageAttributes ?? {};
+        const id = a['message-id']?.StringValue;
+        got.push({
+          id,
+          rawId: id === undefined ? undefined : Buffer.from(id),
+          body: Buffer.from(m.Body ?? ''),
+          ...deadLetterWhy(a[DEAD_LETTER_RECORD]?.StringValue),
+        });
+      }
+      if (messages.length > 0) {
+        await client.send(
+          new DeleteMessageBatchCommand({
+            QueueUrl: queueOf(dest).dlqUrl,
+            Entries: messages.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle! })),
+          }),
+        );
+      }
+    }
+    return got;
+  }
+
   return {
     broker: 'sqs',
     async create(prefix) {
@@ -59,10 +109,10 @@ export function sqsHarness(db: ConformanceDb): BrokerHarness {
             QueueUrl: queueOf(dest).url,
             Entries: messages.slice(i, i + 10).map((m, k) => ({
               Id: String(k),
-              MessageBody: m.body,
+              MessageBody: m.body.toString(),
               MessageGroupId: m.key,
               MessageDeduplicationId: randomUUID(),
-              MessageAttributes: { 'message-id': { DataType: 'String', StringValue: m.id } },
+              MessageAttributes: attributesOf(m),
             })),
           }),
         );
@@ -80,6 +130,8 @@ export function sqsHarness(db: ConformanceDb): BrokerHarness {
         consumer: spec.consumer,
         handler: spec.handler,
         ...SQS_CONSUMER_SETTINGS,
+        ...inboxOptionsOf(spec.options),
+        ...(spec.options?.batch === undefined ? {} : { batch: spec.options.batch }),
       });
       running.add(consumer);
       spec.listen?.(consumer.inbox);
@@ -109,35 +161,11 @@ export function sqsHarness(db: ConformanceDb): BrokerHarness {
     },
 
     async deadLetters(dest, count, timeoutMs = 30_000): Promise<DeadLetterCopy[]> {
-      const got: DeadLetterCopy[] = [];
-      const until = Date.now() + timeoutMs;
-      while (got.length < count && Date.now() < until) {
-        const res = await client.send(
-          new ReceiveMessageCommand({
-            QueueUrl: queueOf(dest).dlqUrl,
-            MaxNumberOfMessages: 10,
-            WaitTimeSeconds: 1,
-            MessageAttributeNames: ['All'],
-          }),
-        );
-        const messages = res.Messages ?? [];
-        for (const m of messages) {
-          const error = JSON.parse(m.MessageAttributes?.['once-error']?.StringValue ?? '{}') as {
-            reason?: string;
-          };
-          got.push({ id: m.MessageAttributes?.['message-id']?.StringValue, reason: error.reason });
-        }
-        if (messages.length > 0) {
-          await client.send(
-            new DeleteMessageBatchCommand({
-              QueueUrl: queueOf(dest).dlqUrl,
-              Entries: messages.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle! })),
-            }),
-          );
-        }
-      }
-      return got;
+      return (await deadLetterDetails(dest, count, timeoutMs)).map(({ id, reason }) => ({ id, reason }));
     },
+
+    deadLetterDetails,
+    jsonHandler,
 
     childConfig(dest) {
       return {
@@ -155,4 +183,16 @@ export function sqsHarness(db: ConformanceDb): BrokerHarness {
       client.destroy();
     },
   };
+}
+
+/** The id and headers as String message attributes: SQS attributes are text. */
+function attributesOf(m: OutMessage): Record<string, { DataType: 'String'; StringValue: string }> {
+  const out: Record<string, { DataType: 'String'; StringValue: string }> = {};
+  const text = (name: string, v: string | Buffer) => {
+    if (Buffer.isBuffer(v)) throw new Error(`sqs harness: attribute ${name} must be text, got bytes`);
+    out[name] = { DataType: 'String', StringValue: v };
+  };
+  for (const [name, v] of Object.entries(m.headers ?? {})) text(name, v);
+  if (m.id !== undefined) text('message-id', m.id);
+  return out;
 }

@@ -1,4 +1,5 @@
 import { writeFile } from 'node:fs/promises';
+import { fromJsonb, toJsonb } from '@once/core/adapter';
 import { CliError } from '../cli-error.js';
 import { type Database, requireSchema } from '../database.js';
 import { ExitCode } from '../exit-codes.js';
@@ -49,7 +50,7 @@ export async function failedListCommand(db: Database, options: FailedListOptions
       consumer: r.consumer,
       messageId: r.message_id,
       attempts: r.attempts,
-      error: r.error,
+      error: fromJsonb(r.error),
       failedAt: r.created_at,
       expiresAt: r.expires_at,
       bodyBytes: r.body_bytes,
@@ -65,7 +66,7 @@ export async function failedListCommand(db: Database, options: FailedListOptions
       String(r.attempts),
       formatTime(r.created_at),
       r.body_bytes === null ? '-' : `${formatBytes(r.body_bytes)}${r.body_truncated ? ' (cut)' : ''}`,
-      errorLine(r.error),
+      errorLine(fromJsonb(r.error)),
     ]),
   );
   const more =
@@ -156,13 +157,19 @@ export async function failedRetryCommand(
     body = row.body;
     truncated = row.body_truncated;
     if (options.republish) {
-      const plan = republishPlan(consumer, id, row, options);
+      // Stored through core's jsonb codec (a header may hold a NUL): decode before use.
+      const plan = republishPlan(
+        consumer,
+        id,
+        { ...row, origin: fromJsonb<Origin | null>(row.origin) },
+        options,
+      );
       const rowId = (
         await client.query<{ row_id: string }>(db.sql.republish, [
           plan.destination,
           plan.key ?? null,
           plan.body,
-          JSON.stringify(plan.headers),
+          toJsonb(plan.headers),
           id,
         ])
       ).rows[0]!.row_id;

@@ -1,3 +1,4 @@
+import { fromJsonb } from '@once/core/adapter';
 import type { Database } from '../database.js';
 import { requireSchema } from '../database.js';
 import { formatBytes, formatTable, formatTime, hex, oneLine, previewBody } from '../format.js';
@@ -22,7 +23,14 @@ export async function inspectCommand(
   options: InspectOptions,
 ): Promise<Report> {
   await requireSchema(db);
-  const row = await findInboxRow(db, consumer, id);
+  const stored = await findInboxRow(db, consumer, id);
+  // jsonb columns are written through core's codec (NUL and lone surrogates tagged): decode them.
+  const row: InboxRow = {
+    ...stored,
+    result: fromJsonb(stored.result),
+    error: fromJsonb(stored.error),
+    origin: fromJsonb(stored.origin ?? null),
+  };
   const steps = await readSteps(db, consumer, id);
   const discarded = row.status === 'done' && row.error !== null;
   const preview = row.body ? previewBody(row.body, options.bodyBytes) : null;

@@ -1,8 +1,19 @@
 import { createHash } from 'node:crypto';
+import { PermanentError } from '../errors.js';
 import { LeaseErrorCode, stepError } from './lease-errors.js';
 
 /** Longest step name, in characters. */
 export const MAX_STEP_NAME_LENGTH = 200;
+
+/**
+ * Largest encoded size of a step's key, in UTF-8 bytes: consumer, message id and step name
+ * together. They are the primary key of the steps table, and a PostgreSQL btree entry holds at
+ * most 2,704 bytes (8 kB pages) with its header, three length words and alignment (at most 33
+ * bytes more). Each part alone is within its limit in characters; with multi-byte characters the
+ * three together can still pass the index's, and the step's record would then fail after its
+ * effect ran, on every attempt.
+ */
+export const MAX_STEP_KEY_BYTES = 2_600;
 
 // The UUID namespace of once's idempotency keys (a random v4 UUID, fixed forever: changing it
 // would change every key and let the far end run effects a second time).
@@ -17,6 +28,27 @@ export function checkStepName(name: unknown): string {
     );
   }
   return name;
+}
+
+/**
+ * Refuses a step whose key (consumer, id, step name) is too large to record, before its effect
+ * runs: a PermanentError naming the sizes and the limit, so the message is recorded failed.
+ */
+export function checkStepKey(consumer: string, id: string, step: string): void {
+  const parts = [consumer, id, step].map((p) => Buffer.byteLength(p, 'utf8'));
+  const total = parts[0]! + parts[1]! + parts[2]!;
+  if (total <= MAX_STEP_KEY_BYTES) return;
+  throw new PermanentError(
+    `step '${clip(step)}' of ${clip(consumer)}/${clip(id)} cannot be recorded: its key is ${total} bytes in UTF-8 ` +
+      `(consumer ${parts[0]}, message id ${parts[1]}, step name ${parts[2]}) and the steps table's index holds at ` +
+      `most ${MAX_STEP_KEY_BYTES}; the step did not run. Use a shorter step name (e.g. a hash of its long part)`,
+  );
+}
+
+/** The start of a long name, for messages (whole code points: no half of a surrogate pair). */
+function clip(s: string): string {
+  const points = Array.from(s);
+  return points.length > 40 ? `${points.slice(0, 40).join('')}…` : s;
 }
 
 /**

@@ -8,9 +8,10 @@ import type { ResolvedInboxOptions } from '../options.js';
 import type { FailReason, Outcome } from '../outcome.js';
 import { Outcomes } from '../outcomes.js';
 import { DeadlineError } from '../run-handler.js';
+import { fromJsonb, toJsonb } from '../sql/jsonb.js';
 import { type LeaseSql, leaseSql } from '../sql/lease.js';
 import { classifyDbError } from '../sqlstate.js';
-import { idempotencyKey } from './idempotency-key.js';
+import { verdictOf } from '../verdict.js';
 import { LeaseClock } from './lease-clock.js';
 import { isLeaseLost, isPermanentLeaseError, leaseLost } from './lease-errors.js';
 import { LeaseTx } from './lease-tx.js';
@@ -126,7 +127,8 @@ export class LeaseProcessor<R = unknown> {
     steps = new Steps({
       store: this.#store(claim, clock),
       recorded,
-      keyOf: (step) => idempotencyKey(o.consumer, item.id, step),
+      consumer: o.consumer,
+      id: item.id,
       signal: abort.signal,
     });
     clock.start(claim.sentAt);
@@ -215,7 +217,7 @@ export class LeaseProcessor<R = unknown> {
     try {
       conn = await Connection.open(o.pool);
     } catch (err) {
-      return this.#out.retry(item.envelope, item.id, err, false, false);
+      return this.#out.unavailable(item.envelope, item.id, err);
     }
     try {
       await conn.client.query(this.#claimBegin);
@@ -236,7 +238,7 @@ export class LeaseProcessor<R = unknown> {
         conn.release();
         return row
           ? this.#fromRow(item, row)
-          : this.#out.retry(item.envelope, item.id, new Error('claim vanished'), false, false);
+          : this.#out.retry(item.envelope, item.id, new Error('claim vanished'), false);
       }
       const rows = (
         await conn.client.query<{ step: string; json: string | null }>(this.#sql.readSteps, [
@@ -246,7 +248,9 @@ export class LeaseProcessor<R = unknown> {
       ).rows;
       await conn.client.query('COMMIT');
       conn.release();
-      const recorded = new Map(rows.map((r) => [r.step, r.json === null ? undefined : JSON.parse(r.json)]));
+      const recorded = new Map(
+        rows.map((r) => [r.step, r.json === null ? undefined : fromJsonb(JSON.parse(r.json))]),
+      );
       if (claimed.rows[0]?.took_over) {
         this.#events.emit('lease:takeover', {
           consumer: o.consumer,
@@ -259,7 +263,8 @@ export class LeaseProcessor<R = unknown> {
     } catch (err) {
       await rollback(conn, err);
       if (classifyDbError(err) === 'busy') return this.#out.busy(item.envelope, item.id, o.busyDelayMs);
-      return this.#out.retry(item.envelope, item.id, err, false, false);
+      // The handler never started: whatever failed here is not the message's doing.
+      return this.#out.unavailable(item.envelope, item.id, err);
     }
   }
 
@@ -285,7 +290,7 @@ export class LeaseProcessor<R = unknown> {
       status: 'duplicate',
       id: item.id,
       envelope: item.envelope,
-      result: (row.result ?? undefined) as R | undefined,
+      result: fromJsonb<R | undefined>(row.result ?? undefined),
     };
   }
 
@@ -296,6 +301,7 @@ export class LeaseProcessor<R = unknown> {
     conn: Connection | undefined,
   ): Promise<Outcome<R>> {
     const o = this.#o;
+    // run.json is already in the storage form (toJsonb, in run-handler.ts).
     const params = [o.consumer, c.item.id, c.owner, run.json, o.retentionMs];
     if (conn) {
       try {
@@ -335,34 +341,23 @@ export class LeaseProcessor<R = unknown> {
       await this.#release(c);
       return this.#out.busy(envelope, id, o.busyDelayMs);
     }
+    const verdict = verdictOf(error, 'handler', {
+      attempt: c.attempt,
+      maxAttempts: o.maxAttempts,
+      classify: (e) => (isPermanentLeaseError(e) ? 'permanent' : this.#out.classify(e)),
+      isolation: o.isolation,
+    });
+    if (verdict.kind === 'fail') return this.#recordFailed(c, verdict.reason, error);
     if (error instanceof DeadlineError) {
       // The abandoned handler may still be inside a step: keep the lease until it runs out, so a
       // step that completes late can still record its result (fenced) and no other worker runs
-      // the same step meanwhile.
-      if (c.attempt < o.maxAttempts) {
-        const r = this.#out.retry(envelope, id, error, true, true);
-        // The lease runs out at most leaseMs from now; a redelivery before that only meets `busy`.
-        return r.status === 'retry' ? { ...r, delayMs: Math.max(r.delayMs, o.leaseMs) } : r;
-      }
-      return this.#recordFailed(c, 'max-attempts', error);
+      // the same step meanwhile. A redelivery before then would only meet `busy`.
+      const r = this.#out.retry(envelope, id, error, true);
+      return { ...r, delayMs: Math.max(r.delayMs, o.leaseMs) };
     }
-    const db = classifyDbError(error);
-    let reason: FailReason | undefined;
-    if (db === 'other') {
-      if (
-        PermanentError.is(error) ||
-        isPermanentLeaseError(error) ||
-        this.#out.classify(error) === 'permanent'
-      ) {
-        reason = 'permanent';
-      } else if (c.attempt >= o.maxAttempts) {
-        reason = 'max-attempts';
-      }
-    }
-    if (reason) return this.#recordFailed(c, reason, error);
     await this.#release(c);
-    // A database fault is not the message's: it spends no attempt (the claim count still rises).
-    return this.#out.retry(envelope, id, error, true, db === 'other');
+    // A fault of the environment is not the message's: it spends no attempt (the claim count still rises).
+    return this.#out.retry(envelope, id, error, verdict.kind === 'retry' && verdict.spent);
   }
 
   async #recordFailed(c: Claimed, reason: FailReason, error: unknown): Promise<Outcome<R>> {
@@ -374,16 +369,16 @@ export class LeaseProcessor<R = unknown> {
         o.consumer,
         id,
         c.owner,
-        JSON.stringify({ ...this.#out.serialize(error), reason }),
+        toJsonb({ ...this.#out.serialize(error), reason }),
         body,
         envelope.body.length > o.failedBodyMaxBytes,
         o.retentionMs,
-        originOf(envelope),
+        toJsonb(JSON.parse(originOf(envelope))),
       ]);
       if (res.rowCount === 0) return this.#out.busy(envelope, id, o.busyDelayMs);
     } catch (err) {
       // Not recorded: the database's fault, not the message's.
-      return this.#out.retry(envelope, id, err, true, false);
+      return this.#out.retry(envelope, id, err, false);
     }
     return this.#out.failed(envelope, id, reason, error);
   }

@@ -1,4 +1,5 @@
-import { checkStepName } from './idempotency-key.js';
+import { fromJsonb, toJsonb } from '../sql/jsonb.js';
+import { checkStepKey, checkStepName, idempotencyKey } from './idempotency-key.js';
 import { LeaseErrorCode, stepError } from './lease-errors.js';
 
 /** What a step's function receives. */
@@ -16,16 +17,21 @@ export type StepFn<T> = (info: StepInfo) => Promise<T> | T;
 export interface StepStore {
   /** Renews the lease before a step's function runs; throws LEASE_LOST if it was taken over. */
   renew(): Promise<void>;
-  /** Records a step's JSON result (`null` for undefined); throws LEASE_LOST if the lease was taken over. */
+  /**
+   * Records a step's result as jsonb text from `toJsonb` (`null` for undefined); throws LEASE_LOST
+   * if the lease was taken over.
+   */
   record(step: string, seq: number, json: string | null): Promise<void>;
 }
 
 /** What {@link Steps} needs besides the store. */
 export interface StepsSpec {
   store: StepStore;
-  /** Results recorded by earlier attempts, by step name (`undefined` for a step that returned nothing). */
+  /** Results recorded by earlier attempts, decoded, by step name (`undefined` for a step that returned nothing). */
   recorded: ReadonlyMap<string, unknown>;
-  keyOf: (step: string) => string;
+  /** The consumer and message id the steps belong to (their key and idempotency keys). */
+  consumer: string;
+  id: string;
   signal: AbortSignal;
 }
 
@@ -33,7 +39,8 @@ export interface StepsSpec {
  * The `ctx.step` of one handler run. A step's function runs only if no earlier attempt recorded
  * the step, and its result is recorded before `step` returns, so before the next step can start.
  * Steps run one at a time; a name is used once per run. The value returned is always the JSON
- * form of the result (what a later attempt would read back), so every attempt sees the same.
+ * form of the result (what a later attempt would read back), so every attempt sees the same;
+ * strings jsonb cannot hold (NUL, lone surrogates) are stored tagged and come back exact.
  */
 export class Steps {
   readonly #spec: StepsSpec;
@@ -72,25 +79,34 @@ export class Steps {
     const seq = this.#used.size;
     const { recorded, store } = this.#spec;
     if (recorded.has(name)) return recorded.get(name) as T;
+    const { consumer, id } = this.#spec;
+    // Before the effect: a key too large for the steps table's index could never be recorded.
+    checkStepKey(consumer, id, name);
     this.#running = name;
     try {
       await store.renew();
-      const value = await fn({ idempotencyKey: this.#spec.keyOf(name), signal: this.#spec.signal });
+      const value = await fn({
+        idempotencyKey: idempotencyKey(consumer, id, name),
+        signal: this.#spec.signal,
+      });
       const json = toJson(name, value);
       await store.record(name, seq, json);
-      return (json === null ? undefined : JSON.parse(json)) as T;
+      return (json === null ? undefined : fromJsonb(JSON.parse(json))) as T;
     } finally {
       this.#running = undefined;
     }
   }
 }
 
-/** The JSON text of a step result, `null` for undefined; a typed error for what JSON cannot hold. */
+/**
+ * The jsonb text of a step result (`toJsonb`: lossless for strings jsonb cannot hold), `null` for
+ * undefined; a typed error for what JSON cannot hold.
+ */
 export function toJson(step: string, value: unknown): string | null {
   if (value === undefined) return null;
-  let json: string | undefined;
+  let json: string | null;
   try {
-    json = JSON.stringify(value);
+    json = toJsonb(value);
   } catch (err) {
     throw stepError(
       LeaseErrorCode.StepResultNotSerializable,
@@ -98,7 +114,7 @@ export function toJson(step: string, value: unknown): string | null {
       err,
     );
   }
-  if (json === undefined) {
+  if (json === null) {
     throw stepError(
       LeaseErrorCode.StepResultNotSerializable,
       `the result of step '${step}' is a ${typeof value}, which JSON cannot hold: return plain data`,

@@ -1,10 +1,13 @@
 import type { IsolationLevel } from '../options.js';
-import { quoteLiteral } from './literal.js';
+import { byteaLiteral, quoteLiteral } from './literal.js';
 
 /**
  * Statements of offset fencing, built once per schema (validated and quoted, like inboxSql).
  * A fence row holds the next offset to process per (consumer, stream, partition); a message
- * below it is a duplicate. Values go as parameters, except in `beginAndFence` (see literal.ts).
+ * below it is a duplicate. Every move of the fence also records the id and fingerprint of the
+ * message it moved past (`last_id`, `last_fingerprint`: the message at next_offset - 1), so an
+ * adapter can check the log still holds it (see readFence). Values go as parameters, except in
+ * `beginAndFence` (see literal.ts).
  */
 export function fenceSql(schema: string) {
   const fences = `${schema}.fences`;
@@ -18,8 +21,15 @@ export function fenceSql(schema: string) {
      */
     beginAndFence: (isolation: IsolationLevel, lockTimeoutMs: number) => {
       const begin = `BEGIN ISOLATION LEVEL ${isolation.toUpperCase()}; SET LOCAL synchronous_commit = on; SET LOCAL lock_timeout = ${Math.floor(lockTimeoutMs)}`;
-      return (consumer: string, stream: string, partition: number, offset: bigint): string =>
-        `${begin}; INSERT INTO ${fences} AS f (consumer, stream, partition, next_offset) VALUES (${quoteLiteral(consumer)}, ${quoteLiteral(stream)}, ${Math.floor(partition)}, ${(offset + 1n).toString()}) ON CONFLICT (consumer, stream, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset WHERE f.next_offset <= ${offset.toString()}`;
+      return (
+        consumer: string,
+        stream: string,
+        partition: number,
+        offset: bigint,
+        id: string,
+        fp: Buffer,
+      ): string =>
+        `${begin}; INSERT INTO ${fences} AS f (consumer, stream, partition, next_offset, last_id, last_fingerprint) VALUES (${quoteLiteral(consumer)}, ${quoteLiteral(stream)}, ${Math.floor(partition)}, ${(offset + 1n).toString()}, ${quoteLiteral(id)}, ${byteaLiteral(fp)}) ON CONFLICT (consumer, stream, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, last_id = EXCLUDED.last_id, last_fingerprint = EXCLUDED.last_fingerprint WHERE f.next_offset <= ${offset.toString()}`;
     },
     /**
      * A fenced batch: BEGIN with its settings and a lock on the partition's fence row, in one
@@ -32,8 +42,11 @@ export function fenceSql(schema: string) {
       return (consumer: string, stream: string, partition: number, firstOffset: bigint): string =>
         `${begin}; INSERT INTO ${fences} AS f (consumer, stream, partition, next_offset) VALUES (${quoteLiteral(consumer)}, ${quoteLiteral(stream)}, ${Math.floor(partition)}, ${firstOffset.toString()}) ON CONFLICT (consumer, stream, partition) DO UPDATE SET next_offset = f.next_offset RETURNING next_offset::text AS next_offset`;
     },
-    /** Moves a fence the batch holds locked past its last message. $1 consumer, $2 stream, $3 partition, $4 next offset (text). */
-    advance: `UPDATE ${fences} SET next_offset = $4::bigint
+    /**
+     * Moves a fence the batch holds locked past its last message. $1 consumer, $2 stream,
+     * $3 partition, $4 next offset (text), $5 the last message's id, $6 its fingerprint.
+     */
+    advance: `UPDATE ${fences} SET next_offset = $4::bigint, last_id = $5, last_fingerprint = $6
       WHERE consumer = $1 AND stream = $2 AND partition = $3 AND next_offset < $4::bigint`,
     /**
      * A permanent failure on the fenced path: moves the fence past the message and records the
@@ -43,17 +56,22 @@ export function fenceSql(schema: string) {
      * $8 attempts, $9 stream, $10 partition, $11 offset (text).
      */
     recordFailed: `WITH f AS (
-        INSERT INTO ${fences} AS f (consumer, stream, partition, next_offset)
-        VALUES ($1, $9, $10, $11::bigint + 1)
-        ON CONFLICT (consumer, stream, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset
+        INSERT INTO ${fences} AS f (consumer, stream, partition, next_offset, last_id, last_fingerprint)
+        VALUES ($1, $9, $10, $11::bigint + 1, $2, $3)
+        ON CONFLICT (consumer, stream, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset,
+          last_id = EXCLUDED.last_id, last_fingerprint = EXCLUDED.last_fingerprint
         WHERE f.next_offset <= $11::bigint RETURNING 1)
       INSERT INTO ${inbox}
         (consumer, message_id, fingerprint, status, expires_at, error, body, body_truncated, attempts, origin)
       SELECT $1, $2, $3, 'failed', now() + $4 * interval '1 millisecond', $5::jsonb, $6, $7, $8, $12::jsonb
       WHERE EXISTS (SELECT 1 FROM f)
       ON CONFLICT DO NOTHING RETURNING message_id`,
-    /** $1 consumer, $2 stream, $3 partition. The next offset to process, as text. */
-    read: `SELECT next_offset::text AS next_offset FROM ${fences} WHERE consumer = $1 AND stream = $2 AND partition = $3`,
+    /**
+     * $1 consumer, $2 stream, $3 partition. The next offset to process (text) and the id and
+     * fingerprint of the message before it (NULL on rows from before schema version 7).
+     */
+    read: `SELECT next_offset::text AS next_offset, last_id, last_fingerprint FROM ${fences}
+      WHERE consumer = $1 AND stream = $2 AND partition = $3`,
   });
 }
 

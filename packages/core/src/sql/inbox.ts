@@ -2,6 +2,15 @@ import type { IsolationLevel } from '../options.js';
 import { byteaLiteral, quoteLiteral } from './literal.js';
 
 /**
+ * A one-row source that turns synchronous_commit on for the statement's own transaction. An
+ * autocommit statement is a transaction of its own, and `set_config(..., true)` lasts until it
+ * ends, COMMIT included: so a single round trip commits flushed, whatever the session's or the
+ * server's default. Used by every autocommit write the broker is settled on (failed records,
+ * start counts): an unflushed commit lost in a crash would let a settled message vanish.
+ */
+export const PIN_SYNC_COMMIT = "(SELECT set_config('synchronous_commit', 'on', true)) AS pin";
+
+/**
  * Every statement core runs against the inbox, built once per schema. The schema is the only
  * identifier spliced in, and it has been validated and quoted by `quoteIdentifier`; all values
  * go as parameters, except in `beginAndClaim` (see literal.ts). Numbers come from validated options.
@@ -39,11 +48,16 @@ export function inboxSql(schema: string) {
     storeResult: `UPDATE ${inbox} SET result = $3::jsonb WHERE consumer = $1 AND message_id = $2`,
     storeResults: `UPDATE ${inbox} AS i SET result = t.r FROM unnest($2::text[], $3::jsonb[]) AS t(m, r)
       WHERE i.consumer = $1 AND i.message_id = t.m`,
-    /** $1 consumer, $2 id, $3 fingerprint, $4 retention ms, $5 error, $6 body, $7 truncated, $8 attempts, $9 origin. */
+    /**
+     * $1 consumer, $2 id, $3 fingerprint, $4 retention ms, $5 error, $6 body, $7 truncated, $8
+     * attempts, $9 origin. An autocommit write that the broker is settled on: it pins
+     * synchronous_commit itself (see {@link PIN_SYNC_COMMIT}).
+     */
     recordFailed: `INSERT INTO ${inbox}
       (consumer, message_id, fingerprint, status, expires_at, error, body, body_truncated, attempts, origin)
-      VALUES ($1, $2, $3, 'failed', now() + $4 * interval '1 millisecond', $5::jsonb, $6, $7, $8, $9::jsonb)
-      ON CONFLICT DO NOTHING RETURNING message_id`,
+      SELECT $1, $2, $3, 'failed', now() + $4 * interval '1 millisecond', $5::jsonb, $6, $7, $8, $9::jsonb
+      FROM ${PIN_SYNC_COMMIT}
+      ON CONFLICT DO NOTHING RETURNING message_id, current_setting('synchronous_commit') AS synchronous_commit`,
     /** Savepoint batches: turn a held claim into a failed record. $1 consumer, $2 id, $3 error, $4 body, $5 truncated, $6 attempts, $7 origin. */
     markFailed: `UPDATE ${inbox} SET status = 'failed', error = $3::jsonb, body = $4, body_truncated = $5, attempts = $6,
         origin = $7::jsonb
@@ -58,7 +72,7 @@ export function inboxSql(schema: string) {
       WHERE i.consumer = d.consumer AND i.message_id = d.message_id`,
     /** Counts a start, committed on its own. $1 consumer, $2 id, $3 retention ms. Returns the count. */
     noteStart: `INSERT INTO ${schema}.starts AS s (consumer, message_id, starts, expires_at)
-      VALUES ($1, $2, 1, now() + $3 * interval '1 millisecond')
+      SELECT $1, $2, 1, now() + $3 * interval '1 millisecond' FROM ${PIN_SYNC_COMMIT}
       ON CONFLICT (consumer, message_id) DO UPDATE SET starts = s.starts + 1, expires_at = EXCLUDED.expires_at
       RETURNING starts`,
     /** One small purge step of expired start counts. $1 batch size. */

@@ -9,12 +9,22 @@ import type { IsolationLevel } from '../options.js';
  * UPDATE of the inbox row, so it takes that row's lock. A takeover also updates the row, so the
  * two are serialised: whichever commits second re-reads the row (READ COMMITTED re-evaluation)
  * and finds the other's owner.
+ *
+ * Durability: the claim and `ctx.tx` pin `synchronous_commit = on` in their BEGIN round trip. The
+ * writes sent on their own (autocommit: step records, renewals, release, done without `ctx.tx`,
+ * fail) pin it inside the statement: `set_config(..., true)` lasts to the end of the statement's
+ * own transaction, and PostgreSQL writes and flushes the commit record before it resets settings.
+ * So a server or session with `synchronous_commit = off` still flushes each of them before the
+ * statement returns, before a step's next effect runs or the broker is settled. The guard sits in
+ * the fencing WHERE clause: a pseudo-constant, evaluated before any row is written.
  */
 export function leaseSql(schema: string) {
   const inbox = `${schema}.inbox`;
   const steps = `${schema}.steps`;
   const ms = "* interval '1 millisecond'";
   const mine = `consumer = $1 AND message_id = $2 AND owner = $3 AND status = 'in_progress'`;
+  // See "Durability" above; set_config returns the value it set.
+  const pinned = `${mine} AND (SELECT set_config('synchronous_commit', 'on', true)) = 'on'`;
   return Object.freeze({
     /**
      * Opens a transaction with a bounded lock wait: the claim's (READ COMMITTED whatever the
@@ -47,29 +57,29 @@ export function leaseSql(schema: string) {
     /** Recorded steps of an id, results as JSON text (SQL NULL: the step returned undefined). $1 consumer, $2 id. */
     readSteps: `SELECT step, result::text AS json FROM ${steps} WHERE consumer = $1 AND message_id = $2`,
     /** Lease renewal (heartbeat, step start). $1 consumer, $2 id, $3 owner, $4 lease ms. */
-    renew: `UPDATE ${inbox} SET lease_until = now() + $4 ${ms} WHERE ${mine}`,
+    renew: `UPDATE ${inbox} SET lease_until = now() + $4 ${ms} WHERE ${pinned}`,
     /**
      * Records a step's result, fenced, and renews the lease in the same statement. `owned` 0:
      * the lease was taken over; `recorded` 0 with `owned` 1: the step was already recorded.
      * $1 consumer, $2 id, $3 owner, $4 lease ms, $5 step, $6 seq, $7 attempt, $8 result json.
      */
     recordStep: `WITH lease AS (
-        UPDATE ${inbox} SET lease_until = now() + $4 ${ms} WHERE ${mine} RETURNING consumer, message_id),
+        UPDATE ${inbox} SET lease_until = now() + $4 ${ms} WHERE ${pinned} RETURNING consumer, message_id),
       ins AS (
         INSERT INTO ${steps} (consumer, message_id, step, seq, attempt, result)
         SELECT consumer, message_id, $5, $6, $7, $8::jsonb FROM lease
         ON CONFLICT DO NOTHING RETURNING 1)
       SELECT (SELECT count(*) FROM lease)::int AS owned, (SELECT count(*) FROM ins)::int AS recorded`,
     /** Gives the id back after a transient failure, so a redelivery claims it at once. $1 consumer, $2 id, $3 owner. */
-    release: `UPDATE ${inbox} SET owner = NULL, lease_until = NULL WHERE ${mine}`,
+    release: `UPDATE ${inbox} SET owner = NULL, lease_until = NULL WHERE ${pinned}`,
     /** Marks the id done, fenced; run inside the handler's transaction when it used ctx.tx. $4 result json, $5 retention ms. */
     done: `UPDATE ${inbox} SET status = 'done', owner = NULL, lease_until = NULL, result = $4::jsonb,
         expires_at = now() + $5 ${ms}
-      WHERE ${mine}`,
+      WHERE ${pinned}`,
     /** Records a permanent failure, fenced. $4 error json, $5 body, $6 truncated, $7 retention ms, $8 origin. */
     fail: `UPDATE ${inbox} SET status = 'failed', owner = NULL, lease_until = NULL, error = $4::jsonb,
         body = $5, body_truncated = $6, expires_at = now() + $7 ${ms}, origin = $8::jsonb
-      WHERE ${mine}`,
+      WHERE ${pinned}`,
   });
 }
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type BatchMode, createInbox, type Handler, PermanentError } from '../../src/index.js';
+import { type BatchMode, createInbox, type Handler, type Outcome, PermanentError } from '../../src/index.js';
 import { envelope, freshDb } from './fixtures/db.js';
 
 let db: Awaited<ReturnType<typeof freshDb>>;
@@ -33,9 +33,13 @@ describe.each<BatchMode>(['optimistic', 'savepoint'])('batch mode %s', (batchMod
       }
     });
     const first = await ib.processBatch(ids(p, 10).map((id) => envelope(id)));
-    expect(first.map((o) => o.status)).toEqual([...Array(4).fill('processed'), ...Array(6).fill('retry')]);
-    expect(first[4]).toMatchObject({ ran: true });
-    expect(first[5]).toMatchObject({ ran: false });
+    expect(first.map((o) => o.status)).toEqual([
+      ...Array(4).fill('processed'),
+      'retry',
+      ...Array(5).fill('not-run'),
+    ]);
+    expect(first[4]).toMatchObject({ spent: true });
+    expect(first[5]).toMatchObject({ why: 'behind' });
     // The ordered broker redelivers from the failed message on.
     const second = await ib.processBatch(
       ids(p, 10)
@@ -117,8 +121,9 @@ describe.each<BatchMode>(['optimistic', 'savepoint'])('batch mode %s', (batchMod
         // Retry what came back retry/busy, as a broker would.
         for (let round = 0; round < 20 && batch.length > 0; round++) {
           const res = await ib.processBatch(batch);
-          out.push(...res.filter((o) => o.status !== 'retry' && o.status !== 'busy'));
-          batch = res.filter((o) => o.status === 'retry' || o.status === 'busy').map((o) => o.envelope);
+          const again = (o: Outcome) => o.status === 'retry' || o.status === 'busy' || o.status === 'not-run';
+          out.push(...res.filter((o) => !again(o)));
+          batch = res.filter(again).map((o) => o.envelope);
         }
         expect(batch).toHaveLength(0);
         return out;
@@ -182,7 +187,7 @@ it('a batch whose claim meets a held id past the wait bound falls back to claimi
     handler: async (e, { tx }) => write(e.id, tx),
   });
   const out = await ib.processBatch(['wb-0', 'wb-1', 'wb-2', 'wb-3'].map((id) => envelope(id)));
-  expect(out.map((o) => o.status)).toEqual(['processed', 'processed', 'busy', 'retry']);
+  expect(out.map((o) => o.status)).toEqual(['processed', 'processed', 'busy', 'not-run']);
   release();
   expect(await held).toMatchObject({ status: 'processed' });
   const counts = await db.counts();

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createInbox, type Envelope, type Handler, PermanentError } from '../../src/index.js';
+import { readFence } from '../../src/adapter/index.js';
+import { createInbox, type Envelope, fingerprint, type Handler, PermanentError } from '../../src/index.js';
 import { envelope, freshDb } from './fixtures/db.js';
 
 let db: Awaited<ReturnType<typeof freshDb>>;
@@ -102,7 +103,12 @@ describe('offset fencing', () => {
       }
     });
     const first = await ib.processBatch([0, 1, 2, 3, 4, 5, 6].map((o) => at('s3', o)));
-    expect(first.map((o) => o.status)).toEqual([...Array(4).fill('processed'), ...Array(3).fill('retry')]);
+    expect(first.map((o) => o.status)).toEqual([
+      ...Array(4).fill('processed'),
+      'retry',
+      'not-run',
+      'not-run',
+    ]);
     expect(await fenceAt('batch', 's3')).toBe('4');
     const second = await ib.processBatch(
       [4, 5, 6].map((o) => at('s3', o, { redelivered: true, attempt: 2 })),
@@ -211,7 +217,38 @@ describe('offset fencing', () => {
       handler: write,
       fenceOf: () => ({ stream: 's5', partition: 0, offset: '-1' }),
     });
+    // The id is good, so a fenceOf that fails is the message's permanent failure, recorded.
     const o = await ib.process(at('s5', 0));
-    expect(o).toMatchObject({ status: 'failed', reason: 'invalid-id' });
+    expect(o).toMatchObject({ status: 'failed', reason: 'permanent', error: { message: /fenceOf threw/ } });
+    const row = await db.pool.query(`SELECT status FROM ${db.schema}.inbox WHERE consumer = 'bad'`);
+    expect(row.rows).toEqual([{ status: 'failed' }]);
+  });
+
+  it('records the id and fingerprint of the message the fence last moved past, on every path', async () => {
+    const ib = inbox('last', async (e, ctx) => {
+      if (e.id === 's6-4') throw new PermanentError('bad');
+      await write(e, ctx);
+    });
+    const read = () => readFence(db.pool, `"${db.schema}"`, { consumer: 'last', stream: 's6', partition: 0 });
+    expect(await read()).toBeUndefined();
+    const one = at('s6', 0);
+    await ib.process(one); // one message: the claim moves the fence
+    expect(await read()).toEqual({ nextOffset: 1n, lastId: 's6-0', lastFingerprint: fingerprint(one.body) });
+    const batch = [1, 2, 3].map((o) => at('s6', o));
+    await ib.processBatch(batch); // a fenced batch: one move past its last message
+    expect(await read()).toEqual({
+      nextOffset: 4n,
+      lastId: 's6-3',
+      lastFingerprint: fingerprint(batch[2]!.body),
+    });
+    const poison = at('s6', 4);
+    expect((await ib.process(poison)).status).toBe('failed'); // a recorded failure moves it too
+    expect(await read()).toEqual({
+      nextOffset: 5n,
+      lastId: 's6-4',
+      lastFingerprint: fingerprint(poison.body),
+    });
+    await ib.process(at('s6', 2, { redelivered: true })); // a duplicate leaves it
+    expect((await read())?.lastId).toBe('s6-4');
   });
 });

@@ -5,6 +5,7 @@ import {
   LATEST_SCHEMA_VERSION,
   migrate,
   PermanentError,
+  silentLogger,
 } from '../../src/index.js';
 import { envelope, freshDb, makePool } from './fixtures/db.js';
 
@@ -77,7 +78,7 @@ describe('one message', () => {
       },
     });
     const first = await ib.process(envelope('t1'));
-    expect(first).toMatchObject({ status: 'retry', ran: true, spent: true, delayMs: 1000 });
+    expect(first).toMatchObject({ status: 'retry', spent: true, delayMs: 1000 });
     expect((await db.counts()).get('t1')).toBeUndefined();
     expect(await ib.process(envelope('t1', { attempt: 2, redelivered: true }))).toMatchObject({
       status: 'processed',
@@ -241,12 +242,33 @@ describe('schema', () => {
     }
   });
 
-  it('an unmigrated database is a clear error that says to run migrate', async () => {
-    const ib = createInbox({ pool: db.pool, schema: 'nowhere_to_be_found', consumer: 'x', handler: effect });
-    await expect(ib.process(envelope('u1'))).rejects.toMatchObject({
+  it('an unmigrated database is a clear error that says to run migrate; the message is not run', async () => {
+    const logged: string[] = [];
+    const logger = {
+      ...silentLogger,
+      error: (m: string, f?: Record<string, unknown>) => logged.push(`${m} ${f?.error}`),
+    };
+    const ib = createInbox({
+      pool: db.pool,
+      schema: 'nowhere_to_be_found',
+      consumer: 'x',
+      handler: effect,
+      logger,
+    });
+    await expect(ib.ready()).rejects.toMatchObject({
       code: 'SCHEMA_NOT_INSTALLED',
       message: expect.stringMatching(/run `once migrate`/),
     });
+    // Never spent, never dead-lettered: a consumer started before migrate() loses nothing.
+    for (const id of ['u1', 'u2']) {
+      expect(await ib.process(envelope(id))).toMatchObject({
+        status: 'not-run',
+        why: 'unavailable',
+        error: { code: 'SCHEMA_NOT_INSTALLED' },
+      });
+    }
+    expect(logged).toHaveLength(1);
+    expect(logged[0]).toMatch(/run `once migrate`/);
   });
 
   it('a newer schema is refused by migrate() and by the inbox', async () => {
@@ -257,7 +279,11 @@ describe('schema', () => {
       await pool.query(`INSERT INTO ${schema}.schema_version (version, name) VALUES (999, 'future')`);
       await expect(migrate(pool, { schema })).rejects.toMatchObject({ code: 'SCHEMA_TOO_NEW' });
       const ib = createInbox({ pool, schema, consumer: 'x', handler: effect });
-      await expect(ib.process(envelope('n1'))).rejects.toMatchObject({ code: 'SCHEMA_TOO_NEW' });
+      await expect(ib.ready()).rejects.toMatchObject({ code: 'SCHEMA_TOO_NEW' });
+      expect(await ib.processBatch([envelope('n1'), envelope('n2')])).toMatchObject([
+        { status: 'not-run', why: 'unavailable', error: { code: 'SCHEMA_TOO_NEW' } },
+        { status: 'not-run', why: 'unavailable', error: { code: 'SCHEMA_TOO_NEW' } },
+      ]);
     } finally {
       await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
       await pool.end();

@@ -129,7 +129,7 @@ describe('lease mode', () => {
         throw new Error('mailer unavailable');
       }
     });
-    expect(await inbox.process(envelope('t1'))).toMatchObject({ status: 'retry', ran: true });
+    expect(await inbox.process(envelope('t1'))).toMatchObject({ status: 'retry', spent: true });
     expect(await row(inbox.consumer, 't1')).toMatchObject({
       status: 'in_progress',
       owner: null,
@@ -218,8 +218,8 @@ describe('lease mode', () => {
       envelope('q3'),
       envelope(undefined),
     ]);
-    expect(out.map((o) => o.status)).toEqual(['processed', 'busy', 'retry', 'retry']);
-    expect(out[2]).toMatchObject({ ran: false });
+    expect(out.map((o) => o.status)).toEqual(['processed', 'busy', 'not-run', 'not-run']);
+    expect(out[2]).toMatchObject({ why: 'behind' });
     expect(order).toEqual(['q1']);
   });
 });

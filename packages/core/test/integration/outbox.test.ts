@@ -7,6 +7,7 @@ import {
   type OutboxPublisher,
   PermanentError,
 } from '../../src/index.js';
+import { fromJsonb } from '../../src/sql/jsonb.js';
 import { envelope, freshDb } from './fixtures/db.js';
 
 let db: Awaited<ReturnType<typeof freshDb>>;
@@ -269,5 +270,176 @@ describe('relay', () => {
     await new Promise((r) => setTimeout(r, 20));
     await relay.runOnce();
     expect(await count('sent')).toBe(0);
+  });
+});
+
+describe('relay deadline (publishTimeoutMs)', () => {
+  const rowsOf = async () =>
+    (
+      await db.pool.query<{ body: Buffer; status: string; attempts: number; last_error: unknown }>(
+        `SELECT body, status, attempts, last_error FROM ${db.schema}.outbox ORDER BY seq`,
+      )
+    ).rows;
+
+  /**
+   * A publisher that answers only after the deadline: it sees the abort, then confirms every
+   * message anyway (as a broker whose ack was stuck in a buffer would). `hang` calls do that;
+   * later calls confirm at once.
+   */
+  function late(hang: number) {
+    const calls: { bodies: string[]; aborted: boolean }[] = [];
+    const confirmedLate: Promise<void>[] = [];
+    const publisher: OutboxPublisher = {
+      publish(messages, options) {
+        const call = { bodies: messages.map((m) => m.body.toString()), aborted: false };
+        calls.push(call);
+        if (calls.length > hang)
+          return Promise.resolve(messages.map((m) => ({ id: m.id, ok: true as const })));
+        return new Promise((resolve) => {
+          const confirm = () => {
+            call.aborted = options?.signal?.aborted ?? false;
+            setTimeout(() => resolve(messages.map((m) => ({ id: m.id, ok: true as const }))), 50);
+          };
+          if (options?.signal?.aborted) confirm();
+          else options?.signal?.addEventListener('abort', confirm, { once: true });
+          confirmedLate.push(new Promise((r) => setTimeout(r, 200)));
+        });
+      },
+    };
+    return { publisher, calls, confirmedLate };
+  }
+
+  it('a call outliving the deadline is aborted, its rows stay pending with attempts unchanged, and a late confirmation marks nothing sent', async () => {
+    await db.pool.query(`DELETE FROM ${db.schema}.outbox`);
+    const outbox = createOutbox({ pool: db.pool, schema: db.schema, destinations: ['slow', 'fast'] });
+    for (let i = 0; i < 3; i++) await outbox.enqueue(db.pool, 'slow', `s${i}`, { key: 'k' });
+    await outbox.enqueue(db.pool, 'fast', 'f0');
+    const slow = late(2);
+    const fast = recorder();
+    const failed: { attempts: number; code: string | undefined }[] = [];
+    const relay = createRelay({
+      pool: db.pool,
+      schema: db.schema,
+      publishers: { slow: slow.publisher, fast: fast.publisher },
+      publishTimeoutMs: 100,
+      maxAttempts: 1, // a counted failure would park at once: a timeout must not count
+      listen: false,
+    });
+    relay.on('outbox:publish-failed', (e) => failed.push({ attempts: e.attempts, code: e.error.code }));
+
+    // Two rounds whose slow call confirms only after the deadline.
+    for (let round = 0; round < 2; round++) {
+      // The first round also claims the other destination's row.
+      expect(await relay.runOnce()).toBe(round === 0 ? 2 : 1);
+      await Promise.all(slow.confirmedLate);
+      const rows = await rowsOf();
+      expect(rows.filter((r) => r.body.toString().startsWith('s'))).toEqual(
+        ['s0', 's1', 's2'].map((b) => ({
+          body: Buffer.from(b),
+          status: 'pending',
+          attempts: 0,
+          last_error: null,
+        })),
+      );
+    }
+    expect(slow.calls.map((c) => c.aborted)).toEqual([true, true]);
+    // Only the head of key k was ever in flight: the same row, twice.
+    expect(slow.calls.map((c) => c.bodies)).toEqual([['s0'], ['s0']]);
+    expect(failed).toEqual([
+      { attempts: 0, code: 'PUBLISH_TIMEOUT' },
+      { attempts: 0, code: 'PUBLISH_TIMEOUT' },
+    ]);
+    expect(relay.health().lastError).toMatch(/publishTimeoutMs \(100 ms\)/);
+    // The other destination's row was recorded as usual in the first round.
+    expect(fast.sent.map((m) => m.body.toString())).toEqual(['f0']);
+    expect(await count('sent')).toBe(1);
+    expect(await count('failed')).toBe(0);
+
+    // The broker answers again: the key drains in order, each row once more.
+    for (let i = 0; i < 3; i++) await relay.runOnce();
+    expect(slow.calls.map((c) => c.bodies)).toEqual([['s0'], ['s0'], ['s0'], ['s1'], ['s2']]);
+    expect((await rowsOf()).map((r) => [r.body.toString(), r.status, r.attempts])).toEqual([
+      ['s0', 'sent', 1],
+      ['s1', 'sent', 1],
+      ['s2', 'sent', 1],
+      ['f0', 'sent', 1],
+    ]);
+  });
+
+  it('stop() returns while a publisher never answers, long before the deadline, and leaves its row pending', {
+    timeout: 20_000,
+  }, async () => {
+    await db.pool.query(`DELETE FROM ${db.schema}.outbox`);
+    const outbox = createOutbox({ pool: db.pool, schema: db.schema, destinations: ['void'] });
+    await outbox.enqueue(db.pool, 'void', 'lost', { key: 'k' });
+    const calls: AbortSignal[] = [];
+    // Ignores the signal too: the relay must not depend on the publisher's good manners.
+    const never: OutboxPublisher = {
+      publish(_messages, options) {
+        if (options?.signal) calls.push(options.signal);
+        return new Promise(() => {});
+      },
+    };
+    const relay = createRelay({
+      pool: db.pool,
+      schema: db.schema,
+      publishers: { void: never },
+      publishTimeoutMs: 600_000,
+      pollIntervalMs: 20,
+    });
+    const abandoned: (string | undefined)[] = [];
+    relay.on('outbox:publish-failed', (e) => abandoned.push(e.error.code));
+    await relay.start();
+    while (calls.length < 1) await new Promise((r) => setTimeout(r, 20));
+    await relay.stop();
+    expect(calls).toHaveLength(1);
+    expect(calls[0]!.aborted).toBe(true);
+    expect(abandoned).toEqual(['CLOSED']);
+    expect((await rowsOf()).map((r) => [r.status, r.attempts])).toEqual([['pending', 0]]);
+    // The round's row lock is gone with it: another relay can take the row.
+    const rec = recorder();
+    await createRelay({ pool: db.pool, schema: db.schema, publishers: { void: rec.publisher } }).runOnce();
+    expect(rec.sent.map((m) => m.body.toString())).toEqual(['lost']);
+  });
+
+  it('rejects a publishTimeoutMs that is not a positive integer, naming it', () => {
+    expect(() =>
+      createRelay({ pool: db.pool, publishers: { a: recorder().publisher }, publishTimeoutMs: 0 }),
+    ).toThrow(/publishTimeoutMs/);
+  });
+});
+
+describe('outbox headers through jsonb', () => {
+  it('a header value holding a NUL (and a lone surrogate) reaches the publisher unchanged', async () => {
+    await db.pool.query(`DELETE FROM ${db.schema}.outbox`);
+    const outbox = createOutbox({ pool: db.pool, schema: db.schema, destinations: ['h'] });
+    const headers = { 'x-bin': 'a\u0000b', 'x-\u0000key': 'v', 'x-half': '\ud800', $once: 'mine' };
+    await outbox.enqueue(db.pool, 'h', 'body', { headers });
+    const rec = recorder();
+    await createRelay({ pool: db.pool, schema: db.schema, publishers: { h: rec.publisher } }).runOnce();
+    expect(rec.sent).toHaveLength(1);
+    expect(rec.sent[0]!.headers).toEqual(headers);
+    expect(Buffer.from(rec.sent[0]!.headers['x-bin']!)).toEqual(Buffer.from('a\u0000b'));
+  });
+
+  it("a publisher's error holding a NUL is stored in last_error as it was", async () => {
+    await db.pool.query(`DELETE FROM ${db.schema}.outbox`);
+    const outbox = createOutbox({ pool: db.pool, schema: db.schema, destinations: ['e'] });
+    await outbox.enqueue(db.pool, 'e', 'x');
+    const rec = recorder({ fail: () => true });
+    const nul: OutboxPublisher = {
+      async publish(messages) {
+        await rec.publisher.publish(messages);
+        return messages.map((m) => ({
+          id: m.id,
+          ok: false as const,
+          error: new Error('bad byte \u0000 here'),
+        }));
+      },
+    };
+    await createRelay({ pool: db.pool, schema: db.schema, publishers: { e: nul } }).runOnce();
+    const row = (await db.pool.query(`SELECT attempts, last_error FROM ${db.schema}.outbox`)).rows[0];
+    expect(row.attempts).toBe(1);
+    expect(fromJsonb<{ message: string }>(row.last_error).message).toBe('bad byte \u0000 here');
   });
 });

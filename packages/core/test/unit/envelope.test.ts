@@ -38,6 +38,21 @@ describe('resolveId', () => {
     const id = 'y'.repeat(MAX_ID_LENGTH);
     expect(resolveId(env(id))).toBe(id);
   });
+  it('counts characters as code points: 512 four-byte characters are an id, 513 are not', () => {
+    const emoji = '\u{1F600}';
+    expect(resolveId(env(emoji.repeat(512)))).toBe(emoji.repeat(512));
+    expect(() => resolveId(env(emoji.repeat(513)))).toThrow(/513 characters; the maximum is 512/);
+    expect(() => resolveId(env('é'.repeat(200) + emoji.repeat(400)))).toThrow(/600 characters/);
+  });
+
+  it('refuses lone surrogates, and an id the adapter marked unusable unless idOf gives one', () => {
+    expect(() => resolveId(env('a\ud800'))).toThrow(/not well-formed Unicode/);
+    expect(() => resolveId(env('\udc00b'))).toThrow(/not well-formed Unicode/);
+    const lossy = { ...env('a\ufffd'), idUnusable: 'bytes not valid UTF-8' };
+    expect(() => resolveId(lossy)).toThrow(/unusable: bytes not valid UTF-8/);
+    expect(resolveId(lossy, () => 'k')).toBe('k');
+  });
+
   it('turns a throwing idOf into an InvalidIdError naming it', () => {
     expect(() =>
       resolveId(env('a'), () => {

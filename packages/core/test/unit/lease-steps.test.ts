@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { idempotencyKey, LeaseErrorCode, OnceError } from '../../src/index.js';
+import { idempotencyKey, LeaseErrorCode, OnceError, PermanentError } from '../../src/index.js';
+import { checkStepKey, MAX_STEP_KEY_BYTES } from '../../src/lease/idempotency-key.js';
 import { type StepStore, Steps } from '../../src/lease/steps.js';
 
 /** A store that keeps records in memory: our own interface, faked. */
@@ -24,7 +25,8 @@ function steps(store: StepStore, recorded: Map<string, unknown> = new Map()) {
   return new Steps({
     store,
     recorded,
-    keyOf: (s) => idempotencyKey('c', 'm1', s),
+    consumer: 'c',
+    id: 'm1',
     signal: new AbortController().signal,
   });
 }
@@ -142,6 +144,28 @@ describe('ctx.step', () => {
     expect(await codeOf(s.step('a', () => 1))).toBe('LEASE_LOST');
     s.close(new OnceError('STEP_AFTER_SETTLE', 'settled'));
     expect(await codeOf(s.step('b', () => 1))).toBe('STEP_AFTER_SETTLE');
+  });
+});
+
+describe('the step key bound', () => {
+  it('refuses a key past MAX_STEP_KEY_BYTES in UTF-8 before renewing or calling fn; ASCII at the character limits fits', async () => {
+    const { store, renewals } = memoryStore();
+    const wide = (n: number) => '語'.repeat(n); // three bytes of UTF-8 per code unit
+    const s = new Steps({
+      store,
+      recorded: new Map(),
+      consumer: wide(200),
+      id: wide(512),
+      signal: new AbortController().signal,
+    });
+    let called = false;
+    const err = await s.step(wide(200), () => (called = true)).catch((e: unknown) => e);
+    expect(PermanentError.is(err)).toBe(true);
+    expect((err as Error).message).toContain(`2736 bytes`);
+    expect((err as Error).message).toContain(`at most ${MAX_STEP_KEY_BYTES}`);
+    expect(called).toBe(false);
+    expect(renewals()).toBe(0);
+    expect(() => checkStepKey('c'.repeat(200), 'i'.repeat(512), 's'.repeat(200))).not.toThrow();
   });
 });
 

@@ -24,7 +24,9 @@ describe('settleActionOf', () => {
     [{ status: 'conflict', id: 'a', envelope, action: 'dead-letter' }, 'dead-letter'],
     [{ status: 'conflict', id: 'a', envelope, action: 'ack' }, 'ack'],
     [{ status: 'failed', id: 'a', envelope, reason: 'permanent', error: err }, 'dead-letter'],
-    [{ status: 'retry', id: 'a', envelope, error: err, delayMs: 5, ran: true, spent: true }, 'retry'],
+    [{ status: 'retry', id: 'a', envelope, error: err, delayMs: 5, spent: true }, 'retry'],
+    [{ status: 'not-run', id: 'a', envelope, why: 'behind', error: err, delayMs: 0 }, 'retry'],
+    [{ status: 'not-run', id: 'a', envelope, why: 'unavailable', error: err, delayMs: 5 }, 'retry'],
     [{ status: 'busy', id: 'a', envelope, delayMs: 5 }, 'retry'],
   ])('%#: maps %j', (outcome, action) => {
     expect(settleActionOf(outcome)).toBe(action);
@@ -41,7 +43,18 @@ describe('classifyDbError', () => {
     ['ECONNRESET', 'connection'],
     ['42P01', 'schema-missing'],
     ['3F000', 'schema-missing'],
-    ['23505', 'other'],
+    ['53300', 'connection'],
+    ['53100', 'connection'],
+    ['25006', 'connection'],
+    ['57P03', 'connection'],
+    ['57014', 'timeout'],
+    ['22P05', 'message'],
+    ['22021', 'message'],
+    ['23505', 'message'],
+    ['23503', 'message'],
+    ['54000', 'message'],
+    ['25P02', 'message'],
+    ['42703', 'other'],
   ])('%s → %s', (code, kind) => {
     expect(classifyDbError(Object.assign(new Error('x'), { code }))).toBe(kind);
   });
@@ -68,7 +81,19 @@ describe('serializeError', () => {
       name: 'AMQP',
       message: 'unroutable',
     });
-    expect(serializeError({ message: 'no name' })).toEqual({ name: 'NonError', message: '[object Object]' });
+    // A thrown object keeps its fields.
+    expect(serializeError({ message: 'no name' })).toEqual({
+      name: 'NonError',
+      message: '{"message":"no name"}',
+      fields: { message: 'no name' },
+    });
+    expect(serializeError({ code: 'E1', detail: 'x' })).toEqual({
+      name: 'NonError',
+      message: '{"code":"E1","detail":"x"}',
+      code: 'E1',
+      fields: { code: 'E1', detail: 'x' },
+    });
+    expect(serializeError(null)).toEqual({ name: 'NonError', message: 'null' });
     expect(serializeError('text')).toEqual({ name: 'NonError', message: 'text' });
   });
 });

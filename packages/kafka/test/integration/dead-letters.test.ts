@@ -1,10 +1,10 @@
 import { OnceError, PermanentError } from '@once/core';
+import { DEAD_LETTER_RECORD, type DeadLetterRecord, decodeDeadLetterRecord } from '@once/core/adapter';
 import type { Admin, Kafka, KafkaMessage } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uniqueName } from '../../../../test/support/index.js';
 import {
   createKafkaConsumer,
-  DeadLetterHeader,
   type KafkaConsumer,
   type KafkaConsumerOptions,
   type ProcessingMode,
@@ -56,8 +56,15 @@ function consumerOf(
   return c;
 }
 
+/** The `once-dead-letter` record of a dead-letter copy (the test fails if it has none). */
+function recordOf(m: KafkaMessage): DeadLetterRecord {
+  const record = decodeDeadLetterRecord(header(m, DEAD_LETTER_RECORD));
+  if (!record) throw new Error(`no ${DEAD_LETTER_RECORD} header on a dead-letter copy`);
+  return record;
+}
+
 const byOffset = (a: KafkaMessage, b: KafkaMessage) =>
-  Number(header(a, DeadLetterHeader.SourceOffset)) - Number(header(b, DeadLetterHeader.SourceOffset));
+  Number(recordOf(a).origin.offset) - Number(recordOf(b).origin.offset);
 
 // Batch mode retries by pausing the partition and seeking back; message mode waits in place.
 describe.each<[ProcessingMode, number]>([
@@ -112,20 +119,25 @@ describe.each<[ProcessingMode, number]>([
     const dead = (await readTopic(kafka, `${topic}.dlq`, 2)).sort(byOffset);
     expect(dead.map((m) => header(m, 'message-id'))).toEqual([ids[10], ids[25]]);
     const [poison, exhausted] = dead as [KafkaMessage, KafkaMessage];
-    expect(header(poison, DeadLetterHeader.Reason)).toBe('permanent');
-    expect(header(poison, DeadLetterHeader.ErrorName)).toBe('PermanentError');
-    expect(header(poison, DeadLetterHeader.ErrorMessage)).toBe('order 10 is malformed');
-    expect(header(poison, DeadLetterHeader.ErrorCode)).toBe('PERMANENT');
-    expect(header(poison, DeadLetterHeader.SourceTopic)).toBe(topic);
-    expect(header(poison, DeadLetterHeader.SourcePartition)).toBe('0');
-    expect(header(poison, DeadLetterHeader.SourceOffset)).toBe('10');
-    expect(header(poison, DeadLetterHeader.Consumer)).toBe(consumer.options.consumer);
+    expect(recordOf(poison)).toEqual({
+      reason: 'permanent',
+      error: { name: 'PermanentError', message: 'order 10 is malformed', code: 'PERMANENT' },
+      attempts: 1,
+      consumer: consumer.options.consumer,
+      id: ids[10],
+      origin: { broker: 'kafka', queue: topic, partition: 0, offset: '10', group: consumer.options.groupId },
+      at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+    });
+    // The original key, value and headers, byte for byte, and one header of ours: no per-field ones.
+    expect(Object.keys(poison.headers ?? {}).sort()).toEqual(['message-id', DEAD_LETTER_RECORD, 'trace']);
     expect(header(poison, 'trace')).toBe('t10');
     expect(poison.key?.toString()).toBe('k');
     expect(JSON.parse(poison.value!.toString())).toEqual({ i: 10 });
-    expect(header(exhausted, DeadLetterHeader.Reason)).toBe('max-attempts');
-    expect(header(exhausted, DeadLetterHeader.Attempts)).toBe('3');
-    expect(header(exhausted, DeadLetterHeader.ErrorMessage)).toBe('always transient');
+    expect(recordOf(exhausted)).toMatchObject({
+      reason: 'max-attempts',
+      attempts: 3,
+      error: { message: 'always transient' },
+    });
     await consumer.stop();
 
     // Another group under the same consumer name: processed ids are duplicates, failed ones go again.
@@ -142,10 +154,60 @@ describe.each<[ProcessingMode, number]>([
     await again.stop();
     expect(processed).toBe(0);
     const redead = (await readTopic(kafka, `${topic}.dlq`, 4)).slice(2);
-    expect(redead.map((m) => header(m, DeadLetterHeader.Reason)).sort()).toEqual([
-      'previously-failed',
-      'previously-failed',
+    expect(redead.map((m) => recordOf(m).reason).sort()).toEqual(['previously-failed', 'previously-failed']);
+  });
+});
+
+describe('dead-lettering off', () => {
+  it('says what is recorded: a failed inbox row for a permanent failure, nothing for an invalid id', async () => {
+    const topic = uniqueName('dlq-off');
+    await createTopics(admin, { [topic]: 1 });
+    await produce(kafka, topic, [
+      message(`${topic}-ok`, 'k'),
+      message(`${topic}-bad`, 'k'),
+      { key: 'k', value: '{}', headers: { trace: 't' } },
     ]);
+    const errors: { message: string; fields: Record<string, unknown> | undefined }[] = [];
+    const quiet = () => {};
+    const consumer = consumerOf({
+      topics: [topic],
+      deadLetterTopic: false,
+      logger: {
+        debug: quiet,
+        info: quiet,
+        warn: quiet,
+        error: (message, fields) => errors.push({ message, fields }),
+      },
+      handler: (envelope) => {
+        if (envelope.id === `${topic}-bad`) throw new PermanentError('order is malformed');
+      },
+    });
+    const skipped: { id: string | undefined; reason: string; recorded: boolean }[] = [];
+    consumer.on('message:dead-lettered', (e) =>
+      skipped.push({ id: e.id, reason: e.reason, recorded: e.recorded }),
+    );
+    await consumer.start();
+    await waitForCommitted(admin, consumer.options.groupId, topic);
+    await consumer.stop();
+
+    expect(skipped).toEqual([
+      { id: `${topic}-bad`, reason: 'permanent', recorded: true },
+      { id: undefined, reason: 'invalid-id', recorded: false },
+    ]);
+    // The permanent failure is in the inbox, with its body, as the log line says.
+    const rows = await db.pool.query<{ message_id: string; status: string; body: Buffer }>(
+      `SELECT message_id, status, body FROM ${db.schema}.inbox WHERE consumer = $1 AND status = 'failed'`,
+      [consumer.options.consumer],
+    );
+    expect(rows.rows.map((r) => [r.message_id, r.status])).toEqual([[`${topic}-bad`, 'failed']]);
+    const skips = errors.filter((e) => /dead-lettering is off/.test(e.message));
+    expect(skips).toHaveLength(2);
+    expect(skips[0]!.message).toMatch(/failed inbox row/);
+    expect(skips[0]!.message).not.toMatch(/NOT recorded/);
+    expect(skips[0]!.fields).toMatchObject({ topic, partition: 0, offset: '1', id: `${topic}-bad` });
+    // The invalid id has no row: the log line must not claim one, and carries what there is.
+    expect(skips[1]!.message).toMatch(/NOT recorded anywhere/);
+    expect(skips[1]!.fields).toMatchObject({ topic, partition: 0, offset: '2', headers: ['trace'] });
   });
 });
 
@@ -175,17 +237,16 @@ describe('bad input', () => {
       (await ledger.check({ expectedIds: [`${topic}-ok-1`, `${topic}-ok-2`], checkOrderPerKey: true })).ok,
     ).toBe(true);
     const dead = (await readTopic(kafka, `${topic}.dlq`, 4)).sort(byOffset);
-    expect(
-      dead.map((m) => [header(m, DeadLetterHeader.Reason), header(m, DeadLetterHeader.ErrorCode)]),
-    ).toEqual([
+    expect(dead.map((m) => [recordOf(m).reason, recordOf(m).error.code])).toEqual([
       ['invalid-id', 'INVALID_ID'],
       ['invalid-id', 'INVALID_ID'],
       ['invalid-id', 'INVALID_ID'],
       ['permanent', 'PERMANENT'],
     ]);
-    expect(header(dead[0]!, DeadLetterHeader.ErrorMessage)).toMatch(/missing/);
-    expect(header(dead[1]!, DeadLetterHeader.ErrorMessage)).toMatch(/600 characters; the maximum is 512/);
-    expect(header(dead[2]!, DeadLetterHeader.ErrorMessage)).toMatch(/not valid UTF-8/);
+    expect(recordOf(dead[0]!).error.message).toMatch(/missing/);
+    expect(recordOf(dead[1]!).error.message).toMatch(/600 characters; the maximum is 512/);
+    expect(recordOf(dead[2]!).error.message).toMatch(/not valid UTF-8/);
+    expect(recordOf(dead[0]!).id).toBeUndefined();
     expect(Buffer.from(dead[2]!.headers!['message-id'] as Buffer)).toEqual(Buffer.from([0xc3, 0x28, 0xff]));
     expect(dead[3]!.value).toBeNull();
   });

@@ -74,7 +74,10 @@ describe.each<ProcessingMode>(['batch'])('offset fencing, %s mode', (mode) => {
     await admin.resetOffsets({ groupId, topic, earliest: true });
     await run();
     expect(processed).toBe(n);
-    expect(duplicates).toBe(n);
+    // Duplicates, all of them, except that the fence check may seek a partition straight to its
+    // fenced message (when the first fetch does not reach it): the offsets before it are not read.
+    expect(duplicates).toBeGreaterThan(0);
+    expect(duplicates).toBeLessThanOrEqual(n);
 
     const verdict = await ledger.check({ expectedIds: ids, checkOrderPerKey: true });
     expect(verdict.lost).toEqual([]);

@@ -1,4 +1,5 @@
 import { fileURLToPath } from 'node:url';
+import { DEAD_LETTER_RECORD, decodeDeadLetterRecord } from '@once/core/adapter';
 import type { Admin, Kafka } from 'kafkajs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import {
@@ -8,7 +9,6 @@ import {
   startChild,
   uniqueName,
 } from '../../../../test/support/index.js';
-import { DeadLetterHeader } from '../../src/index.js';
 import { freshDb, type TestDb } from './fixtures/db.js';
 import {
   createTopics,
@@ -102,12 +102,77 @@ it('a poison message that exits the process among 9 good ones: 9 effects, 1 dead
   expect(verdict.ok).toBe(true);
   const dead = await readTopic(kafka, `${topic}.dlq`, 1, 10_000);
   expect(dead.map((m) => header(m, 'message-id'))).toEqual([poison]);
-  expect(header(dead[0]!, DeadLetterHeader.Reason)).toBe('max-attempts');
-  expect(header(dead[0]!, DeadLetterHeader.ErrorCode)).toBe('CONSUMER_KILLED');
+  expect(decodeDeadLetterRecord(header(dead[0]!, DEAD_LETTER_RECORD))).toMatchObject({
+    reason: 'max-attempts',
+    error: { code: 'CONSUMER_KILLED' },
+  });
   // The first run died in the batch; then the range was replayed alone, and the culprit died MAX_ATTEMPTS times.
   expect(child.runs).toBe(2 + MAX_ATTEMPTS);
   const killed = child.lines.filter((l) => (l.json as { event?: string })?.event === 'killed-consumer');
   expect(killed.map((l) => (l.json as { offset: string }).offset)).toEqual(['4']);
+  await child.kill('SIGTERM');
+});
+
+it('the poison dies beside an innocent message of another partition: only the poison is dead-lettered', {
+  timeout: 200_000,
+}, async () => {
+  const topic = uniqueName('exit-two');
+  await createTopics(admin, { [topic]: 2, [`${topic}.dlq`]: 1 });
+  const ids = [0, 1].flatMap((p) => Array.from({ length: 5 }, (_, i) => `${topic}-p${p}-${i}`));
+  // One produce call, each message pinned to its partition: both partitions are fetched at once.
+  await produce(
+    kafka,
+    topic,
+    ids.map((id) => ({ ...message(id, 'k'), partition: id.includes('-p0-') ? 0 : 1 })),
+  );
+  const poison = `${topic}-p0-2`;
+  const innocent = `${topic}-p1-0`;
+  const ledger = await db.ledger('exit_two');
+  const groupId = uniqueName('g-two');
+  const child = startChild({
+    script,
+    env: {
+      CONSUMER: 'once',
+      TOPIC: topic,
+      GROUP: groupId,
+      SCHEMA: db.schema,
+      LEDGER_SCHEMA: ledger.table.split('.')[0]!.replace(/"/g, ''),
+      POISON_ID: poison,
+      INNOCENT_ID: innocent,
+      MAX_ATTEMPTS: String(MAX_ATTEMPTS),
+    },
+  });
+  const committed = async () => {
+    const [t] = await admin.fetchOffsets({ groupId, topics: [topic] });
+    return (t?.partitions ?? []).filter((p) => p.offset === '5').length === 2;
+  };
+  await runUntil(child, committed, 2 + MAX_ATTEMPTS + 2);
+  await waitForCommitted(admin, groupId, topic);
+
+  // The innocent message ran beside the poison when the process died the first time; replayed,
+  // it runs alone, completes, and no death is counted against it.
+  const verdict = await ledger.check({ expectedIds: ids.filter((id) => id !== poison) });
+  expect(verdict.lost).toEqual([]);
+  expect(verdict.ok).toBe(true);
+  const dead = await readTopic(kafka, `${topic}.dlq`, 2, 5_000);
+  expect(dead.map((m) => header(m, 'message-id'))).toEqual([poison]);
+  expect(decodeDeadLetterRecord(header(dead[0]!, DEAD_LETTER_RECORD))).toMatchObject({
+    reason: 'max-attempts',
+    error: { code: 'CONSUMER_KILLED' },
+  });
+  const killed = child.lines.filter((l) => (l.json as { event?: string })?.event === 'killed-consumer');
+  expect(killed.map((l) => (l.json as { partition: number; offset: string }).offset)).toEqual(['2']);
+  // Starts are counted in Postgres: the poison's rose with each death, the innocent's once at most.
+  const starts = new Map(
+    (
+      await db.pool.query<{ message_id: string; starts: number }>(
+        `SELECT message_id, starts FROM ${db.schema}.starts WHERE consumer = $1`,
+        [groupId],
+      )
+    ).rows.map((r) => [r.message_id, r.starts]),
+  );
+  expect(starts.get(poison)).toBe(MAX_ATTEMPTS + 1);
+  expect(starts.get(innocent) ?? 0).toBeLessThanOrEqual(1);
   await child.kill('SIGTERM');
 });
 

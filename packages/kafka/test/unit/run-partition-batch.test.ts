@@ -1,4 +1,5 @@
 import { type Envelope, type Outcome, silentLogger } from '@once/core';
+import { Gate } from '@once/core/adapter';
 import type { EachBatchPayload, KafkaMessage } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
 import { KafkaConsumerEvents } from '../../src/events.js';
@@ -32,6 +33,8 @@ function harness(
     /** Runs inside the fake inbox for each envelope, before its outcome (e.g. core's lease clock). */
     during?: (e: Envelope) => Promise<void>;
     heartbeat?: () => Promise<void>;
+    /** Starts already counted in Postgres, by message id. */
+    starts?: Record<string, number>;
   } = {},
 ) {
   const log: string[] = [];
@@ -40,7 +43,7 @@ function harness(
     const status = decide(e);
     const base = { id: e.id ?? 'x', envelope: e };
     if (status === 'retry')
-      return { ...base, status, error: { name: 'E', message: 'boom' }, delayMs: 7, ran: true, spent: true };
+      return { ...base, status, error: { name: 'E', message: 'boom' }, delayMs: 7, spent: true };
     if (status === 'failed')
       return { ...base, status, reason: 'permanent', error: { name: 'E', message: 'bad' } };
     return { ...base, status: status as 'processed', result: undefined };
@@ -58,13 +61,12 @@ function harness(
       for (const e of es) {
         const o: Outcome = stopped
           ? {
-              status: 'retry',
+              status: 'not-run',
               id: e.id,
               envelope: e,
+              why: 'behind',
               error: { name: 'E', message: 'not run' },
               delayMs: 7,
-              ran: false,
-              spent: false,
             }
           : outcome(e);
         if (o.status === 'retry') stopped = true;
@@ -75,6 +77,7 @@ function harness(
   };
   const state = newPartitionState();
   const doomed: string[] = [];
+  const starts = new Map(Object.entries(opts.starts ?? {}));
   const deps: PartitionBatchDeps = {
     options: resolveKafkaConsumerOptions({
       kafka,
@@ -105,6 +108,13 @@ function harness(
     },
     doom: (e, starts) => {
       doomed.push(`${e.source.offset}:${starts}`);
+    },
+    gate: new Gate(),
+    noteStart: async (e) => {
+      const n = (starts.get(e.id!) ?? 0) + 1;
+      starts.set(e.id!, n);
+      log.push(`start ${e.source.offset} #${n}`);
+      return n;
     },
   };
   const payloadOf = (msgs: KafkaMessage[]): EachBatchPayload =>
@@ -197,10 +207,12 @@ describe('runPartitionBatch', () => {
     const h = harness({ metadata: encodeMarker({ end: '6' }) });
     await h.run(messages(5, 3));
     expect(h.log).toEqual([
-      'commit 5 {"end":"6","at":"5","starts":1}',
+      'commit 5 {"end":"6"}',
+      'start 5 #1',
       'process 5 attempt=1 redelivered=true',
       'resolve 5',
-      'commit 6 {"end":"6","at":"6","starts":1}',
+      'commit 6 {"end":"6"}',
+      'start 6 #1',
       'process 6 attempt=1 redelivered=true',
       'resolve 6',
       'commit 7 {"end":"7"}',
@@ -211,10 +223,28 @@ describe('runPartitionBatch', () => {
   });
 
   it('refuses to start a message that killed the consumer maxAttempts times', async () => {
-    const h = harness({ metadata: encodeMarker({ end: '9', at: '5', starts: 2 }) });
+    const h = harness({ metadata: encodeMarker({ end: '9' }), starts: { 'id-5': 2 } });
     await h.run(messages(5, 1));
     expect(h.doomed).toEqual(['5:2']);
-    expect(h.log[1]).toBe('process 5 attempt=3 redelivered=true');
+    expect(h.log.slice(1, 3)).toEqual(['start 5 #3', 'process 5 attempt=3 redelivered=true']);
+  });
+
+  it('a replayed message runs alone in the consumer: a fresh slice of another partition waits for it', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
+    const replaying = harness({ metadata: encodeMarker({ end: '5' }), during: () => held });
+    const fresh = harness({ options: { crashReplay: false } });
+    fresh.deps.gate = replaying.deps.gate; // one gate per consumer, shared by its partitions
+    const alone = replaying.run(messages(5, 1));
+    await new Promise((r) => setTimeout(r, 10));
+    const beside = fresh.run(messages(0, 2));
+    await new Promise((r) => setTimeout(r, 10));
+    expect(fresh.log).toEqual([]); // waiting for the gate
+    release();
+    await Promise.all([alone, beside]);
+    expect(fresh.log).toEqual(['batch 0,1', 'resolve 1', 'commit 2']);
   });
 
   it('message mode: one transaction per message', async () => {

@@ -7,7 +7,7 @@ import {
   type RabbitConsumer,
   RabbitErrorCode,
 } from '../../src/index.js';
-import { AMQP_URL, amqpAdmin, freshDb, unique, waitFor } from './fixtures/env.js';
+import { AMQP_URL, amqpAdmin, freshDb, recordOf, unique, waitFor } from './fixtures/env.js';
 
 let db: Awaited<ReturnType<typeof freshDb>>;
 let admin: Awaited<ReturnType<typeof amqpAdmin>>;
@@ -54,19 +54,20 @@ it('no id, oversize id and a non-JSON body are dead-lettered with a named reason
   await admin.publish(queue, '{"n":4}', { headers: { 'message-id': 'from-header' } });
   await waitFor(async () => (await admin.count(`${queue}.dead`)) === 3, 20_000, 'three dead letters');
   const dead = await admin.drain(`${queue}.dead`);
-  const byBody = new Map(dead.map((m) => [m.content.toString(), m.properties.headers!]));
+  const byBody = new Map(dead.map((m) => [m.content.toString(), recordOf(m)]));
   expect(byBody.get('{"n":1}')).toMatchObject({
-    [Header.reason]: 'invalid-id',
-    [Header.errorCode]: 'INVALID_ID',
+    reason: 'invalid-id',
+    error: { code: 'INVALID_ID', message: expect.stringMatching(/missing/) },
+    origin: { broker: 'rabbitmq', queue },
   });
-  expect(String(byBody.get('{"n":1}')![Header.errorMessage])).toMatch(/missing/);
-  expect(byBody.get('{"n":2}')).toMatchObject({ [Header.reason]: 'invalid-id' });
-  expect(String(byBody.get('{"n":2}')![Header.errorMessage])).toMatch(/600 characters; the maximum is 512/);
+  expect(byBody.get('{"n":2}')).toMatchObject({
+    reason: 'invalid-id',
+    error: { message: expect.stringMatching(/600 characters; the maximum is 512/) },
+  });
   expect(byBody.get('not json')).toMatchObject({
-    [Header.reason]: 'permanent',
-    [Header.errorCode]: 'PERMANENT',
+    reason: 'permanent',
+    error: { code: 'PERMANENT', message: expect.stringMatching(/not JSON/) },
   });
-  expect(String(byBody.get('not json')![Header.errorMessage])).toMatch(/not JSON/);
   await waitFor(async () => (await db.counts()).has('from-header:4'), 10_000, 'the good one');
 });
 
@@ -184,4 +185,36 @@ it('publisher → consumer: a relay re-send of the same outbox id has one effect
     'drained',
   );
   expect((await db.counts()).get('row-42:42')).toBe(1);
+});
+
+it('two different invalid UTF-8 ids are each refused, never one taken for the other (issue #12, defect 5)', async () => {
+  const queue = unique(`${run}-utf8`);
+  await consumer(queue).start();
+  // amqplib decodes both to '\ufffda': without the check the second would be a `duplicate`.
+  await admin.publish(queue, '{"n":1}', { headers: { 'message-id': Buffer.from([0xff, 0x61]) } });
+  await admin.publish(queue, '{"n":2}', { headers: { 'message-id': Buffer.from([0xc3, 0x28, 0x61]) } });
+  await admin.publish(queue, '{"n":3}', { messageId: 'fine' });
+  await waitFor(async () => (await admin.count(`${queue}.dead`)) === 2, 20_000, 'two dead letters');
+  const dead = await admin.drain(`${queue}.dead`);
+  for (const m of dead) {
+    expect(recordOf(m)).toMatchObject({
+      reason: 'invalid-id',
+      error: { message: expect.stringMatching(/not valid UTF-8/) },
+    });
+  }
+  expect(dead.map((m) => m.content.toString()).sort()).toEqual(['{"n":1}', '{"n":2}']);
+  await waitFor(async () => (await db.counts()).has('fine:3'), 10_000, 'the good one');
+});
+
+it('a body with a NUL byte that jsonHandler refuses is recorded failed and dead-lettered (issue #12, defect 1)', async () => {
+  const queue = unique(`${run}-nul`);
+  await consumer(queue, { maxAttempts: 2 }).start();
+  await admin.publish(queue, '{"n":\u00001}', { messageId: 'nul-body' });
+  await admin.publish(queue, '{"n":2}', { messageId: 'after-nul' });
+  await waitFor(async () => (await admin.count(`${queue}.dead`)) === 1, 20_000, 'one dead letter');
+  const [dead] = await admin.drain(`${queue}.dead`);
+  expect(recordOf(dead!)).toMatchObject({ reason: 'permanent', id: 'nul-body' });
+  const row = await db.pool.query(`SELECT status FROM ${db.schema}.inbox WHERE message_id = 'nul-body'`);
+  expect(row.rows).toEqual([{ status: 'failed' }]);
+  await waitFor(async () => (await db.counts()).has('after-nul:2'), 10_000, 'the next one');
 });

@@ -74,42 +74,36 @@ describe('settlePlanOf and tiers', () => {
     expect(tierFor(999_999, tiers)).toBe(60000);
   });
 
-  it('maps outcomes to ack, retry (attempt + 1 when the handler spent it) and dead-letter', () => {
+  it('maps outcomes to ack, retry (attempt + 1 when the handler spent it), rerun and dead-letter', () => {
     const o = (x: Partial<Outcome> & Pick<Outcome, 'status'>) =>
       ({ envelope: env, id: 'x', ...x }) as Outcome;
-    expect(settlePlanOf(o({ status: 'processed', result: undefined }), tiers)).toEqual({ kind: 'ack' });
-    expect(settlePlanOf(o({ status: 'duplicate', result: undefined }), tiers)).toEqual({ kind: 'ack' });
-    expect(settlePlanOf(o({ status: 'retry', error, delayMs: 2000, ran: true, spent: true }), tiers)).toEqual(
-      {
-        kind: 'retry',
-        tierMs: 10000,
-        attempt: 3,
-      },
-    );
-    expect(
-      settlePlanOf(o({ status: 'retry', error, delayMs: 0, ran: false, spent: false }), tiers),
-    ).toMatchObject({
+    const plan = (x: Partial<Outcome> & Pick<Outcome, 'status'>) => settlePlanOf(o(x), 'c', tiers);
+    expect(plan({ status: 'processed', result: undefined })).toEqual({ kind: 'ack' });
+    expect(plan({ status: 'duplicate', result: undefined })).toEqual({ kind: 'ack' });
+    expect(plan({ status: 'retry', error, delayMs: 2000, spent: true })).toEqual({
+      kind: 'retry',
+      tierMs: 10000,
+      attempt: 3,
+    });
+    expect(plan({ status: 'not-run', why: 'behind', error, delayMs: 0 } as Outcome)).toEqual({
+      kind: 'rerun',
+    });
+    expect(plan({ status: 'not-run', why: 'unavailable', error, delayMs: 500 } as Outcome)).toEqual({
+      kind: 'retry',
+      tierMs: 1000,
       attempt: 2,
     });
     // A database fault: the handler ran but the failure was not the message's.
-    expect(
-      settlePlanOf(o({ status: 'retry', error, delayMs: 0, ran: true, spent: false }), tiers),
-    ).toMatchObject({
-      attempt: 2,
-    });
-    expect(settlePlanOf(o({ status: 'busy', delayMs: 1000 }), tiers)).toMatchObject({
-      kind: 'retry',
-      attempt: 2,
-    });
-    expect(settlePlanOf(o({ status: 'failed', reason: 'permanent', error }), tiers)).toEqual({
+    expect(plan({ status: 'retry', error, delayMs: 0, spent: false })).toMatchObject({ attempt: 2 });
+    expect(plan({ status: 'busy', delayMs: 1000 })).toMatchObject({ kind: 'retry', attempt: 2 });
+    expect(plan({ status: 'failed', reason: 'permanent', error })).toMatchObject({
       kind: 'dead-letter',
-      reason: 'permanent',
-      error,
+      record: { reason: 'permanent', error, attempts: 2, consumer: 'c', id: 'x' },
     });
-    expect(settlePlanOf(o({ status: 'conflict', action: 'dead-letter' }), tiers)).toMatchObject({
-      reason: 'conflict',
+    expect(plan({ status: 'conflict', action: 'dead-letter' })).toMatchObject({
+      record: { reason: 'conflict' },
     });
-    expect(settlePlanOf(o({ status: 'conflict', action: 'ack' }), tiers)).toEqual({ kind: 'ack' });
+    expect(plan({ status: 'conflict', action: 'ack' })).toEqual({ kind: 'ack' });
   });
 });
 

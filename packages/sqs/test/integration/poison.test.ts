@@ -1,8 +1,9 @@
 import { fileURLToPath } from 'node:url';
-import type { Message } from '@aws-sdk/client-sqs';
+import { type Message, type MessageAttributeValue, SendMessageCommand } from '@aws-sdk/client-sqs';
+import { PermanentError } from '@once/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { killAllChildren, startChild } from '../../../../test/support/index.js';
-import { jsonHandler, type SqsConsumer } from '../../src/index.js';
+import { jsonHandler, readDeadLetter, type SqsConsumer } from '../../src/index.js';
 import {
   type Db,
   drain,
@@ -34,8 +35,11 @@ afterAll(async () => {
   client.destroy();
 });
 
-const onceErrorOf = (m: Message) =>
-  JSON.parse(m.MessageAttributes?.['once-error']?.StringValue ?? '{}') as Record<string, string>;
+/** The dead-letter record of a copy, its error flattened in: reason, attempts, name, message. */
+const onceErrorOf = (m: Message) => {
+  const record = readDeadLetter(m)?.record;
+  return { reason: record?.reason, attempts: record?.attempts, ...record?.error };
+};
 
 describe('a poison message that throws', () => {
   it('goes to the dead-letter queue after maxAttempts with its error; its group resumes in order, others unaffected', async () => {
@@ -72,9 +76,8 @@ describe('a poison message that throws', () => {
     const dead = await drain(client, dlq);
     expect(dead).toHaveLength(1);
     expect(dead[0]!.MessageAttributes?.['message-id']?.StringValue).toBe(poison);
-    expect(dead[0]!.MessageAttributes?.['once-receive-count']?.StringValue).toBe('3');
     expect(onceErrorOf(dead[0]!)).toMatchObject({
-      status: 'failed',
+      attempts: 3,
       reason: 'max-attempts',
       message: 'boom: cannot handle this one',
     });
@@ -119,6 +122,70 @@ describe('a poison message that throws', () => {
   });
 });
 
+it('a dead-lettered message with ten attributes keeps all ten: nine as attributes, the rest in the record', async () => {
+  const prefix = `${run}-attrs`;
+  const url = await q.create(prefix);
+  const dlq = await q.create(`${prefix}-dlq`);
+  const id = `${prefix}-1`;
+  const original: Record<string, MessageAttributeValue> = {
+    'message-id': { DataType: 'String', StringValue: id },
+    'a-number': { DataType: 'Number', StringValue: '42.5' },
+    'b-binary': { DataType: 'Binary', BinaryValue: Uint8Array.from([0, 1, 2, 254, 255]) },
+    'c-custom': { DataType: 'Number.int', StringValue: '7' },
+    'd-text': { DataType: 'String', StringValue: 'Binary:not binary, a colon inside' },
+    'e-text': { DataType: 'String', StringValue: 'é ☃ 𝄞' },
+    'f-text': { DataType: 'String', StringValue: 'f' },
+    'g-image': { DataType: 'Binary.png', BinaryValue: Uint8Array.from([137, 80, 78, 71]) },
+    'h-text': { DataType: 'String', StringValue: 'h' },
+    // Sorts last, so it is the one that travels in the record's overflow.
+    'z-trace': { DataType: 'String', StringValue: 'trace-id-123' },
+  };
+  await client.send(
+    new SendMessageCommand({ QueueUrl: url, MessageBody: '{"n":1}', MessageAttributes: original }),
+  );
+  await startOnce(client, db, url, consumers, {
+    consumer: 'attrs',
+    deadLetter: { queueUrl: dlq },
+    handler: async () => {
+      // U+FFFF is refused by SQS in attribute values: the record must escape it.
+      throw new PermanentError('cannot handle \uffff this');
+    },
+  });
+  const dead: Message[] = [];
+  await waitFor(
+    async () => {
+      dead.push(...(await drain(client, dlq, 300)));
+      return dead.length > 0;
+    },
+    30_000,
+    'the dead letter',
+  );
+  const copy = dead[0]!;
+  expect(Object.keys(copy.MessageAttributes ?? {})).toHaveLength(10);
+  const read = readDeadLetter(copy)!;
+  expect(read.record).toMatchObject({
+    reason: 'permanent',
+    attempts: 1,
+    consumer: 'attrs',
+    id,
+    origin: { broker: 'sqs', queue: url },
+    error: { name: 'PermanentError', message: 'cannot handle \uffff this' },
+    overflow: { 'z-trace': 'String:trace-id-123' },
+  });
+  const norm = (a: Record<string, MessageAttributeValue>) =>
+    Object.fromEntries(
+      Object.entries(a).map(([k, v]) => [
+        k,
+        {
+          type: v.DataType,
+          value: v.BinaryValue ? Buffer.from(v.BinaryValue).toString('hex') : v.StringValue,
+        },
+      ]),
+    );
+  expect(norm(read.attributes)).toEqual(norm(original));
+  expect(copy.Body).toBe('{"n":1}');
+});
+
 it('bad input is dead-lettered at once with a named reason: malformed JSON, missing id, oversize id', async () => {
   const prefix = `${run}-bad`;
   const url = await q.create(prefix);
@@ -153,7 +220,7 @@ it('bad input is dead-lettered at once with a named reason: malformed JSON, miss
     ['{"n":2}', 'invalid-id', 'InvalidIdError'],
     ['{"n":3}', 'invalid-id', 'InvalidIdError'],
   ]);
-  for (const m of dead) expect(m.MessageAttributes?.['once-receive-count']?.StringValue).toBe('1');
+  for (const m of dead) expect(onceErrorOf(m).attempts).toBe(1);
   await waitFor(async () => (await db.counts(`${prefix}-good`)).size === 1, 10_000, 'the good one');
   expect(runs).toBe(1); // only the good one got past jsonHandler's parse
 });

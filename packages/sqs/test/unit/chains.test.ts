@@ -1,6 +1,6 @@
-import { type Envelope, type Inbox, type Outcome, settleActionOf } from '@once/core';
+import type { Envelope, Inbox, Outcome } from '@once/core';
+import { Gate, settlePlanOf } from '@once/core/adapter';
 import { describe, expect, it } from 'vitest';
-import { Gate } from '../../src/gate.js';
 import type { Held } from '../../src/held.js';
 import { Limiter } from '../../src/limiter.js';
 import { planChains } from '../../src/plan-chains.js';
@@ -82,14 +82,13 @@ function context(answer: (envelopes: Envelope[]) => Outcome[]) {
     },
   } as unknown as Inbox;
   const settler = {
+    planOf: (o: Outcome) => settlePlanOf(o, 'c'),
     settle: async (e: Held, o: Outcome) => {
-      const action = settleActionOf(o);
-      settled.push([
-        e.envelope.id!,
-        action,
-        action === 'retry' ? (o as { delayMs: number }).delayMs : undefined,
-      ]);
-      return action;
+      const plan = settlePlanOf(o, 'c');
+      const action =
+        plan.kind === 'rerun' ? 'retry' : plan.kind === 'dead-letter' ? 'dead-letter' : plan.kind;
+      settled.push([e.envelope.id!, action, plan.kind === 'retry' ? plan.delayMs : undefined]);
+      return plan;
     },
     delay: (e: Held, ms: number, purpose: string) => settled.push([e.envelope.id!, purpose, ms]),
     flush: () => {},
@@ -99,7 +98,7 @@ function context(answer: (envelopes: Envelope[]) => Outcome[]) {
     limiter: new Limiter(4),
     gate: new Gate(),
     settler,
-    starts: new WeakMap<Envelope, number>(),
+    alone: new WeakSet<Envelope>(),
     logger: { debug() {}, info() {}, warn() {}, error() {} },
     forget: (e) => settled.push([e.envelope.id!, 'forget']),
     onFault: () => {},
@@ -112,15 +111,17 @@ const processed = (e: Envelope): Outcome => ({
   envelope: e,
   result: undefined,
 });
-const retry = (e: Envelope, ran: boolean, delayMs = 500): Outcome => ({
-  status: 'retry',
-  id: e.id,
-  envelope: e,
-  error: { name: 'E', message: 'x' },
-  delayMs,
-  ran,
-  spent: ran,
-});
+const retry = (e: Envelope, ran: boolean | 'unavailable', delayMs = 500): Outcome =>
+  ran === true
+    ? { status: 'retry', id: e.id, envelope: e, error: { name: 'E', message: 'x' }, delayMs, spent: true }
+    : {
+        status: 'not-run',
+        id: e.id,
+        envelope: e,
+        why: ran === 'unavailable' ? 'unavailable' : 'behind',
+        error: { name: 'E', message: 'x' },
+        delayMs,
+      };
 
 describe('runChain', () => {
   it('stops at a retry and sends the rest of the group back behind it with the same delay', async () => {
@@ -148,7 +149,7 @@ describe('runChain', () => {
 });
 
 describe('redelivered messages', () => {
-  it('run alone across chains (nothing beside them), each start counted just before it runs', async () => {
+  it('run alone across chains (nothing beside them), each marked for the handler guard to count its start', async () => {
     let running = 0;
     let overlapped = false;
     const { ctx, started, calls } = context((es) => es.map(processed));
@@ -165,9 +166,11 @@ describe('redelivered messages', () => {
     };
     const [a, b, c, d] = [held('a', 'g1', 2), held('b', 'g2', 2), held('c', 'g3'), held('d', 'g4')];
     await Promise.all([runChain(ctx, [c]), runChain(ctx, [a]), runChain(ctx, [b]), runChain(ctx, [d])]);
-    expect(started.sort()).toEqual(['a', 'b']);
-    expect(ctx.starts.get(a.envelope)).toBe(1);
-    expect(ctx.starts.get(c.envelope)).toBeUndefined();
+    // Counted by the consumer's handler guard once the inbox claimed them, not before.
+    expect(started).toEqual([]);
+    expect(ctx.alone.has(a.envelope)).toBe(true);
+    expect(ctx.alone.has(b.envelope)).toBe(true);
+    expect(ctx.alone.has(c.envelope)).toBe(false);
     expect(calls.flat().sort()).toEqual(['a', 'b', 'c', 'd']);
     // a redelivered message never runs beside anything, though the chains run in parallel
     expect(overlapped).toBe(false);
@@ -207,7 +210,7 @@ describe('runBatch', () => {
   });
 
   it('a stop that ran nothing (database down) sends everything back', async () => {
-    const { ctx, calls, settled } = context((es) => es.map((e) => retry(e, false, 250)));
+    const { ctx, calls, settled } = context((es) => es.map((e) => retry(e, 'unavailable', 250)));
     await runBatch(ctx, [held('a', 'g1'), held('b', 'g2')]);
     expect(calls).toHaveLength(1);
     expect(settled).toEqual([

@@ -29,6 +29,8 @@ function settler(respond: (call: Call) => unknown = () => ({})) {
   const s = new Settler({
     client,
     queueUrl: QUEUE,
+    consumer: 'test',
+    idAttribute: 'message-id',
     lingerMs: 0,
     logger: silentLogger,
     events: new SqsEvents(silentLogger),
@@ -99,7 +101,7 @@ describe('lease mode: the lease clock drives visibility (Settler.lease)', () => 
     const action = await s.settle(e, { status: 'busy', id: 'x', envelope: e.envelope, delayMs: 2_500 });
     s.flush();
     await settled();
-    expect(action).toBe('retry');
+    expect(action).toMatchObject({ kind: 'retry', delayMs: 2_500 });
     expect(calls.map((c) => [c.name, c.input.Entries])).toEqual([
       ['ChangeMessageVisibilityBatchCommand', [{ Id: '0', ReceiptHandle: 'r4', VisibilityTimeout: 3 }]],
     ]);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Gate } from '../../src/gate.js';
+import { Gate } from '../../src/adapter/isolation-gate.js';
 
 const tick = () => new Promise((r) => setTimeout(r, 0));
 

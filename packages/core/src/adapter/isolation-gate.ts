@@ -1,11 +1,9 @@
 /**
- * A readers-writer gate: any number of shared holders at once, or one exclusive holder alone.
- * An exclusive request waits for the shared holders to finish and keeps new ones out meanwhile
- * (writer preference), so it cannot be starved by a steady stream of fresh messages.
- *
- * The consumer runs fresh messages shared and redelivered ones exclusive: when a redelivered
- * message kills the process, nothing else was running, so its start count is the only one that
- * rose for that death.
+ * The process-wide isolation gate: a readers-writer lock with writer preference. A consumer runs
+ * fresh deliveries shared and suspect ones (redelivered after a crash: any of them may be the
+ * message that killed the process) exclusive, across everything it consumes. When such a message
+ * kills the process, nothing else was running, so its start count (`Inbox.noteStart`) is the only
+ * one that rose for that death. Writer preference keeps fresh traffic from starving the suspects.
  */
 export class Gate {
   #shared = 0;
@@ -55,4 +53,16 @@ export class Gate {
       fn();
     };
   }
+}
+
+// One gate for the whole process, whatever consumers (and copies of @once/core) it runs: a
+// message that kills the process kills them all, so a suspect must run with nothing beside it
+// anywhere in the process.
+const PROCESS_GATE = Symbol.for('@once/core.processGate');
+
+/** The process-wide isolation gate every consumer shares. */
+export function processGate(): Gate {
+  const g = globalThis as { [PROCESS_GATE]?: Gate };
+  g[PROCESS_GATE] ??= new Gate();
+  return g[PROCESS_GATE];
 }
