@@ -1,0 +1,74 @@
+// `npm run chaos -- --broker kafka|sqs|rabbitmq|all [--injections N] [--seed S] [--short]`
+//   [--max-minutes M] stops injecting after M minutes; [--outage-ms MS] [--rate PER_S] override defaults.
+// `npm run chaos -- --table`: regenerate the campaign table in docs/guarantees.md from chaos/results.
+// See chaos/README.md for what a run does and what it checks.
+import { parseArgs } from 'node:util';
+import { runBroker } from './run-broker.mjs';
+import { writeTable } from './table.mjs';
+
+const { values } = parseArgs({
+  options: {
+    broker: { type: 'string', default: 'all' },
+    injections: { type: 'string' },
+    seed: { type: 'string' },
+    short: { type: 'boolean', default: false },
+    table: { type: 'boolean', default: false },
+    rate: { type: 'string' },
+    'outage-ms': { type: 'string' },
+    'max-minutes': { type: 'string' },
+  },
+});
+
+if (values.table) {
+  const file = writeTable();
+  process.stdout.write(`wrote the campaign table in ${file}\n`);
+  process.exit(0);
+}
+
+const brokers = values.broker === 'all' ? ['kafka', 'sqs', 'rabbitmq'] : values.broker.split(',');
+for (const b of brokers) {
+  if (!['kafka', 'sqs', 'rabbitmq'].includes(b)) {
+    process.stderr.write(`unknown broker '${b}': use kafka, sqs, rabbitmq or all\n`);
+    process.exit(2);
+  }
+}
+const seed = values.seed === undefined ? Math.floor(Math.random() * 1e6) : Number(values.seed);
+const injections = Number(values.injections ?? (values.short ? 14 : 100));
+const started = Date.now();
+let failed = false;
+const verdicts = [];
+for (const broker of brokers) {
+  try {
+    const s = await runBroker({
+      broker,
+      seed,
+      injections,
+      short: values.short,
+      ...(values.rate ? { ratePerS: Number(values.rate) } : {}),
+      ...(values['outage-ms'] ? { outageMs: Number(values['outage-ms']) } : {}),
+      // --short keeps all three brokers inside CI's 8 minutes: stop injecting after 100 s.
+      ...(values.short ? { maxRunMs: 100_000 } : {}),
+      ...(values['max-minutes'] ? { maxRunMs: Number(values['max-minutes']) * 60_000 } : {}),
+    });
+    const inj = Object.values(s.injections);
+    const counted = inj.reduce((n, k) => n + k.counted, 0);
+    const total = inj.reduce((n, k) => n + k.total, 0);
+    const line =
+      `chaos ${broker} seed=${seed}: ${s.ok ? 'OK' : 'VIOLATION'} ` +
+      `injections ${counted}/${total} counted, ids ${s.produced.distinctIds}, ` +
+      `once dup ${s.once.duplicated} lost ${s.once.lost} order ${s.once.keysOutOfOrder} ` +
+      `unsettled ${s.once.unsettledAtEnd} dead ${s.once.deadLetters}; ` +
+      `naive dup ids ${s.naive.duplicatedIds}; ${Math.round(s.wallMs / 1000)} s` +
+      (s.ok ? '' : ` [${s.violations.join('; ')}]`);
+    verdicts.push(line);
+    if (!s.ok) failed = true;
+  } catch (err) {
+    failed = true;
+    verdicts.push(`chaos ${broker} seed=${seed}: ERROR ${err?.stack ?? err}`);
+  }
+  process.stdout.write(`${verdicts.at(-1)}\n`);
+}
+process.stdout.write(
+  `chaos: ${failed ? 'FAILED' : 'passed'} in ${Math.round((Date.now() - started) / 1000)} s\n`,
+);
+process.exit(failed ? 1 : 0);

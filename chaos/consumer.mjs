@@ -1,0 +1,273 @@
+// One consumer process of the campaign. MODE=once runs the real adapter from packages' dist/
+// (@once/kafka, @once/sqs, @once/rabbitmq) whose handler writes one effect row in the
+// transaction; MODE=naive is the control: same broker, its own group/queue, no once: it writes
+// the effect (autocommit) and then acks.
+//
+// Protocol, one JSON object per stdout line (a pipe: written synchronously on Linux, so a line
+// printed before a self-SIGKILL gets out):
+//   {t:'ready'}                            consuming
+//   {t:'claim', id, unit}                  the handler started: the id is claimed in an open transaction
+//   {t:'commit', id}                       the transaction committed (inbox event), not yet settled
+//   {t:'settle', unit?, ids?, upTo?}       the broker was told (Kafka: offsets of a partition up to
+//                                          upTo committed; SQS: ids deleted; RabbitMQ: ids acked)
+//   {t:'dying', id}                        armed kill: the process SIGKILLs itself after a COMMIT
+//   {t:'start-failed', error}              start() threw (PostgreSQL down); exits with code 6
+// Commands on stdin, one per line: `arm-commit-kill`.
+// Config: JSON in CHAOS_CHILD (see run-broker.mjs: childConfig).
+import net from 'node:net';
+import { createInterface } from 'node:readline';
+import pg from 'pg';
+
+const cfg = JSON.parse(process.env.CHAOS_CHILD ?? '{}');
+const say = (o) => process.stdout.write(`${JSON.stringify(o)}\n`);
+const pool = new pg.Pool({
+  connectionString: cfg.databaseUrl,
+  max: 8,
+  application_name: `chaos-${cfg.mode}`,
+});
+pool.on('error', () => {});
+const handlerDelayMs = cfg.handlerDelayMs ?? 10;
+// Warnings and errors go to stderr, which the campaign keeps for the report of an unexpected exit.
+const logLine = (level) => (fields, message) =>
+  process.stderr.write(
+    `${level} ${typeof fields === 'string' ? fields : message} ${JSON.stringify(fields)}\n`,
+  );
+const logger = { debug() {}, info() {}, warn: logLine('warn'), error: logLine('error') };
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+let armed = false;
+createInterface({ input: process.stdin }).on('line', (line) => {
+  if (line.trim() === 'arm-commit-kill') armed = true;
+});
+
+function unitOf(broker, source, key) {
+  if (broker === 'kafka') return `p${source.partition}`;
+  if (broker === 'sqs') return `g:${key}`;
+  return 'q';
+}
+
+// ---- once ---------------------------------------------------------------------------------
+async function buildOnce() {
+  const handler = async (envelope, { tx, id }) => {
+    const body = JSON.parse(envelope.body.toString());
+    say({
+      t: 'claim',
+      id,
+      unit: unitOf(cfg.broker, envelope.source, body.key),
+      offset: envelope.source.offset,
+    });
+    await tx.query(`INSERT INTO ${cfg.effectsTable} (message_id, key, payload) VALUES ($1, $2, $3)`, [
+      id,
+      body.key,
+      String(body.seq),
+    ]);
+    if (handlerDelayMs) await sleep(handlerDelayMs);
+  };
+  const common = { pool, schema: cfg.schema, consumer: 'chaos', handler, logger };
+  if (cfg.broker === 'kafka') {
+    const { Kafka, logLevel } = await import('kafkajs');
+    const { createKafkaConsumer } = await import('../packages/kafka/dist/index.js');
+    const c = createKafkaConsumer({
+      kafka: kafkaClient(Kafka, logLevel),
+      groupId: cfg.groupId,
+      topics: [cfg.topic],
+      fromBeginning: true,
+      sessionTimeoutMs: 6_000,
+      heartbeatIntervalMs: 500,
+      maxBatchSize: 10,
+      ...common,
+    });
+    c.on('slice:done', (e) => say({ t: 'settle', unit: `p${e.partition}`, upTo: e.lastOffset }));
+    return c;
+  }
+  if (cfg.broker === 'sqs') {
+    const { createSqsConsumer } = await import('../packages/sqs/dist/index.js');
+    return createSqsConsumer({
+      client: await sqsClient(),
+      queueUrl: cfg.queueUrl,
+      deadLetter: { queueUrl: cfg.dlqUrl },
+      waitTimeSeconds: 1,
+      visibilityTimeoutS: 3,
+      ...common,
+    });
+  }
+  const { createRabbitConsumer } = await import('../packages/rabbitmq/dist/index.js');
+  const c = createRabbitConsumer({
+    url: cfg.amqpUrl,
+    queue: cfg.queue,
+    queueType: 'quorum',
+    prefetch: 20,
+    stopTimeoutMs: 10_000,
+    ...common,
+  });
+  c.on('settled', (e) => say({ t: 'settle', ids: [e.id] }));
+  return c;
+}
+
+/** Kafka's metadata names the broker's own address: every socket goes to the fault proxy instead. */
+function kafkaClient(Kafka, logLevel) {
+  return new Kafka({
+    clientId: `chaos-${cfg.mode}-${process.pid}`,
+    brokers: [cfg.kafkaProxy],
+    logLevel: logLevel.NOTHING,
+    retry: { retries: 1000, initialRetryTime: 200, maxRetryTime: 2_000 },
+    socketFactory: ({ onConnect }) => {
+      const [host, port] = cfg.kafkaProxy.split(':');
+      const socket = net.connect({ host, port: Number(port) }, onConnect);
+      socket.setKeepAlive(true, 60_000);
+      return socket;
+    },
+  });
+}
+
+/** An SQS client whose ReceiveMessage and Delete calls are observed, to report settles by id. */
+async function sqsClient() {
+  const sdk = await import('@aws-sdk/client-sqs');
+  const client = new sdk.SQSClient({
+    endpoint: cfg.sqsEndpoint,
+    region: 'us-east-1',
+    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+  });
+  const byHandle = new Map();
+  const send = client.send.bind(client);
+  client.send = async (command, ...rest) => {
+    const res = await send(command, ...rest);
+    if (command instanceof sdk.ReceiveMessageCommand) {
+      for (const m of res.Messages ?? []) {
+        byHandle.set(m.ReceiptHandle, m.MessageAttributes?.['message-id']?.StringValue);
+      }
+    } else if (command instanceof sdk.DeleteMessageBatchCommand) {
+      const failed = new Set((res.Failed ?? []).map((f) => f.Id));
+      for (const e of command.input.Entries ?? []) {
+        if (failed.has(e.Id)) continue;
+        const id = byHandle.get(e.ReceiptHandle);
+        byHandle.delete(e.ReceiptHandle);
+        if (id) say({ t: 'settle', ids: [id] });
+      }
+    } else if (command instanceof sdk.DeleteMessageCommand) {
+      const id = byHandle.get(command.input.ReceiptHandle);
+      byHandle.delete(command.input.ReceiptHandle);
+      if (id) say({ t: 'settle', ids: [id] });
+    }
+    return res;
+  };
+  return client;
+}
+
+// ---- naive control ------------------------------------------------------------------------
+const naiveEffect = (id, key, seq) =>
+  pool.query(`INSERT INTO ${cfg.effectsTable} (message_id, key, payload) VALUES ($1, $2, $3)`, [
+    id,
+    key,
+    seq,
+  ]);
+
+async function runNaive() {
+  if (cfg.broker === 'kafka') {
+    const { Kafka, logLevel } = await import('kafkajs');
+    const consumer = kafkaClient(Kafka, logLevel).consumer({
+      groupId: cfg.groupId,
+      sessionTimeout: 6_000,
+      heartbeatInterval: 500,
+    });
+    await consumer.connect();
+    await consumer.subscribe({ topics: [cfg.topic], fromBeginning: true });
+    await consumer.run({
+      autoCommit: false,
+      eachMessage: async ({ topic, partition, message }) => {
+        const id = message.headers['message-id'].toString();
+        const body = JSON.parse(message.value.toString());
+        await naiveEffect(id, body.key, String(body.seq));
+        await consumer.commitOffsets([{ topic, partition, offset: String(BigInt(message.offset) + 1n) }]);
+      },
+    });
+    consumer.on(consumer.events.CRASH, () => process.exit(3));
+    say({ t: 'ready' });
+    return;
+  }
+  if (cfg.broker === 'sqs') {
+    const sdk = await import('@aws-sdk/client-sqs');
+    const client = new sdk.SQSClient({
+      endpoint: cfg.sqsEndpoint,
+      region: 'us-east-1',
+      credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+    });
+    say({ t: 'ready' });
+    for (;;) {
+      const res = await client.send(
+        new sdk.ReceiveMessageCommand({
+          QueueUrl: cfg.queueUrl,
+          MaxNumberOfMessages: 10,
+          WaitTimeSeconds: 1,
+          VisibilityTimeout: 3,
+          MessageAttributeNames: ['All'],
+        }),
+      );
+      for (const m of res.Messages ?? []) {
+        const body = JSON.parse(m.Body);
+        await naiveEffect(m.MessageAttributes['message-id'].StringValue, body.key, String(body.seq));
+        await client.send(
+          new sdk.DeleteMessageCommand({ QueueUrl: cfg.queueUrl, ReceiptHandle: m.ReceiptHandle }),
+        );
+      }
+    }
+  }
+  const amqp = (await import('amqplib')).default;
+  const conn = await amqp.connect(cfg.amqpUrl);
+  conn.on('error', () => process.exit(3));
+  conn.on('close', () => process.exit(3));
+  const ch = await conn.createChannel();
+  await ch.prefetch(10);
+  await ch.consume(cfg.queue, async (m) => {
+    if (!m) return process.exit(3);
+    const body = JSON.parse(m.content.toString());
+    try {
+      await naiveEffect(m.properties.messageId, body.key, String(body.seq));
+      ch.ack(m);
+    } catch {
+      process.exit(3);
+    }
+  });
+  say({ t: 'ready' });
+}
+
+// ---- main ---------------------------------------------------------------------------------
+process.on('unhandledRejection', (err) => {
+  process.stderr.write(`unhandled: ${err?.stack ?? err}\n`);
+  process.exit(cfg.mode === 'naive' ? 3 : 4);
+});
+
+if (cfg.mode === 'naive') {
+  await runNaive();
+} else {
+  const consumer = await buildOnce();
+  const onCommitted = ({ id }) => {
+    say({ t: 'commit', id });
+    if (armed) {
+      // After COMMIT, before the adapter settles: the window a crash must not turn into a
+      // second effect. Block the thread so nothing else can run before the signal lands.
+      say({ t: 'dying', id });
+      process.kill(process.pid, 'SIGKILL');
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
+    }
+  };
+  consumer.inbox.on('message:processed', onCommitted);
+  try {
+    await consumer.start();
+  } catch (err) {
+    // start() checks the schema first: with PostgreSQL down it fails, and the campaign restarts us.
+    say({ t: 'start-failed', error: String(err?.message ?? err) });
+    process.exit(6);
+  }
+  say({ t: 'ready' });
+  process.once('SIGTERM', () => {
+    const hard = setTimeout(() => process.exit(5), 20_000);
+    consumer
+      .stop()
+      .then(() => pool.end())
+      .then(() => {
+        clearTimeout(hard);
+        process.exit(0);
+      });
+  });
+}

@@ -1,0 +1,525 @@
+// One campaign run against one broker: a private PostgreSQL, once consumers and a naive control
+// as child processes, a producer with re-sent ids, seeded fault injections, and the ledger check.
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import pg from 'pg';
+import { BROKER_URLS, brokerSide, KAFKA_PARTITIONS, proxyTarget } from './brokers.mjs';
+import { ConsumerChild } from './children.mjs';
+import { PgCluster } from './pg-cluster.mjs';
+import { planInjections, rng } from './plan.mjs';
+import { ROOT, testSupport } from './support.mjs';
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const RESULTS = join(ROOT, 'chaos', 'results');
+
+/** How long a zombie stays stopped: past the session (Kafka 6 s), visibility (SQS 3 s) or heartbeat (AMQP 5 s, closed after 2 missed). */
+const ZOMBIE_MS = { kafka: 8_000, sqs: 6_000, rabbitmq: 13_000 };
+const KEYS = 12;
+const RESEND_SHARE = 0.2;
+
+/**
+ * @param {{ broker: string, seed: number, injections: number, short: boolean, ratePerS?: number,
+ *   outageMs?: number, log?: (s: string) => void }} o
+ */
+export async function runBroker(o) {
+  const cleanups = [];
+  try {
+    return await run(o, cleanups);
+  } finally {
+    for (const c of cleanups.reverse()) await c().catch(() => {});
+  }
+}
+
+async function run(o, cleanups) {
+  const log = o.log ?? ((s) => process.stderr.write(`[${o.broker}] ${s}\n`));
+  const started = Date.now();
+  const random = rng(o.seed);
+  const { FaultProxy, checkEffects } = await testSupport();
+  const name = `chaos-${o.broker}-${o.seed}-${Date.now().toString(36)}`;
+  const outageMs = o.outageMs ?? (o.short ? 10_000 : 60_000);
+  const ratePerS = o.ratePerS ?? 25;
+
+  // ---- PostgreSQL, broker, proxy ----
+  const cluster = await PgCluster.create(join(ROOT, '.cache', 'chaos'), `pg-${o.broker}-${o.seed}`);
+  cleanups.push(() => cluster.destroy());
+  const pool = new pg.Pool({ connectionString: cluster.url, max: 3, application_name: 'chaos-campaign' });
+  pool.on('error', () => {});
+  cleanups.push(() => pool.end());
+  const { migrate } = await import('../packages/core/dist/index.js');
+  await migrate(pool, { schema: 'once' });
+  for (const t of ['effects', 'naive_effects']) {
+    await pool.query(`CREATE TABLE IF NOT EXISTS public.${t} (
+      seq bigserial PRIMARY KEY, message_id text NOT NULL, key text NOT NULL, payload text NOT NULL,
+      at timestamptz NOT NULL DEFAULT clock_timestamp())`);
+  }
+  const side = await brokerSide(o.broker, name);
+  cleanups.push(() => side.close());
+  const proxy = await FaultProxy.start(proxyTarget(o.broker));
+  cleanups.push(() => proxy.close());
+  const brokerVia = {
+    kafkaProxy: proxy.address,
+    sqsEndpoint: proxy.url(BROKER_URLS.sqs),
+    // A 5 s heartbeat, so a stopped consumer's connection is closed by the server within seconds.
+    amqpUrl: `${proxy.url(BROKER_URLS.rabbitmq).replace(/\/$/, '')}?heartbeat=5`,
+  };
+  const configOf = (mode) => ({
+    broker: o.broker,
+    databaseUrl: cluster.url,
+    schema: 'once',
+    effectsTable: mode === 'once' ? 'public.effects' : 'public.naive_effects',
+    handlerDelayMs: 10,
+    ...brokerVia,
+    ...side.childSettings(mode),
+  });
+
+  // ---- what is in flight, what settled ----
+  const keyOf = new Map(); // id -> key
+  const unitOfId = (id) => (o.broker === 'sqs' ? `g:${keyOf.get(id)}` : 'q');
+  const lastSettle = new Map(); // unit -> ms
+  const waiters = new Set();
+  let settles = 0;
+  const onLine = (child, msg, at) => {
+    if (child.mode !== 'once') return;
+    if (msg.t === 'start-failed') startFailures++;
+    if (msg.t === 'claim') {
+      // A claim elsewhere means the message moved (a rolled-back attempt, a redelivery).
+      for (const c of allOnce()) c.inflight.delete(msg.id);
+      child.inflight.set(msg.id, { unit: msg.unit, offset: msg.offset, phase: 'claimed', at });
+    } else if (msg.t === 'commit') {
+      const f = child.inflight.get(msg.id);
+      if (f) f.phase = 'committed';
+    } else if (msg.t === 'settle') {
+      settles++;
+      const units = new Set();
+      if (msg.upTo !== undefined) {
+        units.add(msg.unit);
+        for (const c of allOnce()) {
+          for (const [id, f] of c.inflight) {
+            if (f.unit === msg.unit && BigInt(f.offset) <= BigInt(msg.upTo)) c.inflight.delete(id);
+          }
+        }
+      } else {
+        for (const id of msg.ids ?? []) {
+          units.add(child.inflight.get(id)?.unit ?? unitOfId(id));
+          for (const c of allOnce()) c.inflight.delete(id);
+        }
+      }
+      // A killed run's last lines are read after the kill: they settled before it, not after.
+      if (!child.dead) for (const u of units) lastSettle.set(u, at);
+      for (const w of waiters) w();
+    }
+  };
+  const incidents = [];
+  let startFailures = 0;
+  let consumers = [];
+  let joiner;
+  const allOnce = () => [...consumers, joiner].filter(Boolean);
+  const onUnexpectedExit = (child, incident) => {
+    incidents.push({ child: child.name, mode: child.mode, ...incident });
+    // The naive control exits on any error by design (restarted): only once's exits are news.
+    if (child.mode === 'once' && incident.code !== 6)
+      log(
+        `${child.name} exited unexpectedly (${incident.code ?? incident.signal}); restarting\n${incident.stderrTail.split('\n').slice(-6).join('\n')}`,
+      );
+    setTimeout(() => {
+      if (!stopping && !child.running && !child.parked) child.start();
+    }, 500);
+  };
+  let stopping = false;
+  const make = (n, mode) =>
+    new ConsumerChild({ name: n, mode, config: configOf(mode), onLine, onUnexpectedExit });
+  consumers = [make('once-1', 'once').start(), make('once-2', 'once').start()];
+  joiner = make('once-3', 'once');
+  joiner.parked = true;
+  const naive = make('naive', 'naive').start();
+  cleanups.push(async () => {
+    stopping = true;
+    await Promise.all([...allOnce(), naive].map((c) => c.kill()));
+  });
+  const live = () => [...consumers, joiner].filter((c) => c.running && !c.parked);
+
+  // ---- producer: a stream with re-sent ids, keyed ----
+  const sent = []; // distinct ids in first-send order
+  let published = 0;
+  let producing = true;
+  const seqOfKey = new Array(KEYS).fill(0);
+  const bodies = new Map();
+  const messageOf = (id) => ({ id, key: keyOf.get(id), body: bodies.get(id) });
+  const producer = (async () => {
+    let n = 0;
+    const tickMs = 200;
+    const perTick = Math.max(1, Math.round((ratePerS * tickMs) / 1000));
+    while (producing) {
+      const batch = [];
+      for (let i = 0; i < perTick; i++) {
+        if (sent.length > 10 && random() < RESEND_SHARE) {
+          const id = sent[Math.floor(random() * sent.length)];
+          batch.push(messageOf(id));
+          continue;
+        }
+        const k = Math.floor(random() * KEYS);
+        const id = `${name}-m${n++}`;
+        const body = JSON.stringify({ key: `k${k}`, seq: seqOfKey[k]++ });
+        keyOf.set(id, `k${k}`);
+        bodies.set(id, body);
+        sent.push(id);
+        batch.push(messageOf(id));
+      }
+      try {
+        await side.publish(batch);
+        published += batch.length;
+      } catch (err) {
+        log(`publish failed (${err.message}); retrying the same batch`);
+        await sleep(500);
+        continue;
+      }
+      await sleep(tickMs);
+    }
+  })();
+  // Let every consumer come up and work before the first fault.
+  const upBy = Date.now() + 60_000;
+  while (!(consumers.every((c) => c.ready) && naive.ready && settles > 5) && Date.now() < upBy)
+    await sleep(200);
+  if (Date.now() >= upBy) throw new Error(`consumers did not come up: ${consumers.map((c) => c.ready)}`);
+  log(`consumers up in ${Date.now() - started} ms; injecting ${o.injections}`);
+
+  // ---- injections ----
+  const plan = planInjections(o.injections, random, o.short);
+  const records = [];
+  const inflightOf = (cs) =>
+    cs.flatMap((c) =>
+      [...c.inflight].map(([id, f]) => ({ child: c.name, id, unit: f.unit, phase: f.phase })),
+    );
+  const pick = () => {
+    const l = live().filter((c) => c.ready);
+    const busy = l.filter((c) => c.inflight.size > 0);
+    const from = busy.length ? busy : l;
+    return from[Math.floor(random() * from.length)];
+  };
+  const waitRecovery = async (units, sinceMs, timeoutMs) => {
+    // Every unit (Kafka partition, SQS group, the RabbitMQ queue) that held work settles again.
+    const done = () => [...units].every((u) => (lastSettle.get(u) ?? 0) > sinceMs);
+    const until = Date.now() + timeoutMs;
+    while (!done() && Date.now() < until) {
+      await new Promise((r) => {
+        const t = setTimeout(r, 250);
+        waiters.add(() => {
+          clearTimeout(t);
+          r();
+        });
+      });
+      waiters.clear();
+    }
+    if (!done()) return undefined;
+    return Math.max(...[...units].map((u) => lastSettle.get(u))) - sinceMs;
+  };
+
+  /** Steers the timing: waits (up to 5 s) until `cond` holds, so the fault lands on work in flight. */
+  const steer = async (cond) => {
+    const until = Date.now() + 5_000;
+    while (!cond() && Date.now() < until) await sleep(5);
+  };
+  const anyInflight = () => live().some((c) => c.inflight.size > 0);
+
+  for (const [i, kind] of plan.entries()) {
+    if (Date.now() - started > (o.maxRunMs ?? Number.POSITIVE_INFINITY)) {
+      log(`time budget spent after ${i} injections`);
+      break;
+    }
+    const rec = await inject(kind);
+    // A fault that held nothing in flight still must not stop progress: wait for any unit.
+    const units = new Set(rec.inFlight.map((f) => f.unit));
+    if (units.size === 0) units.add(o.broker === 'kafka' ? 'p0' : o.broker === 'sqs' ? 'g:k0' : 'q');
+    // Recovery counts from the end of the fault (the kill, the SIGCONT, PostgreSQL back up).
+    const ms = await waitRecovery(units, rec.clearedAt ?? rec.landedAt, 90_000);
+    rec.recovered = ms !== undefined;
+    rec.recoveryMs = ms;
+    rec.units = [...units];
+    delete rec.landedAt;
+    delete rec.clearedAt;
+    records.push(rec);
+    log(
+      `#${i} ${rec.kind}${rec.window ? `(${rec.window})` : ''} counted=${rec.counted} inflight=${rec.inFlight.length} recovered=${rec.recovered} ${ms ?? '-'} ms`,
+    );
+    await sleep(300 + Math.floor(random() * 1200));
+  }
+
+  async function inject(kind) {
+    if (!['sigkill', 'sigkill-commit', 'zombie'].includes(kind)) await steer(anyInflight);
+    const t = Date.now();
+    const rec = { kind, time: new Date(t).toISOString(), landedAt: t };
+    const finish = (inFlight, extra = {}) =>
+      Object.assign(
+        rec,
+        { inFlight: inFlight.map(({ id, unit, phase, child }) => ({ id, unit, phase, child })) },
+        extra,
+        {
+          counted: inFlight.length > 0,
+        },
+      );
+    if (kind === 'sigkill' || kind === 'sigkill-commit') {
+      const victim = pick();
+      if (kind === 'sigkill-commit') {
+        victim.send('arm-commit-kill');
+        const exit = victim.expectExit();
+        const dyingBy = Date.now() + 15_000;
+        let dying;
+        const prev = victim.o.onLine;
+        victim.o.onLine = (c, m, at) => {
+          if (c === victim && m.t === 'dying') dying = m;
+          prev(c, m, at);
+        };
+        const inflightAt = () => inflightOf([victim]);
+        let snapshot = [];
+        while (!dying && Date.now() < dyingBy && victim.running) {
+          snapshot = inflightAt();
+          await sleep(5);
+        }
+        victim.o.onLine = prev;
+        if (!dying) await victim.kill();
+        await exit;
+        rec.landedAt = Date.now();
+        const fl = dying
+          ? snapshot.concat([{ id: dying.id, unit: '?', phase: 'committed', child: victim.name }])
+          : snapshot;
+        // The armed id's unit comes from the claim it reported.
+        const uniq = new Map(fl.map((f) => [f.id, f]));
+        for (const f of uniq.values())
+          if (f.unit === '?') f.unit = snapshot.find((s) => s.id === f.id)?.unit ?? unitOfId(f.id);
+        finish([...uniq.values()], {
+          child: victim.name,
+          window: dying ? 'commit-settle' : windowOf([...uniq.values()]),
+          armed: Boolean(dying),
+        });
+      } else {
+        await steer(() => victim.inflight.size > 0);
+        const fl = inflightOf([victim]);
+        await victim.kill();
+        finish(fl, { child: victim.name, window: windowOf(fl) });
+      }
+      if (random() < 0.5) await naive.kill().then(() => naive.start());
+      await sleep(200);
+      victim.start();
+      rec.clearedAt = rec.landedAt;
+      return rec;
+    }
+    if (kind === 'zombie') {
+      const victim = pick();
+      await steer(() => victim.inflight.size > 0);
+      const fl = inflightOf([victim]);
+      victim.signal('SIGSTOP');
+      await sleep(ZOMBIE_MS[o.broker]);
+      victim.signal('SIGCONT');
+      return finish(fl, { child: victim.name, faultMs: ZOMBIE_MS[o.broker], clearedAt: Date.now() });
+    }
+    if (kind === 'churn') {
+      if (joiner.parked) {
+        joiner.parked = false;
+        const fl = inflightOf(live());
+        joiner.start();
+        return finish(fl, { kind: 'join', child: joiner.name });
+      }
+      await steer(() => joiner.inflight.size > 0);
+      const fl = inflightOf([joiner]);
+      joiner.parked = true;
+      await joiner.stop();
+      return finish(fl, { kind: 'leave', child: joiner.name });
+    }
+    if (kind === 'pg-terminate') {
+      const fl = inflightOf(live());
+      const { rows } = await pool.query(
+        `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE application_name = 'chaos-once'`,
+      );
+      return finish(fl, { backends: rows[0].n });
+    }
+    if (kind === 'broker-cut') {
+      const fl = inflightOf(live());
+      const n = proxy.openCount;
+      proxy.cutAll();
+      return finish(fl, { connections: n });
+    }
+    if (kind === 'pg-restart') {
+      const fl = inflightOf(live());
+      const t0 = Date.now();
+      await cluster.restart();
+      return finish(fl, { faultMs: Date.now() - t0, clearedAt: Date.now() });
+    }
+    if (kind === 'pg-outage') {
+      const fl = inflightOf(live());
+      const t0 = Date.now();
+      await cluster.stop('fast');
+      await sleep(outageMs);
+      await cluster.start();
+      return finish(fl, { faultMs: Date.now() - t0, outageMs, clearedAt: Date.now() });
+    }
+    throw new Error(`unknown injection ${kind}`);
+  }
+
+  // ---- drain and check ----
+  producing = false;
+  await producer;
+  log(`injections done; produced ${sent.length} ids in ${published} sends; draining`);
+  const distinct = async (t) =>
+    Number((await pool.query(`SELECT count(DISTINCT message_id)::int AS n FROM public.${t}`)).rows[0].n);
+  const drainBy = Date.now() + 180_000;
+  let unsettled = -1;
+  let settledSince;
+  for (;;) {
+    const done = await distinct('effects').catch(() => -1);
+    unsettled = await side.unsettled().catch(() => -1);
+    const held = live().reduce((n, c) => n + c.inflight.size, 0);
+    if (done === sent.length && unsettled === 0) {
+      settledSince ??= Date.now();
+      // Give what children still hold (RabbitMQ: unacked deliveries) a moment to settle.
+      if (held === 0 || Date.now() - settledSince > 10_000) break;
+    } else settledSince = undefined;
+    if (Date.now() > drainBy) {
+      log(`drain timed out: effects ${done}/${sent.length}, unsettled ${unsettled}, held ${held}`);
+      break;
+    }
+    await sleep(1000);
+  }
+  const naiveBy = Date.now() + 60_000;
+  while ((await distinct('naive_effects').catch(() => 0)) < sent.length && Date.now() < naiveBy)
+    await sleep(1000);
+  stopping = true;
+  const exits = await Promise.all([...consumers, joiner, naive].map((c) => (c.running ? c.stop() : null)));
+  await sleep(1000);
+  unsettled = await side.unsettled();
+  const deadLetters = await side.deadLetters();
+
+  const effects = (await pool.query('SELECT message_id AS "messageId", key FROM public.effects ORDER BY seq'))
+    .rows;
+  const verdict = checkEffects(effects, { expectedIds: sent, checkOrderPerKey: true });
+  const naiveRows = (
+    await pool.query('SELECT message_id AS "messageId", key FROM public.naive_effects ORDER BY seq')
+  ).rows;
+  const naiveVerdict = checkEffects(naiveRows, { expectedIds: sent });
+  const orderPromised = o.broker !== 'rabbitmq';
+
+  const violations = [];
+  if (verdict.duplicated.length) violations.push(`${verdict.duplicated.length} duplicated ids`);
+  if (verdict.lost.length) violations.push(`${verdict.lost.length} lost ids`);
+  if (verdict.unexpected.length) violations.push(`${verdict.unexpected.length} unexpected ids`);
+  if (orderPromised && verdict.orderViolations.length)
+    violations.push(`${verdict.orderViolations.length} keys out of order`);
+  if (unsettled !== 0) violations.push(`${unsettled} unsettled at the end`);
+  if (deadLetters !== 0) violations.push(`${deadLetters} dead letters`);
+  const pgRestarts = records.filter((r) => r.kind === 'pg-restart').length;
+  if (pgRestarts === 0) violations.push('no PostgreSQL restart ran');
+  const kills = records.filter((r) => r.kind.startsWith('sigkill'));
+  const commitKills = kills.filter((r) => r.window === 'commit-settle').length;
+  if (kills.length && commitKills / kills.length < 0.3)
+    violations.push(`only ${commitKills}/${kills.length} SIGKILLs between COMMIT and settle`);
+  if (naiveVerdict.duplicated.length === 0)
+    violations.push('the naive control showed no duplicates (the campaign proves nothing)');
+
+  const commit = gitCommit();
+  const summary = {
+    broker: o.broker,
+    seed: o.seed,
+    mode: o.short ? 'short' : 'long',
+    commit,
+    startedAt: new Date(started).toISOString(),
+    wallMs: Date.now() - started,
+    outageMs,
+    produced: { distinctIds: sent.length, sends: published, resendShare: RESEND_SHARE, keys: KEYS },
+    once: {
+      effects: verdict.total,
+      duplicated: verdict.duplicated.length,
+      lost: verdict.lost.length,
+      unexpected: verdict.unexpected.length,
+      keysOutOfOrder: verdict.orderViolations.length,
+      orderPromised,
+      unsettledAtEnd: unsettled,
+      deadLetters,
+    },
+    naive: {
+      effects: naiveVerdict.total,
+      duplicatedIds: naiveVerdict.duplicated.length,
+      extraEffects: naiveVerdict.total - (sent.length - naiveVerdict.lost.length),
+      lost: naiveVerdict.lost.length,
+    },
+    injections: byKind(records),
+    sigkillsBetweenCommitAndSettle: `${commitKills}/${kills.length}`,
+    startFailures,
+    // The naive control exits on any error by design, and a once start that failed because
+    // PostgreSQL was down exits 6: both are counted, not listed. What is left is news.
+    naiveRestarts: incidents.filter((i) => i.mode === 'naive').length,
+    incidents: incidents
+      .filter((i) => i.mode === 'once' && i.code !== 6)
+      .map(({ child, mode, code, signal, stderrTail }) => ({
+        child,
+        mode,
+        code,
+        signal,
+        stderrTail,
+      })),
+    stopExits: exits.filter(Boolean),
+    violations,
+    ok: violations.length === 0,
+  };
+  if (verdict.duplicated.length || verdict.lost.length || verdict.orderViolations.length) {
+    summary.detail = {
+      duplicated: verdict.duplicated.slice(0, 20),
+      lost: verdict.lost.slice(0, 20),
+      orderViolations: verdict.orderViolations.slice(0, 3).map((v) => ({
+        key: v.key,
+        firstMismatchAt: v.firstMismatchAt,
+        expected: v.expected.slice(v.firstMismatchAt, v.firstMismatchAt + 5),
+        actual: v.actual.slice(v.firstMismatchAt, v.firstMismatchAt + 5),
+      })),
+    };
+  }
+  if (o.write !== false) {
+    mkdirSync(RESULTS, { recursive: true });
+    const base = join(RESULTS, `${o.broker}-${o.seed}`);
+    writeFileSync(`${base}.jsonl`, records.map((r) => JSON.stringify({ commit, ...r })).join('\n') + '\n');
+    writeFileSync(`${base}.json`, `${JSON.stringify(summary, null, 2)}\n`);
+  }
+
+  return summary;
+}
+
+function windowOf(inFlight) {
+  if (inFlight.length === 0) return 'idle';
+  return inFlight.some((f) => f.phase === 'committed') ? 'commit-settle' : 'claim-commit';
+}
+
+/** Per kind: total, counted (landed with work in flight), recovered, recovery p50/p99 in ms. */
+export function byKind(records) {
+  const out = {};
+  for (const r of records) {
+    out[r.kind] ??= { total: 0, counted: 0, recovered: 0, recoveryMs: [] };
+    const k = out[r.kind];
+    k.total++;
+    if (r.counted) k.counted++;
+    if (r.recovered) {
+      k.recovered++;
+      k.recoveryMs.push(r.recoveryMs);
+    }
+  }
+  for (const k of Object.values(out)) {
+    const s = k.recoveryMs.sort((a, b) => a - b);
+    k.recoveryP50Ms = quantile(s, 0.5);
+    k.recoveryP99Ms = quantile(s, 0.99);
+    delete k.recoveryMs;
+  }
+  return out;
+}
+
+export function quantile(sorted, q) {
+  if (sorted.length === 0) return null;
+  return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)];
+}
+
+function gitCommit() {
+  try {
+    return execFileSync('git', ['rev-parse', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).trim();
+  } catch {
+    return 'unknown';
+  }
+}
+
+export { KAFKA_PARTITIONS };
