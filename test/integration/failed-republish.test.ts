@@ -131,6 +131,10 @@ it('a failed message republished through the outbox runs afresh once, and the or
   await send();
   await waitFor('the late original to be dropped as a duplicate', () => duplicates === 1, 20_000);
   await setup.close();
+  // Stopped here, not in afterAll: a relay still polling this schema would take the next test's
+  // republished row (it has no publisher for that destination) before that test's own relay runs.
+  await relay.stop();
+  relay = undefined;
   const effects = await pool.query(
     `SELECT count(*)::int AS n FROM ${db.ledger.table} WHERE message_id = 'order-7'`,
   );
