@@ -69,7 +69,7 @@ export function guardNewClients(pool: PgPoolLike, logger: Logger = silentLogger)
     client.on?.('error', ignore);
   });
   // pg.Pool re-emits the error of an idle client (its backend was terminated, the server
-  // restarted) on the pool; with no listener there the process exits (PITFALLS P1). The pool
+  // restarted) on the pool; with no listener there the process exits (docs/pitfalls.md P1). The pool
   // replaces that client by itself, so a warning is all it needs. A listener of the user's own
   // is left to do the talking.
   if (typeof emitter.listenerCount === 'function' && emitter.listenerCount('error') === 0) {

@@ -2,7 +2,7 @@ import type { Admin, Consumer, Kafka, Producer } from 'kafkajs';
 
 /**
  * The part of a kafkajs `Kafka` instance this package uses. Declared as a `Pick` so the binding
- * to kafkajs stays thin (PITFALLS K5): three factories and nothing else.
+ * to kafkajs stays thin (docs/pitfalls.md K5): three factories and nothing else.
  */
 export type KafkaLike = Pick<Kafka, 'consumer' | 'producer' | 'admin'>;
 

@@ -19,7 +19,7 @@ export interface SlicePlan {
 /**
  * Plans settlement from core's settle plans: offsets may only move past a message once it is
  * processed, a duplicate, or dead-lettered, so the plan is the contiguous prefix up to the first
- * message core says to run again (or the first that has no outcome). PITFALLS K4.
+ * message core says to run again (or the first that has no outcome). docs/pitfalls.md K4.
  */
 export function planSettle(
   outcomes: readonly (Outcome | undefined)[],

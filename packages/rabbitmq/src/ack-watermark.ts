@@ -8,7 +8,7 @@ export interface AckTarget {
 }
 
 /**
- * One in-order ack watermark per channel (PITFALLS R1). Deliveries are tracked in the order the
+ * One in-order ack watermark per channel (docs/pitfalls.md R1). Deliveries are tracked in the order the
  * channel delivered them; settling marks one, and {@link AckWatermark.flush} sends only the
  * contiguous settled prefix, so an ack with `multiple` never covers a tag that is still being
  * processed. A run of acks goes out as one `multiple` ack. Once the channel is gone the watermark

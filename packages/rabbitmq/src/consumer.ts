@@ -198,7 +198,7 @@ export class RabbitConsumer<R = unknown> {
       throw setupError(err, this.options.queue);
     }
     // From here on every emitter has an 'error' listener: amqplib emits 'error' before 'close',
-    // and an unlistened 'error' would crash the process (PITFALLS R3).
+    // and an unlistened 'error' would crash the process (docs/pitfalls.md R3).
     const session: Partial<Session> & { lost: boolean } = { connection, lost: false };
     const lose = (err: unknown) => this.#lose(session as Session, err);
     connection.on('error', (err: Error) => this.#noteError(err, 'connection'));

@@ -10,7 +10,7 @@ import {
 } from '@once/core';
 import type { Options, SocketOptions } from 'amqplib';
 
-/** RabbitMQ queue types; quorum is recommended (replicated, and safe under partitions: PITFALLS R4). */
+/** RabbitMQ queue types; quorum is recommended (replicated, and safe under partitions: docs/pitfalls.md R4). */
 export type QueueType = 'quorum' | 'classic';
 
 /** Options of {@link createRabbitConsumer}: the inbox's options plus the AMQP side. */

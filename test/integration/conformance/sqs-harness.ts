@@ -102,7 +102,7 @@ export function sqsHarness(db: ConformanceDb): BrokerHarness {
 
     async publish(dest, messages) {
       // Every send gets its own deduplication id: ElasticMQ's FIFO dedup differs from AWS's
-      // (PITFALLS S3), and a copy the broker swallowed would prove nothing about the adapter.
+      // (docs/pitfalls.md S3), and a copy the broker swallowed would prove nothing about the adapter.
       for (let i = 0; i < messages.length; i += 10) {
         const res = await client.send(
           new SendMessageBatchCommand({
