@@ -7,6 +7,7 @@ const src = (pkg: string) => fileURLToPath(new URL(`./packages/${pkg}/src/`, imp
 const alias = [
   { find: /^@once\/core\/testing$/, replacement: `${src('core')}testing/index.ts` },
   { find: /^@once\/core\/adapter$/, replacement: `${src('core')}adapter/index.ts` },
+  { find: /^@once\/core\/admin$/, replacement: `${src('core')}admin/index.ts` },
   {
     find: /^@once\/(core|kafka|sqs|rabbitmq|cli)$/,
     replacement: `${fileURLToPath(new URL('./packages/', import.meta.url))}$1/src/index.ts`,

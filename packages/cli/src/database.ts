@@ -1,16 +1,15 @@
-import { classifyDbError, ErrorCode, LATEST_SCHEMA_VERSION } from '@once/core';
+import { ErrorCode, LATEST_SCHEMA_VERSION, quoteIdentifier } from '@once/core';
+import { readSchemaState } from '@once/core/admin';
 import pg from 'pg';
 import { CliError } from './cli-error.js';
 import { ExitCode } from './exit-codes.js';
 import { maskUrl } from './mask-url.js';
-import { type CliSql, cliSql } from './sql.js';
 
 /** What a command needs from the database. */
 export interface Database {
   readonly pool: pg.Pool;
   /** The schema name, validated. */
   readonly schema: string;
-  readonly sql: CliSql;
   /** The URL with its password masked, for messages. */
   readonly maskedUrl: string;
 }
@@ -34,7 +33,8 @@ const PROTOCOLS = new Set(['postgres:', 'postgresql:', 'socket:']);
  * command itself. The caller ends the pool.
  */
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
-  const sql = cliSql(options.schema);
+  // Validated before anything else: a bad name is a usage error, whatever the URL.
+  quoteIdentifier(options.schema, '--schema');
   const maskedUrl = maskUrl(options.url);
   if (!isPostgresUrl(options.url)) {
     throw new CliError(
@@ -65,7 +65,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
       },
     );
   }
-  return { pool, schema: options.schema, sql, maskedUrl };
+  return { pool, schema: options.schema, maskedUrl };
 }
 
 /**
@@ -73,14 +73,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
  * than this build understands; an older version is returned for the caller to judge.
  */
 export async function schemaVersion(db: Database): Promise<number> {
-  let version: number;
-  try {
-    version = (await db.pool.query<{ version: number }>(db.sql.schemaVersion)).rows[0]?.version ?? 0;
-  } catch (err) {
-    // 42P01/3F000: no schema_version table, so nothing of once is there.
-    if (classifyDbError(err) !== 'schema-missing') throw err;
-    version = 0;
-  }
+  const { version } = await readSchemaState(db.pool, db.schema);
   if (version === 0) {
     throw new CliError(
       ExitCode.Schema,

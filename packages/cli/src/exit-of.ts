@@ -1,4 +1,6 @@
 import { classifyDbError, ErrorCode, OnceError } from '@once/core';
+import { AdminError } from '@once/core/admin';
+import { cliErrorOf } from './admin-exit.js';
 import { CliError } from './cli-error.js';
 import { reason } from './database.js';
 import { ExitCode } from './exit-codes.js';
@@ -11,12 +13,15 @@ export interface ExitReport {
 }
 
 /**
- * The one place errors become exit codes. The CLI's own errors carry theirs; core's errors map
+ * The one place errors become exit codes. The CLI's own errors carry theirs; core's admin
+ * refusals are worded by `cliErrorOf`; core's other errors map
  * by code (bad identifier → usage, schema missing or too new → 4); a connection lost mid-command
  * is 3; anything else is a runtime failure.
  */
 export function exitOf(err: unknown): ExitReport {
   if (err instanceof CliError) return { exitCode: err.exitCode, code: err.code, message: err.message };
+  // Core's admin refusals, worded for the command line.
+  if (AdminError.is(err)) return exitOf(cliErrorOf(err));
   if (OnceError.is(err)) {
     switch (err.code) {
       case ErrorCode.InvalidIdentifier:

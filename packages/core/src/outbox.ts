@@ -48,6 +48,34 @@ export interface PublishOptions {
 
 const DEFAULT_MAX_BODY = 1_048_576;
 
+/** What {@link enqueueRow} wrote: the message id it is published under, and the row's UUID. */
+export interface EnqueuedRow {
+  id: string;
+  rowId: string;
+}
+
+let insertRow: (
+  outbox: Outbox,
+  tx: Queryable,
+  destination: string,
+  body: Buffer | string | object,
+  options: PublishOptions,
+) => Promise<EnqueuedRow>;
+
+/**
+ * `outbox.enqueue`, with the same checks and statement, returning the row's UUID too. Internal
+ * to core (the admin API's republish); not exported from the package root.
+ */
+export function enqueueRow(
+  outbox: Outbox,
+  tx: Queryable,
+  destination: string,
+  body: Buffer | string | object,
+  options: PublishOptions = {},
+): Promise<EnqueuedRow> {
+  return insertRow(outbox, tx, destination, body, options);
+}
+
 /**
  * The transactional outbox: `enqueue` writes a message into the caller's transaction, so it is
  * published if and only if that transaction commits. Relays (see `createRelay`) send it later
@@ -112,6 +140,21 @@ export class Outbox {
     body: Buffer | string | object,
     options: PublishOptions = {},
   ): Promise<string> {
+    return (await this.#insert(tx, destination, body, options)).id;
+  }
+
+  static {
+    // The admin API's republish goes through the same checks and statement as enqueue, and
+    // needs the row's UUID as well; this keeps that out of the public surface.
+    insertRow = (outbox, ...args) => outbox.#insert(...args);
+  }
+
+  async #insert(
+    tx: Queryable,
+    destination: string,
+    body: Buffer | string | object,
+    options: PublishOptions,
+  ): Promise<EnqueuedRow> {
     const limit = this.#limits.get(destination);
     if (limit === undefined) {
       throw invalid(
@@ -142,7 +185,7 @@ export class Outbox {
     }
     if (!Number.isInteger(delayMs) || delayMs < 0)
       throw invalid(`delayMs must be a non-negative integer, got ${delayMs}`);
-    const res = await tx.query<{ id: string }>(this.#sql.enqueue, [
+    const res = await tx.query<{ id: string; row_id: string }>(this.#sql.enqueue, [
       destination,
       key ?? null,
       bytes,
@@ -151,7 +194,8 @@ export class Outbox {
       delayMs,
       messageId ?? null,
     ]);
-    return res.rows[0]!.id;
+    const row = res.rows[0]!;
+    return { id: row.id, rowId: row.row_id };
   }
 
   /**

@@ -7,7 +7,7 @@ import { checkNumber } from './options.js';
 import type { OutboxMessage, OutboxPublisher, OutboxPublishResult } from './outbox-publisher.js';
 import type { PgClientLike, PgPoolLike } from './pg-like.js';
 import { fromJsonb, toJsonb } from './sql/jsonb.js';
-import { outboxChannel, outboxSql } from './sql/outbox.js';
+import { listenSql, outboxSql } from './sql/outbox.js';
 
 /**
  * Error codes of the relay, in `outbox:publish-failed` events and `health().lastError`. Defined
@@ -99,7 +99,7 @@ export class Relay {
     logger: Logger;
   };
   readonly #sql: ReturnType<typeof outboxSql>;
-  readonly #channel: string;
+  readonly #listenSql: ReturnType<typeof listenSql>;
   readonly #events: Events;
   #running = false;
   #wake: (() => void) | undefined;
@@ -126,7 +126,7 @@ export class Relay {
     guardNewClients(options.pool);
     const schema = options.schema ?? 'once';
     this.#sql = outboxSql(quoteIdentifier(schema, 'options.schema'));
-    this.#channel = outboxChannel(schema);
+    this.#listenSql = listenSql(schema);
     const publishers = options.publishers;
     if (!publishers || typeof publishers !== 'object' || Object.keys(publishers).length === 0) {
       throw new OnceError(
@@ -237,10 +237,10 @@ export class Relay {
     this.#roundTimedOut = false;
     const conn = await Connection.open(this.#o.pool);
     try {
-      await conn.client.query('BEGIN; SET LOCAL synchronous_commit = on');
+      await conn.client.query(this.#sql.begin);
       const rows = (await conn.client.query<Row>(this.#sql.claim, [this.#o.batchSize])).rows;
       if (rows.length === 0) {
-        await conn.client.query('COMMIT');
+        await conn.client.query(this.#sql.commit);
         await this.#maybeCleanup(conn.client);
         conn.release();
         this.#health.lastRoundAt = Date.now();
@@ -274,7 +274,7 @@ export class Relay {
           failed.map((f) => f.park),
         ]);
       }
-      await conn.client.query('COMMIT');
+      await conn.client.query(this.#sql.commit);
       conn.release();
       this.#health.lastRoundAt = Date.now();
       this.#health.published += sent.length;
@@ -321,7 +321,7 @@ export class Relay {
       }
       return rows.length;
     } catch (err) {
-      await conn.client.query('ROLLBACK').catch(() => {});
+      await conn.client.query(this.#sql.rollback).catch(() => {});
       conn.destroy(err);
       throw err;
     }
@@ -448,7 +448,7 @@ export class Relay {
       (c.on as unknown as (e: string, l: () => void) => void)?.call(client, 'notification', () =>
         this.#wake?.(),
       );
-      await client.query(`LISTEN "${this.#channel}"`);
+      await client.query(this.#listenSql.listen);
       this.#listener = client;
       this.#health.listening = true;
     } catch (err) {
@@ -462,7 +462,7 @@ export class Relay {
     this.#health.listening = false;
     if (!client) return;
     try {
-      await client.query(`UNLISTEN "${this.#channel}"`);
+      await client.query(this.#listenSql.unlisten);
       client.release();
     } catch (err) {
       client.release(err as Error);

@@ -1,15 +1,15 @@
 import { type Logger, type PgPoolLike, serializeError } from '@once/core';
+import { readInboxGauges, readOutboxGauges } from '@once/core/admin';
 import type { Attributes, BatchObservableCallback, Meter, Observable } from '@opentelemetry/api';
 import { Attr } from './attributes.js';
 import { inboxGauges, outboxGauges } from './instruments.js';
-import type { GaugeSql } from './sql.js';
 
-/** What a gauge set needs: where to read, what to read, and where to report a failed read. */
+/** What a gauge set needs: where to read (through core's admin API), and where to report a failed read. */
 export interface GaugeSpec {
   meter: Meter;
   pool: PgPoolLike;
+  /** Validated by the caller. */
   schema: string;
-  sql: GaugeSql;
   logger: Logger;
 }
 
@@ -53,15 +53,10 @@ export function observeInbox(spec: GaugeSpec): () => void {
   return register(
     spec,
     [g.rows, g.purgeLag],
-    async () =>
-      (
-        await spec.pool.query<{ rows: number | null; purge_lag_s: number | null }>(spec.sql.inbox, [
-          spec.sql.inboxRegclass,
-        ])
-      ).rows[0],
+    () => readInboxGauges(spec.pool, spec.schema),
     (row, result, attrs) => {
-      if (row.rows !== null) result.observe(g.rows, row.rows, attrs);
-      result.observe(g.purgeLag, Math.max(0, row.purge_lag_s ?? 0), attrs);
+      if (row.rowsEstimate !== null) result.observe(g.rows, row.rowsEstimate, attrs);
+      result.observe(g.purgeLag, Math.max(0, row.purgeLagSeconds ?? 0), attrs);
     },
   );
 }
@@ -72,12 +67,10 @@ export function observeOutbox(spec: GaugeSpec, pendingLimit: number): () => void
   return register(
     spec,
     [g.pending, g.lag],
-    async () =>
-      (await spec.pool.query<{ pending: number; lag_s: number | null }>(spec.sql.outbox, [pendingLimit]))
-        .rows[0],
+    () => readOutboxGauges(spec.pool, spec.schema, pendingLimit),
     (row, result, attrs) => {
       result.observe(g.pending, row.pending, attrs);
-      result.observe(g.lag, Math.max(0, row.lag_s ?? 0), attrs);
+      result.observe(g.lag, Math.max(0, row.lagSeconds ?? 0), attrs);
     },
   );
 }

@@ -15,7 +15,6 @@ import {
 import { eventInstruments } from './instruments.js';
 import { subscribeRelay } from './relay-metrics.js';
 import { SCOPE_NAME } from './scope.js';
-import { gaugeSql } from './sql.js';
 import { type InboxLike, type InstrumentTarget, kindOf } from './targets.js';
 
 /** What {@link instrument} returns: stop recording. */
@@ -63,11 +62,12 @@ export function instrument(target: InstrumentTarget, options: InstrumentOptions 
   const pool = o.pool === false ? undefined : (o.pool ?? inbox?.options.pool);
   if (pool) {
     const schema = o.schema ?? inbox?.options.schema ?? DEFAULT_INSTRUMENT_OPTIONS.schema;
+    // Checked here, so a bad name fails instrument() rather than every collection.
+    quoteIdentifier(schema, 'options.schema');
     const spec = {
       meter,
       pool,
       schema,
-      sql: gaugeSql(quoteIdentifier(schema, 'options.schema')),
       logger: o.logger ?? inbox?.options.logger ?? silentLogger,
     };
     if (inbox) off.push(observeInbox(spec));

@@ -1,32 +1,13 @@
 import { writeFile } from 'node:fs/promises';
-import { fromJsonb, toJsonb } from '@once/core/adapter';
+import { ErrorCode, OnceError } from '@once/core';
+import { discardFailed, listFailed, retryFailed } from '@once/core/admin';
 import { CliError } from '../cli-error.js';
 import { type Database, requireSchema } from '../database.js';
 import { ExitCode } from '../exit-codes.js';
 import { formatBytes, formatTable, formatTime } from '../format.js';
 import type { CliIo } from '../io.js';
 import type { Report } from '../report.js';
-import { outboxChannelOf } from '../sql.js';
 import { errorLine } from './inspect.js';
-import { findInboxRow, notFailed, readSteps, requireConsumer } from './lookup.js';
-
-interface FailedRow {
-  consumer: string;
-  message_id: string;
-  attempts: number;
-  error: unknown;
-  created_at: Date;
-  expires_at: Date;
-  body_bytes: number | null;
-  body_truncated: boolean;
-}
-
-/** The row to retry is missing (status undefined) or not failed. */
-class NotFailed extends Error {
-  constructor(readonly status: string | undefined) {
-    super('not failed');
-  }
-}
 
 /** Options of `once failed list`. */
 export interface FailedListOptions {
@@ -39,34 +20,22 @@ export interface FailedListOptions {
 /** `once failed list`: parked failures, oldest first per consumer. */
 export async function failedListCommand(db: Database, options: FailedListOptions): Promise<Report> {
   await requireSchema(db);
-  const consumer = options.consumer ?? null;
-  if (consumer !== null) await requireConsumer(db, consumer);
-  const rows = (await db.pool.query<FailedRow>(db.sql.failedList, [consumer, options.limit])).rows;
-  const total = (await db.pool.query<{ n: number }>(db.sql.failedCount, [consumer])).rows[0]?.n ?? 0;
-  const data = {
-    schema: db.schema,
-    total,
-    failed: rows.map((r) => ({
-      consumer: r.consumer,
-      messageId: r.message_id,
-      attempts: r.attempts,
-      error: fromJsonb(r.error),
-      failedAt: r.created_at,
-      expiresAt: r.expires_at,
-      bodyBytes: r.body_bytes,
-      bodyTruncated: r.body_truncated,
-    })),
-  };
+  // An unknown --consumer is exit 5 (UNKNOWN_CONSUMER).
+  const { total, failed: rows } = await listFailed(db.pool, db.schema, {
+    consumer: options.consumer,
+    limit: options.limit,
+  });
+  const data = { schema: db.schema, total, failed: rows };
   if (rows.length === 0) return { data, text: 'no failed messages' };
   const table = formatTable(
     ['consumer', 'message id', 'attempts', 'failed at', 'body', 'error'],
     rows.map((r) => [
       r.consumer,
-      r.message_id,
+      r.messageId,
       String(r.attempts),
-      formatTime(r.created_at),
-      r.body_bytes === null ? '-' : `${formatBytes(r.body_bytes)}${r.body_truncated ? ' (cut)' : ''}`,
-      errorLine(fromJsonb(r.error)),
+      formatTime(r.failedAt),
+      r.bodyBytes === null ? '-' : `${formatBytes(r.bodyBytes)}${r.bodyTruncated ? ' (cut)' : ''}`,
+      errorLine(r.error),
     ]),
   );
   const more =
@@ -126,74 +95,34 @@ export async function failedRetryCommand(
   options: FailedRetryOptions,
 ): Promise<Report> {
   await requireSchema(db);
-  // Lease mode records each external effect as a step, and the steps go with the inbox row: a
-  // fresh run would repeat effects that already happened. Only the operator may decide that.
-  const steps = await readSteps(db, consumer, id);
-  if (steps.length > 0 && options.forgetSteps !== true) {
-    throw new CliError(
-      ExitCode.Usage,
-      'HAS_STEPS',
-      `message ${JSON.stringify(id)} of consumer ${JSON.stringify(consumer)} has ${steps.length} recorded step${steps.length === 1 ? '' : 's'} ` +
-        `(${steps.map((st) => st.step).join(', ')}); retrying deletes them and their effects run again. Nothing was changed. ` +
-        'Pass --forget-steps to do it anyway',
-    );
-  }
-  const client = await db.pool.connect();
-  let broken: Error | undefined;
-  let body: Buffer | null;
-  let truncated: boolean;
-  let republished: Republished | undefined;
+  const key = { consumer, messageId: id };
+  // Core refuses (nothing changed) recorded steps without --forget-steps, a republish it cannot
+  // do, and a row that is not failed: exitOf words them.
+  let result: Awaited<ReturnType<typeof retryFailed>>;
   try {
-    await client.query('BEGIN');
-    const row = (
-      await client.query<{
-        status: string;
-        body: Buffer | null;
-        body_truncated: boolean;
-        origin: Origin | null;
-      }>(db.sql.lockRow, [consumer, id])
-    ).rows[0];
-    if (row?.status !== 'failed') throw new NotFailed(row?.status);
-    body = row.body;
-    truncated = row.body_truncated;
-    if (options.republish) {
-      // Stored through core's jsonb codec (a header may hold a NUL): decode before use.
-      const plan = republishPlan(
-        consumer,
-        id,
-        { ...row, origin: fromJsonb<Origin | null>(row.origin) },
-        options,
-      );
-      const rowId = (
-        await client.query<{ row_id: string }>(db.sql.republish, [
-          plan.destination,
-          plan.key ?? null,
-          plan.body,
-          toJsonb(plan.headers),
-          id,
-        ])
-      ).rows[0]!.row_id;
-      republished = { destination: plan.destination, key: plan.key, outboxRowId: rowId };
-    }
-    if (body !== null) {
-      if (options.out !== undefined && options.out !== '-') await writeFile(options.out, body);
-      else if (!json && (!options.republish || options.out === '-')) io.stdout.write(body);
-    }
-    await client.query(db.sql.deleteFailed, [consumer, id]);
-    await client.query('COMMIT');
-  } catch (err) {
-    await client.query('ROLLBACK').catch((e: Error) => {
-      broken = e;
+    result = await retryFailed(db.pool, db.schema, key, {
+      forgetSteps: options.forgetSteps,
+      republish: options.republish ? { destination: options.to, key: options.key } : undefined,
+      // Inside the transaction, before the delete: a failed write leaves the record in place.
+      save: async ({ body }) => {
+        if (body === null) return;
+        if (options.out !== undefined && options.out !== '-') await writeFile(options.out, body);
+        else if (!json && (!options.republish || options.out === '-')) io.stdout.write(body);
+      },
     });
-    if (!(err instanceof NotFailed)) throw err;
-    // Outside the transaction: name what is unknown, the consumer or the id (exit 5).
-    if (err.status === undefined) await findInboxRow(db, consumer, id);
-    throw notFailed(db, consumer, id, err.status ?? 'gone');
-  } finally {
-    client.release(broken);
+  } catch (err) {
+    // The outbox's own checks (body size, key, headers), as for any enqueue.
+    if (OnceError.is(err) && err.code === ErrorCode.OutboxInvalid) {
+      throw new CliError(
+        ExitCode.Usage,
+        err.code,
+        `cannot republish message ${JSON.stringify(id)} of consumer ${JSON.stringify(consumer)}: ${err.message}. Nothing was changed`,
+        { cause: err },
+      );
+    }
+    throw err;
   }
-  // Relays poll too: a lost wake-up only delays the send.
-  if (republished) await db.pool.query(db.sql.notify, [outboxChannelOf(db.schema)]).catch(() => {});
+  const { body, bodyTruncated: truncated, republished } = result;
   if (body === null)
     io.stderr.write(`warning: no body was stored for ${JSON.stringify(id)}; nothing was saved\n`);
   else if (truncated) {
@@ -252,70 +181,9 @@ export async function failedRetryCommand(
  */
 export async function failedDiscardCommand(db: Database, consumer: string, id: string): Promise<Report> {
   await requireSchema(db);
-  const changed = (await db.pool.query(db.sql.discardFailed, [consumer, id])).rowCount ?? 0;
-  if (changed === 0) {
-    const row = await findInboxRow(db, consumer, id);
-    throw notFailed(db, consumer, id, row.status);
-  }
+  await discardFailed(db.pool, db.schema, { consumer, messageId: id });
   return {
     data: { schema: db.schema, consumer, messageId: id, discarded: true },
     text: `discarded the failure of ${JSON.stringify(id)} (consumer ${JSON.stringify(consumer)}): later deliveries are acked as duplicates`,
   };
-}
-
-/** Where a failed message came from, as core stores it (schema version 5 and later). */
-interface Origin {
-  broker?: string;
-  queue?: string;
-  key?: string;
-  headers?: Record<string, string>;
-}
-
-interface Republished {
-  destination: string;
-  key: string | undefined;
-  outboxRowId: string;
-}
-
-/** Headers that belong to one delivery, not to the message: never carried into a republish. */
-const DELIVERY_HEADER = /^(message-id$|x-once-|x-death$|x-delivery-count$|x-first-death-)/i;
-
-/**
- * What `--republish` writes to the outbox, or a usage error (nothing changed) that says what is
- * missing: a stored body, a whole one, and a destination (given, or the Kafka topic or SQS queue
- * the message came from; a RabbitMQ queue is not an exchange, so there `--to` is required).
- */
-function republishPlan(
-  consumer: string,
-  id: string,
-  row: { body: Buffer | null; body_truncated: boolean; origin: Origin | null },
-  options: FailedRetryOptions,
-): { destination: string; key: string | undefined; body: Buffer; headers: Record<string, string> } {
-  const which = `message ${JSON.stringify(id)} of consumer ${JSON.stringify(consumer)}`;
-  const refuse = (code: string, why: string) =>
-    new CliError(ExitCode.Usage, code, `cannot republish ${which}: ${why}. Nothing was changed`);
-  if (row.body === null) throw refuse('NO_BODY', 'no body was stored for it');
-  if (row.body_truncated) {
-    throw refuse(
-      'BODY_TRUNCATED',
-      `its stored body was truncated to ${row.body.length} bytes (raise the inbox's failedBodyMaxBytes)`,
-    );
-  }
-  const origin = row.origin ?? {};
-  const fromSource = origin.broker === 'kafka' || origin.broker === 'sqs' ? origin.queue : undefined;
-  const destination = options.to ?? fromSource;
-  if (destination === undefined) {
-    throw refuse(
-      'NO_DESTINATION',
-      origin.broker === 'rabbitmq'
-        ? `it came from RabbitMQ queue ${JSON.stringify(origin.queue)}, and a queue is not an exchange: pass --to <exchange> (and --key <routing key> if it differs from ${JSON.stringify(origin.key ?? '')})`
-        : row.origin === null
-          ? 'its source was not recorded (it failed before schema version 5): pass --to <destination>'
-          : `it came from ${origin.broker ?? 'an unknown broker'} ${JSON.stringify(origin.queue ?? '')}, which has no default destination: pass --to <destination>`,
-    );
-  }
-  const headers: Record<string, string> = {};
-  for (const [name, value] of Object.entries(origin.headers ?? {}))
-    if (!DELIVERY_HEADER.test(name) && typeof value === 'string') headers[name] = value;
-  return { destination, key: options.key ?? origin.key, body: row.body, headers };
 }

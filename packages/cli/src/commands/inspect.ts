@@ -1,9 +1,8 @@
-import { fromJsonb } from '@once/core/adapter';
+import { getInboxRow, type InboxRecord, readSteps, type StepRecord } from '@once/core/admin';
 import type { Database } from '../database.js';
 import { requireSchema } from '../database.js';
 import { formatBytes, formatTable, formatTime, hex, oneLine, previewBody } from '../format.js';
 import type { Report } from '../report.js';
-import { findInboxRow, type InboxRow, readSteps, type StepRow } from './lookup.js';
 
 /** Options of `once inspect`. */
 export interface InspectOptions {
@@ -23,28 +22,23 @@ export async function inspectCommand(
   options: InspectOptions,
 ): Promise<Report> {
   await requireSchema(db);
-  const stored = await findInboxRow(db, consumer, id);
-  // jsonb columns are written through core's codec (NUL and lone surrogates tagged): decode them.
-  const row: InboxRow = {
-    ...stored,
-    result: fromJsonb(stored.result),
-    error: fromJsonb(stored.error),
-    origin: fromJsonb(stored.origin ?? null),
-  };
-  const steps = await readSteps(db, consumer, id);
+  const key = { consumer, messageId: id };
+  // Decoded by core (jsonb columns go through its codec); unknown consumer or id throw (exit 5).
+  const row = await getInboxRow(db.pool, db.schema, key);
+  const steps = await readSteps(db.pool, db.schema, key);
   const discarded = row.status === 'done' && row.error !== null;
   const preview = row.body ? previewBody(row.body, options.bodyBytes) : null;
   const data = {
     schema: db.schema,
     consumer: row.consumer,
-    messageId: row.message_id,
+    messageId: row.messageId,
     status: row.status,
     discarded,
     fingerprint: hex(row.fingerprint),
     attempts: row.attempts,
-    createdAt: row.created_at,
-    expiresAt: row.expires_at,
-    ...(row.owner === undefined ? {} : { owner: row.owner, leaseUntil: row.lease_until ?? null }),
+    createdAt: row.createdAt,
+    expiresAt: row.expiresAt,
+    ...(row.owner === undefined ? {} : { owner: row.owner, leaseUntil: row.leaseUntil ?? null }),
     result: row.result,
     error: row.error,
     origin: row.origin ?? null,
@@ -53,7 +47,7 @@ export async function inspectCommand(
         ? null
         : {
             bytes: row.body.length,
-            truncated: row.body_truncated,
+            truncated: row.bodyTruncated,
             encoding: preview.encoding,
             preview: preview.text,
             base64: row.body.toString('base64'),
@@ -63,30 +57,30 @@ export async function inspectCommand(
       seq: st.seq,
       attempt: st.attempt,
       result: st.result,
-      recordedAt: st.recorded_at,
+      recordedAt: st.recordedAt,
     })),
   };
   return { data, text: inspectText(row, discarded, preview, steps) };
 }
 
 function inspectText(
-  row: InboxRow,
+  row: InboxRecord,
   discarded: boolean,
   preview: ReturnType<typeof previewBody> | null,
-  steps: readonly StepRow[],
+  steps: readonly StepRecord[],
 ): string {
   const fields: [string, string][] = [
     ['consumer', row.consumer],
-    ['message id', row.message_id],
+    ['message id', row.messageId],
     ['status', discarded ? 'done (a failure discarded by `once failed discard`)' : row.status],
     ['fingerprint', `sha256:${hex(row.fingerprint)}`],
     ['attempts', String(row.attempts)],
-    ['created', formatTime(row.created_at)],
-    ['expires', formatTime(row.expires_at)],
+    ['created', formatTime(row.createdAt)],
+    ['expires', formatTime(row.expiresAt)],
     ...(row.status === 'in_progress'
       ? ([
           ['lease owner', row.owner ?? '- (released: the next delivery takes it over)'],
-          ['lease until', formatTime(row.lease_until)],
+          ['lease until', formatTime(row.leaseUntil)],
         ] as [string, string][])
       : []),
     ['result', oneLine(row.result, 200)],
@@ -99,7 +93,7 @@ function inspectText(
       row.status === 'failed' ? 'not stored' : '- (bodies are kept for failed rows only)',
     ]);
   } else {
-    const size = `${formatBytes(row.body.length)}${row.body_truncated ? ', truncated when stored' : ''}`;
+    const size = `${formatBytes(row.body.length)}${row.bodyTruncated ? ', truncated when stored' : ''}`;
     fields.push(['body', `${size}, ${preview.encoding}: ${preview.text}${preview.cut ? '…' : ''}`]);
   }
   const lines = formatTable(['field', 'value'], fields).split('\n').slice(1);
@@ -113,7 +107,7 @@ function inspectText(
           String(st.seq),
           st.step,
           String(st.attempt),
-          formatTime(st.recorded_at),
+          formatTime(st.recordedAt),
           oneLine(st.result),
         ]),
       )

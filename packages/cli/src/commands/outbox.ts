@@ -1,25 +1,15 @@
 import { MAX_ID_LENGTH } from '@once/core';
+import { type DestinationStats, outboxStats, retryOutbox } from '@once/core/admin';
 import { CliError } from '../cli-error.js';
 import { type Database, requireSchema } from '../database.js';
 import { ExitCode } from '../exit-codes.js';
 import { formatDuration, formatTable, formatTime } from '../format.js';
 import type { Report } from '../report.js';
-import { outboxChannelOf } from '../sql.js';
-
-/** One destination's row of the outbox summary query. */
-export interface DestinationRow {
-  destination: string;
-  pending: number;
-  sent: number;
-  failed: number;
-  oldest_pending_at: Date | null;
-  oldest_pending_age_s: number | null;
-}
 
 /** `once outbox status`: pending, sent and failed rows per destination, and the oldest pending. */
 export async function outboxStatusCommand(db: Database): Promise<Report> {
   await requireSchema(db);
-  const rows = (await db.pool.query<DestinationRow>(db.sql.outboxByDestination)).rows;
+  const rows = await outboxStats(db.pool, db.schema);
   return { data: { schema: db.schema, ...outboxSummary(rows) }, text: outboxTable(rows) };
 }
 
@@ -58,28 +48,9 @@ export async function outboxRetryCommand(db: Database, options: OutboxRetryOptio
   checkOutboxRetryOptions(options);
   const { id } = options;
   await requireSchema(db);
-  let retried: number;
-  if (id !== undefined) {
-    retried = (await db.pool.query(db.sql.outboxRetryOne, [id])).rowCount ?? 0;
-    if (retried === 0) {
-      const found = (await db.pool.query<{ status: string }>(db.sql.outboxFind, [id])).rows[0];
-      throw found
-        ? new CliError(
-            ExitCode.NotFound,
-            'NOT_FAILED',
-            `outbox message ${id} in schema ${db.schema} is ${found.status}, not failed: nothing to retry`,
-          )
-        : new CliError(
-            ExitCode.NotFound,
-            'UNKNOWN_OUTBOX_ID',
-            `no outbox message ${id} in schema ${db.schema}`,
-          );
-    }
-  } else {
-    retried = (await db.pool.query(db.sql.outboxRetryAll)).rowCount ?? 0;
-  }
-  // Relays poll anyway; the wake-up only saves them the wait. It is sent after the update committed.
-  if (retried > 0) await db.pool.query(db.sql.notify, [outboxChannelOf(db.schema)]);
+  // Core wakes the relays once the update committed; an unknown id or a row that is not failed
+  // is an AdminError that exitOf words (exit 5).
+  const retried = await retryOutbox(db.pool, db.schema, id !== undefined ? { id } : { allFailed: true });
   const what = id ?? 'all failed rows';
   return {
     data: { schema: db.schema, retried, ...(id === undefined ? {} : { id }) },
@@ -91,18 +62,18 @@ export async function outboxRetryCommand(db: Database, options: OutboxRetryOptio
 }
 
 /** The outbox per destination and in total; shared with `once status`. */
-export function outboxSummary(rows: readonly DestinationRow[]) {
-  const ages = rows.map((r) => r.oldest_pending_age_s).filter((a): a is number => a !== null);
-  const dates = rows.map((r) => r.oldest_pending_at).filter((d): d is Date => d !== null);
-  const sum = (f: (r: DestinationRow) => number) => rows.reduce((acc, r) => acc + f(r), 0);
+export function outboxSummary(rows: readonly DestinationStats[]) {
+  const ages = rows.map((r) => r.oldestPendingAgeSeconds).filter((a): a is number => a !== null);
+  const dates = rows.map((r) => r.oldestPendingAt).filter((d): d is Date => d !== null);
+  const sum = (f: (r: DestinationStats) => number) => rows.reduce((acc, r) => acc + f(r), 0);
   return {
     destinations: rows.map((r) => ({
       destination: r.destination,
       pending: r.pending,
       sent: r.sent,
       failed: r.failed,
-      oldestPendingAt: r.oldest_pending_at,
-      oldestPendingAgeSeconds: r.oldest_pending_age_s,
+      oldestPendingAt: r.oldestPendingAt,
+      oldestPendingAgeSeconds: r.oldestPendingAgeSeconds,
     })),
     totals: {
       pending: sum((r) => r.pending),
@@ -115,7 +86,7 @@ export function outboxSummary(rows: readonly DestinationRow[]) {
 }
 
 /** The outbox table of `status` and `outbox status`. */
-export function outboxTable(rows: readonly DestinationRow[]): string {
+export function outboxTable(rows: readonly DestinationStats[]): string {
   if (rows.length === 0) return 'outbox: empty';
   const s = outboxSummary(rows);
   const age = (a: number | null, at: Date | null) =>
@@ -128,7 +99,7 @@ export function outboxTable(rows: readonly DestinationRow[]): string {
         String(r.pending),
         String(r.sent),
         String(r.failed),
-        age(r.oldest_pending_age_s, r.oldest_pending_at),
+        age(r.oldestPendingAgeSeconds, r.oldestPendingAt),
       ]),
       [
         '(total)',

@@ -1,4 +1,4 @@
-import { purge } from '@once/core';
+import { countExpired, purge } from '@once/core/admin';
 import { type Database, requireSchema } from '../database.js';
 import type { CliIo } from '../io.js';
 import { createProgress } from '../progress.js';
@@ -26,7 +26,7 @@ export async function purgeCommand(
   options: PurgeCommandOptions,
 ): Promise<Report> {
   await requireSchema(db);
-  const expired = (await db.pool.query<{ n: number }>(db.sql.expiredCount)).rows[0]?.n ?? 0;
+  const expired = await countExpired(db.pool, db.schema);
   const total = options.maxRows === undefined ? expired : Math.min(expired, options.maxRows);
   const progress = json ? undefined : createProgress(io.stderr, { unit: 'rows', verb: 'purged', total });
   let deleted = 0;

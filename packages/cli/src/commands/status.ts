@@ -1,19 +1,9 @@
 import { LATEST_SCHEMA_VERSION } from '@once/core';
+import { type ConsumerStats, type DestinationStats, inboxStats, outboxStats } from '@once/core/admin';
 import { type Database, migrateCommandLine, schemaVersion } from '../database.js';
 import { formatDuration, formatTable, formatTime } from '../format.js';
 import type { Report } from '../report.js';
-import { type DestinationRow, outboxSummary, outboxTable } from './outbox.js';
-
-interface ConsumerRow {
-  consumer: string;
-  total: number;
-  done: number;
-  failed: number;
-  in_progress: number;
-  expired: number;
-  oldest_at: Date | null;
-  oldest_age_s: number | null;
-}
+import { outboxSummary, outboxTable } from './outbox.js';
 
 /** The first version with an outbox table (see core's migrations.ts). */
 const OUTBOX_VERSION = 2;
@@ -25,14 +15,13 @@ const OUTBOX_VERSION = 2;
  */
 export async function statusCommand(db: Database): Promise<Report> {
   const version = await schemaVersion(db);
-  const inbox = version >= 1 ? (await db.pool.query<ConsumerRow>(db.sql.inboxByConsumer)).rows : [];
-  const outbox =
-    version >= OUTBOX_VERSION ? (await db.pool.query<DestinationRow>(db.sql.outboxByDestination)).rows : null;
+  const inbox = version >= 1 ? await inboxStats(db.pool, db.schema) : [];
+  const outbox = version >= OUTBOX_VERSION ? await outboxStats(db.pool, db.schema) : null;
   const inboxTotals = {
-    rows: sum(inbox, (r) => r.total),
+    rows: sum(inbox, (r) => r.rows),
     done: sum(inbox, (r) => r.done),
     failed: sum(inbox, (r) => r.failed),
-    inProgress: sum(inbox, (r) => r.in_progress),
+    inProgress: sum(inbox, (r) => r.inProgress),
     expired: sum(inbox, (r) => r.expired),
   };
   const data = {
@@ -41,16 +30,7 @@ export async function statusCommand(db: Database): Promise<Report> {
     latestVersion: LATEST_SCHEMA_VERSION,
     upToDate: version === LATEST_SCHEMA_VERSION,
     inbox: {
-      consumers: inbox.map((r) => ({
-        consumer: r.consumer,
-        rows: r.total,
-        done: r.done,
-        failed: r.failed,
-        inProgress: r.in_progress,
-        expired: r.expired,
-        oldestAt: r.oldest_at,
-        oldestAgeSeconds: r.oldest_age_s,
-      })),
+      consumers: inbox.map((r) => ({ ...r })),
       totals: inboxTotals,
     },
     outbox: outbox === null ? null : outboxSummary(outbox),
@@ -60,8 +40,8 @@ export async function statusCommand(db: Database): Promise<Report> {
 
 function statusText(
   data: { schema: string; version: number; upToDate: boolean },
-  inbox: readonly ConsumerRow[],
-  outbox: readonly DestinationRow[] | null,
+  inbox: readonly ConsumerStats[],
+  outbox: readonly DestinationStats[] | null,
 ): string {
   const head = data.upToDate
     ? `schema ${data.schema}: version ${data.version} (up to date)`
@@ -73,12 +53,12 @@ function statusText(
           ['consumer', 'rows', 'done', 'failed', 'in progress', 'expired', 'oldest row'],
           inbox.map((r) => [
             r.consumer,
-            String(r.total),
+            String(r.rows),
             String(r.done),
             String(r.failed),
-            String(r.in_progress),
+            String(r.inProgress),
             String(r.expired),
-            `${formatDuration(r.oldest_age_s)} (${formatTime(r.oldest_at)})`,
+            `${formatDuration(r.oldestAgeSeconds)} (${formatTime(r.oldestAt)})`,
           ]),
         );
   const outboxText =

@@ -1,3 +1,6 @@
+import { createHash } from 'node:crypto';
+import { quoteIdentifier } from '../identifier.js';
+
 /**
  * Every statement of the outbox and its relay. `schema` is validated and quoted by
  * `quoteIdentifier`; values go as parameters.
@@ -5,10 +8,20 @@
 export function outboxSql(schema: string) {
   const outbox = `${schema}.outbox`;
   return Object.freeze({
-    /** $1 destination, $2 key, $3 body, $4 headers json, $5 delay ms, $6 message id or NULL. Returns the message id. */
+    /**
+     * The relay's round opens with synchronous_commit pinned in the same round trip: a row is
+     * marked sent only on a flushed commit, whatever the session's or server's default.
+     */
+    begin: 'BEGIN; SET LOCAL synchronous_commit = on',
+    commit: 'COMMIT',
+    rollback: 'ROLLBACK',
+    /**
+     * $1 destination, $2 key, $3 body, $4 headers json, $5 delay ms, $6 message id or NULL.
+     * Returns the message id, and the row's own UUID (`row_id`) for operators.
+     */
     enqueue: `INSERT INTO ${outbox} (destination, key, body, headers, available_at, message_id)
       VALUES ($1, $2, $3, $4::jsonb, now() + $5 * interval '1 millisecond', $6)
-      RETURNING coalesce(message_id, id::text) AS id`,
+      RETURNING coalesce(message_id, id::text) AS id, id::text AS row_id`,
     /**
      * The relay's claim. Per (destination, key) only the oldest pending row is eligible, so two
      * rows of one key are never in flight at once, even across relays: SKIP LOCKED alone would
@@ -45,7 +58,37 @@ export function outboxSql(schema: string) {
   });
 }
 
-/** The LISTEN/NOTIFY channel of a schema's outbox; a plain identifier since the schema name is one. */
+const CHANNEL_PREFIX = 'once_outbox_';
+/** PostgreSQL's identifier limit (NAMEDATALEN - 1), in bytes; schema names are ASCII. */
+const MAX_IDENTIFIER_BYTES = 63;
+/** Hex digits of the schema name's SHA-256 in a shortened channel name (80 bits). */
+const HASH_CHARS = 20;
+
+/**
+ * The LISTEN/NOTIFY channel of a schema's outbox, the same for `Outbox.wake`, the relay and the
+ * admin API. `once_outbox_<schema>` while that fits PostgreSQL's 63-byte identifier limit (a
+ * schema name up to 51 characters). Past it, LISTEN would silently truncate the name while
+ * `pg_notify` refuses it ("channel name too long"), and no wake-up would ever arrive; so a longer
+ * schema gets `once_outbox_<first 30 characters>_<20 hex digits of its SHA-256>`, exactly 63 bytes.
+ * Two schemas sharing such a name would only wake each other's relays for nothing: a wasted round.
+ */
 export function outboxChannel(schemaName: string): string {
-  return `once_outbox_${schemaName}`;
+  quoteIdentifier(schemaName, 'schema');
+  const plain = `${CHANNEL_PREFIX}${schemaName}`;
+  if (plain.length <= MAX_IDENTIFIER_BYTES) return plain;
+  const hash = createHash('sha256').update(schemaName).digest('hex').slice(0, HASH_CHARS);
+  const keep = MAX_IDENTIFIER_BYTES - CHANNEL_PREFIX.length - 1 - HASH_CHARS;
+  return `${CHANNEL_PREFIX}${schemaName.slice(0, keep)}_${hash}`;
+}
+
+/**
+ * The relay's LISTEN and UNLISTEN of a schema's channel ({@link outboxChannel}), quoted by
+ * `quoteIdentifier` like every identifier (the channel is one: lower-case, at most 63 bytes).
+ */
+export function listenSql(schemaName: string) {
+  const channel = quoteIdentifier(outboxChannel(schemaName), 'channel');
+  return Object.freeze({
+    listen: `LISTEN ${channel}`,
+    unlisten: `UNLISTEN ${channel}`,
+  });
 }

@@ -1,22 +1,22 @@
-import { quoteIdentifier } from '@once/core';
-
 /**
- * Every statement the CLI runs, built once per schema. The schema name is the only identifier
- * spliced in, validated and quoted by core's `quoteIdentifier`; every value is a parameter.
- * Counts are cast to float8 so they arrive as numbers (pg returns bigint as a string).
+ * Every statement of the admin API (`@once/core/admin`): what the CLI and the metrics read and
+ * change. `schema` is validated and quoted by `quoteIdentifier`; values go as parameters. Counts
+ * are cast to float8 so they arrive as numbers (pg returns bigint as a string). The schema
+ * version, the outbox insert and the wake-up are the migration runner's and the outbox's own
+ * statements, not repeated here.
  */
-export function cliSql(schemaName: string) {
-  const schema = quoteIdentifier(schemaName, '--schema');
+export function adminSql(schema: string) {
   const inbox = `${schema}.inbox`;
   const outbox = `${schema}.outbox`;
   // The relay publishes a row under message_id when set, else its UUID; operators may quote either.
   // The CASE keeps a non-UUID string away from the cast.
   const byMessageId = `id = CASE WHEN $1 ~* '^[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}$' THEN $1::uuid END OR message_id = $1`;
   return Object.freeze({
-    /** Fails with 3F000/42P01 when the schema is not installed. */
-    schemaVersion: `SELECT coalesce(max(version), 0)::int AS version FROM ${schema}.schema_version`,
+    begin: 'BEGIN',
+    commit: 'COMMIT',
+    rollback: 'ROLLBACK',
 
-    /** One row per consumer; ages come from the server's clock, not the CLI's. */
+    /** One row per consumer; ages come from the server's clock, not the caller's. */
     inboxByConsumer: `SELECT consumer,
         count(*)::float8 AS total,
         count(*) FILTER (WHERE status = 'done')::float8 AS done,
@@ -41,10 +41,10 @@ export function cliSql(schemaName: string) {
     consumerExists: `SELECT EXISTS (SELECT 1 FROM ${inbox} WHERE consumer = $1) AS found`,
 
     /**
-     * $1 consumer, $2 message id. Every column, so columns a later schema version adds (lease
-     * mode's owner and lease_until, from version 3) show without the CLI naming them.
+     * $1 consumer, $2 message id. Every column, so columns of later schema versions (lease
+     * mode's owner and lease_until from version 3, origin from 5) show on the versions that have them.
      */
-    inspect: `SELECT * FROM ${inbox} WHERE consumer = $1 AND message_id = $2`,
+    inboxRow: `SELECT * FROM ${inbox} WHERE consumer = $1 AND message_id = $2`,
 
     /** $1 {@link stepsRelation}. Whether lease mode's steps table exists (schema version 3 on). */
     hasSteps: 'SELECT to_regclass($1) IS NOT NULL AS found',
@@ -67,7 +67,7 @@ export function cliSql(schemaName: string) {
 
     /**
      * $1 consumer, $2 message id. Locks the row for the retry transaction: a consumer's claim
-     * of this id waits until the body has been saved and the row deleted.
+     * of this id waits until the retry commits or rolls back.
      */
     lockRow: `SELECT status, body, body_truncated, origin FROM ${inbox}
       WHERE consumer = $1 AND message_id = $2 FOR UPDATE`,
@@ -95,30 +95,31 @@ export function cliSql(schemaName: string) {
     outboxRetryOne: `UPDATE ${outbox} SET status = 'pending', attempts = 0, available_at = now()
       WHERE (${byMessageId}) AND status = 'failed'`,
 
-    /**
-     * $1 destination, $2 key, $3 body, $4 headers json, $5 message id. A republished failed
-     * message, written in the retry's transaction: it is sent if and only if the failed record's
-     * deletion commits. Mirrors core's outbox enqueue.
-     */
-    republish: `INSERT INTO ${outbox} (destination, key, body, headers, message_id)
-      VALUES ($1, $2, $3, $4::jsonb, $5) RETURNING id::text AS row_id`,
-
     /** Every parked row back to pending. */
     outboxRetryAll: `UPDATE ${outbox} SET status = 'pending', attempts = 0, available_at = now()
       WHERE status = 'failed'`,
 
+    /** The inbox table's name, as `to_regclass` reads it ($1 of {@link inboxGauges}). */
+    inboxRegclass: inbox,
+
     /**
-     * $1 channel. Wakes relays at once instead of at their next poll. The channel name is
-     * core's `once_outbox_<schema>` (see core's sql/outbox.ts).
+     * Gauges, cheap on a large table: the row estimate (reltuples is -1 before the first
+     * ANALYZE: reported as 0), and the age in seconds of the oldest expired row (min over
+     * inbox_expires_at_idx), NULL when none.
      */
-    notify: `SELECT pg_notify($1, '')`,
+    inboxGauges: `SELECT
+        (SELECT greatest(reltuples, 0)::float8 FROM pg_class WHERE oid = to_regclass($1)) AS rows,
+        (SELECT extract(epoch FROM now() - min(expires_at))::float8 FROM ${inbox} WHERE expires_at < now()) AS purge_lag_s`,
+
+    /**
+     * Gauges: pending rows counted up to $1 (through outbox_pending_idx), and the age in seconds
+     * of the oldest pending row (the first by seq), NULL when none.
+     */
+    outboxGauges: `SELECT
+        (SELECT count(*)::int FROM (SELECT 1 FROM ${outbox} WHERE status = 'pending' LIMIT $1) AS p) AS pending,
+        (SELECT extract(epoch FROM now() - created_at)::float8 FROM ${outbox}
+          WHERE status = 'pending' ORDER BY seq LIMIT 1) AS lag_s`,
   });
 }
 
-/** The statements of one schema. */
-export type CliSql = ReturnType<typeof cliSql>;
-
-/** The relays' LISTEN channel of a schema's outbox (mirrors core's `outboxChannel`). */
-export function outboxChannelOf(schemaName: string): string {
-  return `once_outbox_${schemaName}`;
-}
+export type AdminSql = ReturnType<typeof adminSql>;

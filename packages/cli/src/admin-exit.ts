@@ -1,0 +1,73 @@
+import { type AdminError, AdminErrorCode } from '@once/core/admin';
+import { CliError } from './cli-error.js';
+import { ExitCode } from './exit-codes.js';
+
+/**
+ * What the CLI says for core's admin refusals (nothing was changed): not found is exit 5, a
+ * retry that needs another flag or cannot republish is exit 2. Codes stay core's, except that an
+ * outbox row that is not failed is `NOT_FAILED` like an inbox row.
+ */
+export function cliErrorOf(err: AdminError): CliError {
+  const d = err.detail;
+  const schema = err.schema;
+  const which =
+    'messageId' in d
+      ? `message ${JSON.stringify(d.messageId)} of consumer ${JSON.stringify(d.consumer)}`
+      : '';
+  const cannotRepublish = (why: string) =>
+    new CliError(ExitCode.Usage, d.code, `cannot republish ${which}: ${why}. Nothing was changed`, {
+      cause: err,
+    });
+  switch (d.code) {
+    case AdminErrorCode.UnknownConsumer:
+      return notFound(
+        d.code,
+        `unknown consumer ${JSON.stringify(d.consumer)}: it has no rows in schema ${schema} (see \`once status\` for the consumers there are)`,
+      );
+    case AdminErrorCode.UnknownMessage:
+      return notFound(
+        d.code,
+        `no message ${JSON.stringify(d.messageId)} for consumer ${JSON.stringify(d.consumer)} in schema ${schema} (rows are purged once they expire)`,
+      );
+    case AdminErrorCode.NotFailed:
+      return notFound(d.code, `${which} in schema ${schema} is ${d.status}, not failed: nothing to do`);
+    case AdminErrorCode.HasSteps: {
+      const n = d.steps.length;
+      return new CliError(
+        ExitCode.Usage,
+        d.code,
+        `${which} has ${n} recorded step${n === 1 ? '' : 's'} ` +
+          `(${d.steps.join(', ')}); retrying deletes them and their effects run again. Nothing was changed. ` +
+          'Pass --forget-steps to do it anyway',
+        { cause: err },
+      );
+    }
+    case AdminErrorCode.NoBody:
+      return cannotRepublish('no body was stored for it');
+    case AdminErrorCode.BodyTruncated:
+      return cannotRepublish(
+        `its stored body was truncated to ${d.bodyBytes} bytes (raise the inbox's failedBodyMaxBytes)`,
+      );
+    case AdminErrorCode.NoDestination: {
+      const origin = d.origin ?? {};
+      return cannotRepublish(
+        origin.broker === 'rabbitmq'
+          ? `it came from RabbitMQ queue ${JSON.stringify(origin.queue)}, and a queue is not an exchange: pass --to <exchange> (and --key <routing key> if it differs from ${JSON.stringify(origin.key ?? '')})`
+          : d.origin === null
+            ? 'its source was not recorded (it failed before schema version 5): pass --to <destination>'
+            : `it came from ${origin.broker ?? 'an unknown broker'} ${JSON.stringify(origin.queue ?? '')}, which has no default destination: pass --to <destination>`,
+      );
+    }
+    case AdminErrorCode.UnknownOutboxId:
+      return notFound(d.code, `no outbox message ${d.id} in schema ${schema}`);
+    case AdminErrorCode.OutboxNotFailed:
+      return notFound(
+        'NOT_FAILED',
+        `outbox message ${d.id} in schema ${schema} is ${d.status}, not failed: nothing to retry`,
+      );
+  }
+
+  function notFound(code: string, message: string): CliError {
+    return new CliError(ExitCode.NotFound, code, message, { cause: err });
+  }
+}

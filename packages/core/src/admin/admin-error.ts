@@ -1,0 +1,102 @@
+import type { Origin } from '../envelope.js';
+import { OnceError } from '../errors.js';
+
+/** Error codes of the admin API (`@once/core/admin`). */
+export const AdminErrorCode = {
+  /** The consumer has no inbox rows at all (a typo, most often). */
+  UnknownConsumer: 'UNKNOWN_CONSUMER',
+  /** The consumer is known, the message id is not (never seen, or purged after it expired). */
+  UnknownMessage: 'UNKNOWN_MESSAGE',
+  /** The inbox row exists but is not a parked failure: nothing to retry or discard. */
+  NotFailed: 'NOT_FAILED',
+  /** A lease-mode failure has recorded steps, whose effects would run again: pass `forgetSteps`. */
+  HasSteps: 'HAS_STEPS',
+  /** Republish: no body was stored for the failed message. */
+  NoBody: 'NO_BODY',
+  /** Republish: the stored body was cut at `failedBodyMaxBytes`, so it is not the whole message. */
+  BodyTruncated: 'BODY_TRUNCATED',
+  /** Republish: no destination was given and none follows from where the message came from. */
+  NoDestination: 'NO_DESTINATION',
+  /** No outbox row has this id (its UUID, or the message id it was enqueued with). */
+  UnknownOutboxId: 'UNKNOWN_OUTBOX_ID',
+  /** The outbox row exists but is not parked as failed: nothing to retry. */
+  OutboxNotFailed: 'OUTBOX_NOT_FAILED',
+} as const;
+export type AdminErrorCode = (typeof AdminErrorCode)[keyof typeof AdminErrorCode];
+
+/** What an {@link AdminError} is about, by code: the fields a caller needs to say it its own way. */
+export type AdminErrorDetail =
+  | { code: typeof AdminErrorCode.UnknownConsumer; consumer: string }
+  | { code: typeof AdminErrorCode.UnknownMessage; consumer: string; messageId: string }
+  | {
+      code: typeof AdminErrorCode.NotFailed;
+      consumer: string;
+      messageId: string;
+      /** What the row is instead; `gone` when it vanished between two reads. */
+      status: 'done' | 'in_progress' | 'gone';
+    }
+  | { code: typeof AdminErrorCode.HasSteps; consumer: string; messageId: string; steps: string[] }
+  | { code: typeof AdminErrorCode.NoBody; consumer: string; messageId: string }
+  | { code: typeof AdminErrorCode.BodyTruncated; consumer: string; messageId: string; bodyBytes: number }
+  | {
+      code: typeof AdminErrorCode.NoDestination;
+      consumer: string;
+      messageId: string;
+      /** Where it came from; null when not recorded (failed before schema version 5). */
+      origin: Partial<Origin> | null;
+    }
+  | { code: typeof AdminErrorCode.UnknownOutboxId; id: string }
+  | { code: typeof AdminErrorCode.OutboxNotFailed; id: string; status: 'pending' | 'sent' };
+
+/**
+ * An admin operation that cannot be done as asked; nothing was changed. `detail` carries the
+ * typed fields of its code, so the CLI and other callers word it themselves.
+ */
+export class AdminError extends OnceError {
+  declare readonly code: AdminErrorCode;
+  readonly schema: string;
+  readonly detail: AdminErrorDetail;
+
+  constructor(schema: string, detail: AdminErrorDetail) {
+    super(detail.code, `${messageOf(detail)} in schema ${schema}`);
+    this.name = 'AdminError';
+    this.schema = schema;
+    this.detail = detail;
+  }
+
+  /** True for an AdminError of any copy of @once/core. */
+  static override is(err: unknown): err is AdminError {
+    return (
+      OnceError.is(err) &&
+      typeof (err as { detail?: { code?: unknown } }).detail?.code === 'string' &&
+      Object.values(AdminErrorCode).includes(err.code as AdminErrorCode)
+    );
+  }
+}
+
+function messageOf(d: AdminErrorDetail): string {
+  const which =
+    'messageId' in d
+      ? `message ${JSON.stringify(d.messageId)} of consumer ${JSON.stringify(d.consumer)}`
+      : '';
+  switch (d.code) {
+    case AdminErrorCode.UnknownConsumer:
+      return `unknown consumer ${JSON.stringify(d.consumer)}: it has no rows`;
+    case AdminErrorCode.UnknownMessage:
+      return `no ${which}`;
+    case AdminErrorCode.NotFailed:
+      return `${which} is ${d.status}, not failed: nothing to do`;
+    case AdminErrorCode.HasSteps:
+      return `${which} has recorded steps (${d.steps.join(', ')}): retrying deletes them and their effects run again; pass forgetSteps to do it anyway`;
+    case AdminErrorCode.NoBody:
+      return `cannot republish ${which}: no body was stored for it`;
+    case AdminErrorCode.BodyTruncated:
+      return `cannot republish ${which}: its stored body was truncated to ${d.bodyBytes} bytes (raise the inbox's failedBodyMaxBytes)`;
+    case AdminErrorCode.NoDestination:
+      return `cannot republish ${which}: no destination given and none follows from its origin`;
+    case AdminErrorCode.UnknownOutboxId:
+      return `no outbox message ${d.id}`;
+    case AdminErrorCode.OutboxNotFailed:
+      return `outbox message ${d.id} is ${d.status}, not failed: nothing to retry`;
+  }
+}

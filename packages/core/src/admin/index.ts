@@ -1,0 +1,43 @@
+/**
+ * `@once/core/admin`: a typed API over once's tables for operators' tools, scripts and metrics
+ * (the `once` CLI and `@once/otel` are built on it). Each function takes a pool (or a pg client,
+ * or the handler's `tx`, where no transaction of its own is needed) and the schema name, and
+ * returns typed rows; what cannot be done as asked throws an {@link AdminError} with a `code`
+ * and typed `detail`, and nothing is changed. 0.x: it may change between minors.
+ */
+
+export { checkSchema } from '../migrate.js';
+export { type PurgeOptions, purge } from '../purge.js';
+export { outboxChannel } from '../sql/outbox.js';
+export { AdminError, AdminErrorCode, type AdminErrorDetail } from './admin-error.js';
+export type { MessageKey } from './admin-sql.js';
+export {
+  discardFailed,
+  type FailedBody,
+  type FailedSummary,
+  type ListFailedOptions,
+  listFailed,
+  type RetryFailedOptions,
+  type RetryFailedResult,
+  retryFailed,
+} from './failed.js';
+export { type InboxGauges, type OutboxGauges, readInboxGauges, readOutboxGauges } from './gauges.js';
+export {
+  consumerExists,
+  findInboxRow,
+  getInboxRow,
+  type InboxRecord,
+  readSteps,
+  requireConsumer,
+  type StepRecord,
+} from './lookup.js';
+export { type OutboxRetrySelector, retryOutbox, wakeRelays } from './outbox-admin.js';
+export type { RepublishOptions } from './republish-plan.js';
+export { readSchemaState, type SchemaState } from './schema-state.js';
+export {
+  type ConsumerStats,
+  countExpired,
+  type DestinationStats,
+  inboxStats,
+  outboxStats,
+} from './stats.js';
