@@ -1,7 +1,6 @@
 import { type Message, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import {
   createInbox,
-  type Envelope,
   type Inbox,
   OnceError,
   type SerializedError,
@@ -23,8 +22,8 @@ import {
 import { planChains } from './plan-chains.js';
 import { type QueueInfo, queueInfo, SqsErrorCode } from './queue-info.js';
 import { type ChainContext, runBatch, runChain } from './run-chain.js';
+import { RunCounter } from './run-counter.js';
 import { type DeadLetterTarget, Settler, toSeconds } from './settler.js';
-import { startGuard } from './start-guard.js';
 
 /** Lifecycle of a consumer. */
 export type SqsConsumerState = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped' | 'failed';
@@ -55,7 +54,6 @@ export class SqsConsumer<R = unknown> {
   /** The core inbox; subscribe to message outcomes with `consumer.inbox.on('message:processed', ...)`. */
   readonly inbox: Inbox<R>;
   readonly #events: SqsEvents;
-  readonly #alone = new WeakSet<Envelope>();
   readonly #held = new Map<string, Held>();
   readonly #limiter: Limiter;
   readonly #serializer = new KeyedSerializer();
@@ -78,17 +76,15 @@ export class SqsConsumer<R = unknown> {
     this.options = options;
     this.#events = new SqsEvents(options.logger);
     this.#limiter = new Limiter(options.concurrency);
-    // A redelivered message started more than maxAttempts times (each start of its handler counted
-    // in Postgres while it ran alone) is the one that keeps killing the process: fail it unrun.
-    const guarded = startGuard<R>({
-      handler: options.inbox.handler,
-      alone: this.#alone,
+    // Attempts are the handler's runs, counted in Postgres; a redelivered message started more
+    // than maxAttempts times is the one that keeps killing the process: it is failed unrun.
+    const runs = new RunCounter<R>({
       maxAttempts: options.maxAttempts,
       inbox: () => this.inbox,
       logger: options.logger,
       waitMs: 5_000,
     });
-    this.inbox = createInbox({ ...options.inbox, handler: guarded });
+    this.inbox = createInbox({ ...options.inbox, handler: runs.guard(options.inbox.handler) });
     this.#settler = new Settler({
       client: options.client,
       queueUrl: options.queueUrl,
@@ -106,7 +102,7 @@ export class SqsConsumer<R = unknown> {
       limiter: this.#limiter,
       settler: this.#settler,
       gate: processGate(),
-      alone: this.#alone,
+      runs,
       logger: options.logger,
       forget: (e) => this.#forget(e),
       onFault: (error) => {

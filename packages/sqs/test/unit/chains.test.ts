@@ -98,7 +98,7 @@ function context(answer: (envelopes: Envelope[]) => Outcome[]) {
     limiter: new Limiter(4),
     gate: new Gate(),
     settler,
-    alone: new WeakSet<Envelope>(),
+    runs: { alone: new WeakSet<Envelope>(), settled: async () => {} },
     logger: { debug() {}, info() {}, warn() {}, error() {} },
     forget: (e) => settled.push([e.envelope.id!, 'forget']),
     onFault: () => {},
@@ -168,9 +168,9 @@ describe('redelivered messages', () => {
     await Promise.all([runChain(ctx, [c]), runChain(ctx, [a]), runChain(ctx, [b]), runChain(ctx, [d])]);
     // Counted by the consumer's handler guard once the inbox claimed them, not before.
     expect(started).toEqual([]);
-    expect(ctx.alone.has(a.envelope)).toBe(true);
-    expect(ctx.alone.has(b.envelope)).toBe(true);
-    expect(ctx.alone.has(c.envelope)).toBe(false);
+    expect(ctx.runs.alone.has(a.envelope)).toBe(true);
+    expect(ctx.runs.alone.has(b.envelope)).toBe(true);
+    expect(ctx.runs.alone.has(c.envelope)).toBe(false);
     expect(calls.flat().sort()).toEqual(['a', 'b', 'c', 'd']);
     // a redelivered message never runs beside anything, though the chains run in parallel
     expect(overlapped).toBe(false);
