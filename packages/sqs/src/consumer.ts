@@ -1,6 +1,7 @@
 import { type Message, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import {
   createInbox,
+  type Envelope,
   type Inbox,
   OnceError,
   type SerializedError,
@@ -335,6 +336,7 @@ export class SqsConsumer<R = unknown> {
         envelope,
         receipt: message.ReceiptHandle,
         group: fifo ? (message.Attributes?.MessageGroupId ?? message.ReceiptHandle) : undefined,
+        key: this.#keyOf(envelope),
         receivedAt: now,
         extendedAt: now,
         capped: false,
@@ -355,6 +357,22 @@ export class SqsConsumer<R = unknown> {
           this.options.logger.error('once/sqs: a chain failed unexpectedly', { error: String(err) });
         }),
       );
+    }
+  }
+
+  /** `keyOf`'s key for a batch; a throw or a non-string is no key (it only shapes batches). */
+  #keyOf(envelope: Envelope): string | undefined {
+    const { keyOf, batch } = this.options;
+    if (!keyOf || !batch) return undefined;
+    try {
+      const key = keyOf(envelope);
+      return typeof key === 'string' ? key : undefined;
+    } catch (err) {
+      this.options.logger.warn('once/sqs: keyOf threw; the message is batched without a key', {
+        messageId: envelope.id,
+        error: serializeError(err).message,
+      });
+      return undefined;
     }
   }
 
