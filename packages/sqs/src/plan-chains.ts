@@ -45,7 +45,8 @@ export function planChains(entries: readonly Held[], s: PlanSettings): Chain[] {
     for (const list of groups.values()) chains.push({ keys: keysOf(list), entries: list, batch: false });
   } else {
     const redelivered = entries.filter((e) => e.envelope.redelivered);
-    if (redelivered.length > 0) chains.push({ keys: keysOf(redelivered), entries: redelivered, batch: false });
+    if (redelivered.length > 0)
+      chains.push({ keys: keysOf(redelivered), entries: redelivered, batch: false });
     for (const e of entries)
       if (!e.envelope.redelivered) chains.push({ keys: keysOf([e]), entries: [e], batch: false });
   }

@@ -66,7 +66,11 @@ describe('planChains', () => {
   it('batch with keyOf: a chain holds its messages’ keys beside their groups, also message by message', () => {
     const standard = { fifo: false, batch: true };
     const chains = planChains(
-      [held('a', undefined, 1, 'acct-1'), held('b', undefined, 1, 'acct-2'), held('c', undefined, 1, 'acct-1')],
+      [
+        held('a', undefined, 1, 'acct-1'),
+        held('b', undefined, 1, 'acct-2'),
+        held('c', undefined, 1, 'acct-1'),
+      ],
       standard,
     );
     expect(chains.map((c) => [c.keys, ids(c.entries), c.batch])).toEqual([
