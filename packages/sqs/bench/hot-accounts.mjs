@@ -15,7 +15,9 @@
 // no unique key, so a second effect would be stored and counted, and the balances must add up.
 // Bounded: BENCH_HOT_N messages (default 600) over BENCH_HOT_ACCOUNTS accounts (default 10), each
 // variant stopped after BENCH_HOT_LIMIT_S seconds (default 120). BENCH_HOT_VARIANTS picks
-// variants by number (default all: 1,2,3,4,5). Run after `npm run build`:
+// variants by number (default all: 1,2,3,4,5); BENCH_HOT_ROUNDS (default 1) runs them that many
+// times, interleaved, and reports each variant's median, so that load from other work on the
+// machine falls on every variant alike. Run after `npm run build`:
 //   node packages/sqs/bench/hot-accounts.mjs
 import {
   CreateQueueCommand,
@@ -146,11 +148,14 @@ const VARIANTS = [
   { fifo: true, batch: true },
 ];
 const picked = (process.env.BENCH_HOT_VARIANTS ?? '1,2,3,4,5').split(',').map((n) => VARIANTS[Number(n) - 1]);
+const ROUNDS = Number(process.env.BENCH_HOT_ROUNDS ?? 1);
 const rows = [];
 try {
-  for (const v of picked) {
-    rows.push(await run(v));
-    console.log(JSON.stringify(rows[rows.length - 1]));
+  for (let round = 1; round <= ROUNDS; round++) {
+    for (const v of picked) {
+      rows.push({ round, ...(await run(v)) });
+      console.log(JSON.stringify(rows[rows.length - 1]));
+    }
   }
 } finally {
   await pool.query(`DROP SCHEMA ${SCHEMA} CASCADE`).catch(() => {});
@@ -161,8 +166,34 @@ console.log(
   `\n${N} messages over ${ACCOUNTS} accounts, ${RECEIVERS} receivers, concurrency ${CONCURRENCY}, deadlock_timeout ${deadlockTimeout}`,
 );
 console.table(rows);
-const rate = (name) => rows.find((r) => r.variant === name)?.msgsPerSec;
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+const summary = [...new Set(rows.map((r) => r.variant))].map((variant) => {
+  const of = rows.filter((r) => r.variant === variant);
+  return {
+    variant,
+    runs: of.length,
+    medianMsgsPerSec: Number(median(of.map((r) => r.msgsPerSec)).toFixed(1)),
+    deadlocks: of.reduce((n, r) => n + r.deadlocks, 0),
+    effectsOk: of.every((r) => r.effectsOk && r.finished),
+  };
+});
+console.log(`\nmedians over ${ROUNDS} round(s)`);
+console.table(summary);
+const rate = (name) => summary.find((r) => r.variant === name)?.medianMsgsPerSec;
 const perMessage = rate('standard, per message');
 for (const name of ['standard, batch', 'standard, batch, keyOf = account']) {
-  if (perMessage && rate(name)) console.log(`${name} ÷ per message: ${(rate(name) / perMessage).toFixed(2)}`);
+  if (!perMessage || !rate(name)) continue;
+  // Within each round too: both ran minutes apart at most, under the same load.
+  const inRound = [];
+  for (let round = 1; round <= ROUNDS; round++) {
+    const a = rows.find((r) => r.round === round && r.variant === name);
+    const b = rows.find((r) => r.round === round && r.variant === 'standard, per message');
+    if (a && b) inRound.push((a.msgsPerSec / b.msgsPerSec).toFixed(2));
+  }
+  console.log(
+    `${name} ÷ per message: ${(rate(name) / perMessage).toFixed(2)} (medians); per round: ${inRound.join(', ')}`,
+  );
 }

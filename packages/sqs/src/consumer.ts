@@ -12,6 +12,7 @@ import { processGate } from '@once/core/adapter';
 import { envelopeOf } from './envelope-of.js';
 import { type SqsEventListener, type SqsEventName, SqsEvents } from './events.js';
 import type { Held } from './held.js';
+import { KeyLanes } from './key-lanes.js';
 import { KeyedSerializer } from './keyed-serializer.js';
 import { Limiter } from './limiter.js';
 import {
@@ -58,6 +59,8 @@ export class SqsConsumer<R = unknown> {
   readonly #held = new Map<string, Held>();
   readonly #limiter: Limiter;
   readonly #serializer = new KeyedSerializer();
+  /** Set with `batch` and `keyOf`: forms the batches of a standard queue by key. */
+  readonly #lanes: KeyLanes | undefined;
   readonly #settler: Settler;
   readonly #chainContext: ChainContext<R>;
   readonly #tasks = new Set<Promise<unknown>>();
@@ -110,6 +113,23 @@ export class SqsConsumer<R = unknown> {
         this.#lastError = error;
       },
     };
+    this.#lanes =
+      options.batch && options.keyOf
+        ? new KeyLanes({
+            lanes: options.concurrency,
+            maxBatch: 10,
+            run: (entries, batch) => this.#runLane(entries, batch),
+            track: (p) => this.#track(p),
+          })
+        : undefined;
+  }
+
+  /** Runs what a lane took: a batch, or one redelivered message; never rejects. */
+  #runLane(entries: Held[], batch: boolean): Promise<void> {
+    const run = batch ? runBatch(this.#chainContext, entries) : runChain(this.#chainContext, entries);
+    return run.catch((err: unknown) => {
+      this.options.logger.error('once/sqs: a batch failed unexpectedly', { error: String(err) });
+    });
   }
 
   /** Subscribe to an SQS-side event; returns an unsubscribe function. */
@@ -346,6 +366,11 @@ export class SqsConsumer<R = unknown> {
       if (lease) envelope.liveness = { extend: (ms) => this.#settler.lease(held, ms) };
       this.#held.set(held.receipt, held);
       entries.push(held);
+    }
+    // Standard queue, batches by key: lanes form them (FIFO keeps its groups' order in chains).
+    if (this.#lanes && !fifo) {
+      this.#lanes.add(entries);
+      return;
     }
     const chains = planChains(entries, { fifo, batch: this.options.batch });
     for (const chain of chains) {
