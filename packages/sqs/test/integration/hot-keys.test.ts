@@ -99,7 +99,7 @@ async function hotAccounts(name: string, keyed: boolean) {
     if (e.error?.code === '40P01') deadlocks.push(e.id);
   });
   c.inbox.on('message:retry', (e) => {
-    if (e.error.code === '40P01') deadlocks.push(e.id);
+    if (e.error.code === '40P01') deadlocks.push(e.id ?? '(no id)');
   });
   await waitFor(async () => (await db.counts(`${run}-${name}-`)).size === MESSAGES, 120_000, 'every effect');
   await waitFor(async () => (await q.depth(url)) === 0, 30_000, 'the queue to empty');
