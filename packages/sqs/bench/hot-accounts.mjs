@@ -5,9 +5,10 @@
 // the same accounts in different orders and PostgreSQL finds each deadlock (40P01) only after
 // deadlock_timeout (1 s by default); the victim's batch is replayed one message per transaction.
 // Per message (one transaction each) nothing is held across accounts. With `keyOf` naming the
-// account, one account never spans two concurrent batches (the consumer serialises batches by
-// their keys), so batches do not deadlock; on a FIFO queue with the account as MessageGroupId the
-// group is that key already.
+// account, one account never spans two concurrent batches (on a standard queue the consumer
+// forms batches in lanes, a key in one lane at a time), so batches do not deadlock; on a FIFO
+// queue with the account as MessageGroupId the group is that key already. Each variant reports
+// how many batches the consumer handed to processBatch and their mean size.
 //
 // Prints messages/s, retries and deadlocks (handler statements that met 40P01) per variant, and
 // batched ÷ per message on the standard queue; asserts nothing about time. Checks that every
@@ -105,6 +106,13 @@ async function run({ fifo, batch, keyed }) {
       await tx.query(`INSERT INTO ${SCHEMA}.effects (message_id) VALUES ($1)`, [id]);
     },
   });
+  // Transactions' sizes: the consumer hands each batch to processBatch.
+  const sizes = [];
+  const processBatch = consumer.inbox.processBatch.bind(consumer.inbox);
+  consumer.inbox.processBatch = (envelopes) => {
+    sizes.push(envelopes.length);
+    return processBatch(envelopes);
+  };
   let done = 0;
   let retries = 0;
   let deadlocks = 0;
@@ -137,6 +145,8 @@ async function run({ fifo, batch, keyed }) {
     // Exactly once: N effects, one per id, and the balances add up.
     effectsOk: ledger.effects === N && ledger.ids === N && total === N * AMOUNT,
     finished: done >= N,
+    batches: sizes.length,
+    meanBatch: sizes.length ? Number((sizes.reduce((a, b) => a + b, 0) / sizes.length).toFixed(1)) : 0,
   };
 }
 

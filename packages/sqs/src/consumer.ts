@@ -116,7 +116,9 @@ export class SqsConsumer<R = unknown> {
     this.#lanes =
       options.batch && options.keyOf
         ? new KeyLanes({
-            lanes: options.concurrency,
+            // Room for two batches of ten per lane among the messages held: one running, the next
+            // one filling meanwhile. More lanes would only split them into smaller batches.
+            lanes: Math.max(1, Math.min(options.concurrency, Math.round(options.maxInFlight / 20))),
             maxBatch: 10,
             run: (entries, batch) => this.#runLane(entries, batch),
             track: (p) => this.#track(p),

@@ -48,11 +48,13 @@ export interface SqsConsumerOptions<R = unknown> extends Omit<InboxOptions<R>, '
   batch?: boolean;
   /**
    * With `batch`: the key of the rows a message's handler writes (an account id, say), or
-   * undefined when there is none. Messages with one key never run in two transactions at once: a
-   * batch holding a key waits for the batch already holding it to settle. So concurrent batches
-   * never lock one row in different orders, and never deadlock on it (40P01). On FIFO queues the
-   * message group is always such a key; `keyOf` adds its key beside it, for rows shared across
-   * groups. A throwing `keyOf` counts as undefined. Ignored without `batch`. @default none
+   * undefined when there is none. Messages with one key never run in two transactions at once, so
+   * concurrent batches never lock one row in different orders, and never deadlock on it (40P01).
+   * On a standard queue batches then form by key, in `maxInFlight / 20` lanes (at least 1, at
+   * most `concurrency`) of one batch at a time, a key in one lane while it has messages there. On
+   * FIFO queues the message group is always such a key; `keyOf` adds its key beside it, for rows
+   * shared across groups, and a batch holding a key waits for the batch in flight that holds it.
+   * A throwing `keyOf` counts as undefined. Ignored without `batch`. @default none
    */
   keyOf?: ((envelope: Envelope) => string | undefined) | undefined;
   /** ReceiveMessage calls in flight at once; one is usually best (see the SQS guide). @default 1 */
