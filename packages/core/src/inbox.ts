@@ -141,6 +141,16 @@ export class Inbox<R = unknown> {
     return res.rows[0]!.starts;
   }
 
+  /**
+   * Takes back one start counted by {@link noteStart} whose run ended without spending an attempt
+   * (a fault of the environment: a lost connection, a deadlock, a timeout), so that the count is
+   * that of runs that were the message's own. Throws database errors as they are.
+   */
+  async forgetStart(envelope: Envelope): Promise<void> {
+    const id = resolveId(envelope, this.options.idOf);
+    await this.options.pool.query(this.#sql.forgetStart, [this.options.consumer, id]);
+  }
+
   /** Processes one envelope in its own transaction. Never throws for a message's sake: see {@link Outcome}. */
   async process(envelope: Envelope): Promise<Outcome<R>> {
     const started = performance.now();

@@ -12,6 +12,7 @@ import { processGate } from '@once/core/adapter';
 import { envelopeOf } from './envelope-of.js';
 import { type SqsEventListener, type SqsEventName, SqsEvents } from './events.js';
 import type { Held } from './held.js';
+import { KeyLanes } from './key-lanes.js';
 import { KeyedSerializer } from './keyed-serializer.js';
 import { Limiter } from './limiter.js';
 import {
@@ -23,8 +24,8 @@ import {
 import { planChains } from './plan-chains.js';
 import { type QueueInfo, queueInfo, SqsErrorCode } from './queue-info.js';
 import { type ChainContext, runBatch, runChain } from './run-chain.js';
+import { RunCounter } from './run-counter.js';
 import { type DeadLetterTarget, Settler, toSeconds } from './settler.js';
-import { startGuard } from './start-guard.js';
 
 /** Lifecycle of a consumer. */
 export type SqsConsumerState = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped' | 'failed';
@@ -55,10 +56,11 @@ export class SqsConsumer<R = unknown> {
   /** The core inbox; subscribe to message outcomes with `consumer.inbox.on('message:processed', ...)`. */
   readonly inbox: Inbox<R>;
   readonly #events: SqsEvents;
-  readonly #alone = new WeakSet<Envelope>();
   readonly #held = new Map<string, Held>();
   readonly #limiter: Limiter;
   readonly #serializer = new KeyedSerializer();
+  /** Set with `batch` and `keyOf`: forms the batches of a standard queue by key. */
+  readonly #lanes: KeyLanes | undefined;
   readonly #settler: Settler;
   readonly #chainContext: ChainContext<R>;
   readonly #tasks = new Set<Promise<unknown>>();
@@ -78,17 +80,15 @@ export class SqsConsumer<R = unknown> {
     this.options = options;
     this.#events = new SqsEvents(options.logger);
     this.#limiter = new Limiter(options.concurrency);
-    // A redelivered message started more than maxAttempts times (each start of its handler counted
-    // in Postgres while it ran alone) is the one that keeps killing the process: fail it unrun.
-    const guarded = startGuard<R>({
-      handler: options.inbox.handler,
-      alone: this.#alone,
+    // Attempts are the handler's runs, counted in Postgres; a redelivered message started more
+    // than maxAttempts times is the one that keeps killing the process: it is failed unrun.
+    const runs = new RunCounter<R>({
       maxAttempts: options.maxAttempts,
       inbox: () => this.inbox,
       logger: options.logger,
       waitMs: 5_000,
     });
-    this.inbox = createInbox({ ...options.inbox, handler: guarded });
+    this.inbox = createInbox({ ...options.inbox, handler: runs.guard(options.inbox.handler) });
     this.#settler = new Settler({
       client: options.client,
       queueUrl: options.queueUrl,
@@ -106,13 +106,32 @@ export class SqsConsumer<R = unknown> {
       limiter: this.#limiter,
       settler: this.#settler,
       gate: processGate(),
-      alone: this.#alone,
+      runs,
       logger: options.logger,
       forget: (e) => this.#forget(e),
       onFault: (error) => {
         this.#lastError = error;
       },
     };
+    this.#lanes =
+      options.batch && options.keyOf
+        ? new KeyLanes({
+            // Room for two batches of ten per lane among the messages held: one running, the next
+            // one filling meanwhile. More lanes would only split them into smaller batches.
+            lanes: Math.max(1, Math.min(options.concurrency, Math.round(options.maxInFlight / 20))),
+            maxBatch: 10,
+            run: (entries, batch) => this.#runLane(entries, batch),
+            track: (p) => this.#track(p),
+          })
+        : undefined;
+  }
+
+  /** Runs what a lane took: a batch, or one redelivered message; never rejects. */
+  #runLane(entries: Held[], batch: boolean): Promise<void> {
+    const run = batch ? runBatch(this.#chainContext, entries) : runChain(this.#chainContext, entries);
+    return run.catch((err: unknown) => {
+      this.options.logger.error('once/sqs: a batch failed unexpectedly', { error: String(err) });
+    });
   }
 
   /** Subscribe to an SQS-side event; returns an unsubscribe function. */
@@ -339,6 +358,7 @@ export class SqsConsumer<R = unknown> {
         envelope,
         receipt: message.ReceiptHandle,
         group: fifo ? (message.Attributes?.MessageGroupId ?? message.ReceiptHandle) : undefined,
+        key: this.#keyOf(envelope),
         receivedAt: now,
         extendedAt: now,
         capped: false,
@@ -348,6 +368,11 @@ export class SqsConsumer<R = unknown> {
       if (lease) envelope.liveness = { extend: (ms) => this.#settler.lease(held, ms) };
       this.#held.set(held.receipt, held);
       entries.push(held);
+    }
+    // Standard queue, batches by key: lanes form them (FIFO keeps its groups' order in chains).
+    if (this.#lanes && !fifo) {
+      this.#lanes.add(entries);
+      return;
     }
     const chains = planChains(entries, { fifo, batch: this.options.batch });
     for (const chain of chains) {
@@ -359,6 +384,22 @@ export class SqsConsumer<R = unknown> {
           this.options.logger.error('once/sqs: a chain failed unexpectedly', { error: String(err) });
         }),
       );
+    }
+  }
+
+  /** `keyOf`'s key for a batch; a throw or a non-string is no key (it only shapes batches). */
+  #keyOf(envelope: Envelope): string | undefined {
+    const { keyOf, batch } = this.options;
+    if (!keyOf || !batch) return undefined;
+    try {
+      const key = keyOf(envelope);
+      return typeof key === 'string' ? key : undefined;
+    } catch (err) {
+      this.options.logger.warn('once/sqs: keyOf threw; the message is batched without a key', {
+        messageId: envelope.id,
+        error: serializeError(err).message,
+      });
+      return undefined;
     }
   }
 

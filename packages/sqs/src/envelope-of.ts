@@ -13,9 +13,10 @@ export interface EnvelopeSettings {
 /**
  * Maps an SQS message to core's envelope. Headers are the message attributes (String and Number
  * values as sent, Binary ones base64). A body that once's publisher sent as base64 (attribute
- * `once-body-encoding: base64`) is decoded back to its bytes. `attempt` is ApproximateReceiveCount: it rises for every
- * message of a receive when a consumer dies, so anything above 1 is marked redelivered and core
- * runs it one per transaction.
+ * `once-body-encoding: base64`) is decoded back to its bytes. ApproximateReceiveCount rises for
+ * every message of a receive when a consumer dies, so anything above 1 is marked redelivered (a
+ * suspect: core runs it one per transaction). It is also the first `attempt`, an upper bound of
+ * the handler's runs, until the consumer's run count in Postgres replaces it (run-counter.ts).
  */
 export function envelopeOf(message: Message, settings: EnvelopeSettings): Envelope {
   const attrs = message.Attributes ?? {};

@@ -8,6 +8,8 @@ export interface Held {
   readonly receipt: string;
   /** The message group (FIFO), if any. */
   readonly group: string | undefined;
+  /** `keyOf`'s key (batch mode), if any: no two transactions at once hold one key. */
+  readonly key?: string | undefined;
   /** When it was received, `performance.now()` ms. */
   readonly receivedAt: number;
   /** When its visibility was last set, `performance.now()` ms. */

@@ -1,6 +1,7 @@
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import {
   checkNumber,
+  type Envelope,
   type Handler,
   type InboxOptions,
   type Logger,
@@ -45,6 +46,17 @@ export interface SqsConsumerOptions<R = unknown> extends Omit<InboxOptions<R>, '
   deadLetter?: DeadLetter | undefined;
   /** One Postgres transaction per received batch (group order kept) instead of one per message. @default false */
   batch?: boolean;
+  /**
+   * With `batch`: the key of the rows a message's handler writes (an account id, say), or
+   * undefined when there is none. Messages with one key never run in two transactions at once, so
+   * concurrent batches never lock one row in different orders, and never deadlock on it (40P01).
+   * On a standard queue batches then form by key, in `maxInFlight / 20` lanes (at least 1, at
+   * most `concurrency`) of one batch at a time, a key in one lane while it has messages there. On
+   * FIFO queues the message group is always such a key; `keyOf` adds its key beside it, for rows
+   * shared across groups, and a batch holding a key waits for the batch in flight that holds it.
+   * A throwing `keyOf` counts as undefined. Ignored without `batch`. @default none
+   */
+  keyOf?: ((envelope: Envelope) => string | undefined) | undefined;
   /** ReceiveMessage calls in flight at once; one is usually best (see the SQS guide). @default 1 */
   receivers?: number;
   /** Messages held at once (received, not yet settled); receives wait below it. @default 50 */
@@ -83,6 +95,7 @@ export interface ResolvedSqsConsumerOptions<R = unknown> {
   readonly idAttribute: string;
   readonly deadLetter: DeadLetter | undefined;
   readonly batch: boolean;
+  readonly keyOf: ((envelope: Envelope) => string | undefined) | undefined;
   readonly receivers: number;
   readonly maxInFlight: number;
   readonly concurrency: number;
@@ -124,6 +137,7 @@ const SQS_KEYS = [
   'idAttribute',
   'deadLetter',
   'batch',
+  'keyOf',
   'receivers',
   'maxInFlight',
   'concurrency',
@@ -188,6 +202,9 @@ export function resolveSqsConsumerOptions<R>(options: SqsConsumerOptions<R>): Re
     if (typeof o[field] !== 'boolean')
       throw invalid(field, `must be a boolean, got ${JSON.stringify(o[field])}`);
   }
+  if (o.keyOf !== undefined && typeof o.keyOf !== 'function') {
+    throw invalid('keyOf', `must be a function (envelope) => string | undefined, got ${typeof o.keyOf}`);
+  }
   const visibilityTimeoutS = checkMax(
     'visibilityTimeoutS',
     checkNumber('visibilityTimeoutS', o.visibilityTimeoutS, 1),
@@ -218,6 +235,7 @@ export function resolveSqsConsumerOptions<R>(options: SqsConsumerOptions<R>): Re
     idAttribute: o.idAttribute,
     deadLetter,
     batch: o.batch,
+    keyOf: o.keyOf,
     receivers: checkMax('receivers', checkNumber('receivers', o.receivers, 1), 100),
     maxInFlight: checkNumber('maxInFlight', o.maxInFlight, 1),
     concurrency: checkNumber('concurrency', o.concurrency, 1),

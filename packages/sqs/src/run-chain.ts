@@ -23,10 +23,11 @@ export interface ChainContext<R> {
   gate: Gate;
   settler: Settler;
   /**
-   * Redelivered messages about to run alone: the consumer's handler guard counts their starts in
-   * Postgres once the inbox has claimed them, just before the user's handler runs.
+   * The consumer's count of real runs in Postgres (run-counter.ts): redelivered messages about to
+   * run alone go in `alone`, and the guarded handler counts their starts once the inbox has
+   * claimed them; `settled` brings the count in line with an outcome before it is settled.
    */
-  alone: WeakSet<Envelope>;
+  runs: { alone: WeakSet<Envelope>; settled(outcome: Outcome<R>): Promise<void> };
   logger: Logger;
   /** Called once a held message needs nothing more from us. */
   forget: (e: Held) => void;
@@ -56,12 +57,13 @@ async function runEach<R>(ctx: ChainContext<R>, entries: Held[]): Promise<void> 
     const release = await ctx.limiter.acquire();
     let outcome: Outcome<R>;
     try {
-      if (alone) ctx.alone.add(e.envelope);
+      if (alone) ctx.runs.alone.add(e.envelope);
       outcome = await processOne(ctx, e.envelope);
     } finally {
       release();
       leave();
     }
+    await ctx.runs.settled(outcome);
     const plan = await ctx.settler.settle(e, outcome);
     if (plan.kind === 'retry') {
       retryRest(ctx, entries.slice(i + 1), plan.delayMs);
@@ -111,6 +113,7 @@ async function runBatches<R>(ctx: ChainContext<R>, all: Held[]): Promise<void> {
       release();
       leave();
     }
+    await Promise.all(outcomes.map((o) => ctx.runs.settled(o)));
     const again: Held[] = [];
     for (let k = 0; k < run.length; k++) {
       const e = run[k]!;

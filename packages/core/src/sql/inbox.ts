@@ -75,6 +75,9 @@ export function inboxSql(schema: string) {
       SELECT $1, $2, 1, now() + $3 * interval '1 millisecond' FROM ${PIN_SYNC_COMMIT}
       ON CONFLICT (consumer, message_id) DO UPDATE SET starts = s.starts + 1, expires_at = EXCLUDED.expires_at
       RETURNING starts`,
+    /** Takes one counted start back. $1 consumer, $2 id. */
+    forgetStart: `UPDATE ${schema}.starts SET starts = starts - 1
+      WHERE consumer = $1 AND message_id = $2 AND starts > 0`,
     /** One small purge step of expired start counts. $1 batch size. */
     purgeStartsStep: `WITH doomed AS (
         SELECT consumer, message_id FROM ${schema}.starts WHERE expires_at < now()

@@ -7,7 +7,7 @@ import { planChains } from '../../src/plan-chains.js';
 import { type ChainContext, runBatch, runChain } from '../../src/run-chain.js';
 import type { Settler } from '../../src/settler.js';
 
-function held(id: string, group: string | undefined, attempt = 1): Held {
+function held(id: string, group: string | undefined, attempt = 1, key?: string): Held {
   const envelope: Envelope = {
     id,
     body: Buffer.from(id),
@@ -22,6 +22,7 @@ function held(id: string, group: string | undefined, attempt = 1): Held {
     envelope,
     receipt: `r-${id}`,
     group,
+    key,
     receivedAt: 0,
     extendedAt: 0,
     capped: false,
@@ -36,8 +37,8 @@ describe('planChains', () => {
     const es = [held('a', 'g1'), held('b', 'g2'), held('c', 'g1')];
     const chains = planChains(es, fifo);
     expect(chains.map((c) => [c.keys, ids(c.entries), c.batch])).toEqual([
-      [['g1'], ['a', 'c'], false],
-      [['g2'], ['b'], false],
+      [['g:g1'], ['a', 'c'], false],
+      [['g:g2'], ['b'], false],
     ]);
   });
 
@@ -55,9 +56,39 @@ describe('planChains', () => {
   it('batch: one chain over all groups, unless a message is redelivered', () => {
     const batch = { ...fifo, batch: true };
     const chains = planChains([held('a', 'g1'), held('b', 'g2')], batch);
-    expect(chains.map((c) => [c.keys, ids(c.entries), c.batch])).toEqual([[['g1', 'g2'], ['a', 'b'], true]]);
+    expect(chains.map((c) => [c.keys, ids(c.entries), c.batch])).toEqual([
+      [['g:g1', 'g:g2'], ['a', 'b'], true],
+    ]);
     const again = planChains([held('a', 'g1'), held('b', 'g2', 2)], batch);
     expect(again.map((c) => c.batch)).toEqual([false, false]);
+  });
+
+  it('batch with keyOf: a chain holds its messages’ keys beside their groups, also message by message', () => {
+    const standard = { fifo: false, batch: true };
+    const chains = planChains(
+      [
+        held('a', undefined, 1, 'acct-1'),
+        held('b', undefined, 1, 'acct-2'),
+        held('c', undefined, 1, 'acct-1'),
+      ],
+      standard,
+    );
+    expect(chains.map((c) => [c.keys, ids(c.entries), c.batch])).toEqual([
+      [['k:acct-1', 'k:acct-2'], ['a', 'b', 'c'], true],
+    ]);
+    // A key and a group of the same name are different keys.
+    const fifo = planChains([held('a', 'x', 1, 'x'), held('b', 'y', 1)], { fifo: true, batch: true });
+    expect(fifo.map((c) => c.keys)).toEqual([['g:x', 'k:x', 'g:y']]);
+    // A redelivered message in the receive: chains message by message, each still keyed.
+    const split = planChains(
+      [held('a', undefined, 1, 'acct-1'), held('b', undefined, 2, 'acct-2'), held('c', undefined, 1)],
+      standard,
+    );
+    expect(split.map((c) => [c.keys, ids(c.entries), c.batch])).toEqual([
+      [['k:acct-2'], ['b'], false],
+      [['k:acct-1'], ['a'], false],
+      [[], ['c'], false],
+    ]);
   });
 });
 
@@ -98,7 +129,7 @@ function context(answer: (envelopes: Envelope[]) => Outcome[]) {
     limiter: new Limiter(4),
     gate: new Gate(),
     settler,
-    alone: new WeakSet<Envelope>(),
+    runs: { alone: new WeakSet<Envelope>(), settled: async () => {} },
     logger: { debug() {}, info() {}, warn() {}, error() {} },
     forget: (e) => settled.push([e.envelope.id!, 'forget']),
     onFault: () => {},
@@ -168,9 +199,9 @@ describe('redelivered messages', () => {
     await Promise.all([runChain(ctx, [c]), runChain(ctx, [a]), runChain(ctx, [b]), runChain(ctx, [d])]);
     // Counted by the consumer's handler guard once the inbox claimed them, not before.
     expect(started).toEqual([]);
-    expect(ctx.alone.has(a.envelope)).toBe(true);
-    expect(ctx.alone.has(b.envelope)).toBe(true);
-    expect(ctx.alone.has(c.envelope)).toBe(false);
+    expect(ctx.runs.alone.has(a.envelope)).toBe(true);
+    expect(ctx.runs.alone.has(b.envelope)).toBe(true);
+    expect(ctx.runs.alone.has(c.envelope)).toBe(false);
     expect(calls.flat().sort()).toEqual(['a', 'b', 'c', 'd']);
     // a redelivered message never runs beside anything, though the chains run in parallel
     expect(overlapped).toBe(false);

@@ -51,6 +51,7 @@ describe('resolveSqsConsumerOptions', () => {
     [{ deadLetter: { queueUrl: 'nope' } }, 'options.deadLetter.queueUrl'],
     [{ deadLetter: { queueUrl: base.queueUrl } }, 'options.deadLetter.queueUrl'],
     [{ batch: 'yes' }, 'options.batch'],
+    [{ keyOf: 'account' }, 'options.keyOf'],
     [{ receivers: 0 }, 'options.receivers'],
     [{ maxInFlight: 1.5 }, 'options.maxInFlight'],
     [{ concurrency: -1 }, 'options.concurrency'],
@@ -68,6 +69,13 @@ describe('resolveSqsConsumerOptions', () => {
     );
     expect(code).toBe('INVALID_OPTION');
     expect(message.startsWith(field)).toBe(true);
+  });
+
+  it('keeps keyOf for the consumer, out of the inbox options', () => {
+    const keyOf = () => 'k';
+    const o = resolveSqsConsumerOptions({ ...base, batch: true, keyOf });
+    expect(o.keyOf).toBe(keyOf);
+    expect(o.inbox).not.toHaveProperty('keyOf');
   });
 
   it('allows the heartbeat interval to be anything when the heartbeat is off', () => {
