@@ -1,7 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { Connection } from '../connection.js';
+import type { Item } from '../engine/item.js';
+import { outcomeOfRow, type StoredRow } from '../engine/stored-row.js';
+import { rollback, rolledBackError } from '../engine/tx.js';
 import { type Envelope, originOf, resolveId } from '../envelope.js';
-import { ErrorCode, OnceError, PermanentError, serializeError } from '../errors.js';
+import { ErrorCode, OnceError, serializeError } from '../errors.js';
 import type { Events } from '../events.js';
 import { fingerprint } from '../fingerprint.js';
 import type { ResolvedInboxOptions } from '../options.js';
@@ -18,13 +21,6 @@ import { LeaseTx } from './lease-tx.js';
 import { type LeaseRun, runLeaseHandler } from './run-lease-handler.js';
 import { type StepStore, Steps } from './steps.js';
 
-/** A message with its id resolved and its fingerprint taken. */
-interface Item {
-  envelope: Envelope;
-  id: string;
-  fp: Buffer;
-}
-
 /** A held claim: who holds it, and what earlier attempts recorded. */
 interface Claimed {
   item: Item;
@@ -35,10 +31,7 @@ interface Claimed {
   sentAt: number;
 }
 
-interface ReadRow {
-  status: 'done' | 'failed' | 'in_progress';
-  fingerprint: Buffer;
-  result: unknown;
+interface ReadRow extends StoredRow {
   owner: string | null;
   lease_left_ms: number | null;
 }
@@ -270,28 +263,10 @@ export class LeaseProcessor<R = unknown> {
 
   /** The outcome for a row this delivery could not claim. */
   #fromRow(item: Item, row: ReadRow): Outcome<R> {
-    const same = Buffer.compare(Buffer.from(row.fingerprint), item.fp) === 0;
-    const conflict = this.#out.conflict(item.envelope, item.id, same);
-    if (conflict) return conflict;
-    if (row.status === 'in_progress') {
-      // Redeliver when the holder's lease runs out: then it is either done or free to take over.
-      const left = Math.ceil(row.lease_left_ms ?? 0);
-      return this.#out.busy(item.envelope, item.id, Math.max(this.#o.busyDelayMs, left));
-    }
-    if (row.status === 'failed') {
-      return this.#out.failed(
-        item.envelope,
-        item.id,
-        'previously-failed',
-        new Error('this id was recorded as failed earlier'),
-      );
-    }
-    return {
-      status: 'duplicate',
-      id: item.id,
-      envelope: item.envelope,
-      result: fromJsonb<R | undefined>(row.result ?? undefined),
-    };
+    // In progress: redeliver when the holder's lease runs out; then it is either done or free to
+    // take over.
+    const left = Math.ceil(row.lease_left_ms ?? 0);
+    return outcomeOfRow(this.#out, item, row, Math.max(this.#o.busyDelayMs, left));
   }
 
   /** Writes `done`, fenced: in the handler's transaction (committing its writes) or on its own. */
@@ -391,26 +366,4 @@ export class LeaseProcessor<R = unknown> {
       // The lease runs out on its own.
     }
   }
-}
-
-/** Rolls back and returns the connection, or destroys it when its state is in doubt. */
-async function rollback(conn: Connection, cause: unknown): Promise<void> {
-  if (cause instanceof DeadlineError || classifyDbError(cause) === 'connection' || conn.error) {
-    conn.destroy(cause);
-    return;
-  }
-  try {
-    await conn.client.query('ROLLBACK');
-    conn.release();
-  } catch (err) {
-    conn.destroy(err);
-  }
-}
-
-function rolledBackError(): OnceError {
-  return new OnceError(
-    ErrorCode.CommitRolledBack,
-    'COMMIT rolled the transaction back: a statement inside it had failed (did the handler catch a query error and carry on?)',
-    { retryable: true },
-  );
 }
