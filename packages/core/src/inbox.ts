@@ -3,7 +3,7 @@ import { BatchPause } from './engine/batch-pause.js';
 import { BatchTx } from './engine/batch-tx.js';
 import { type EngineContext, engineContext } from './engine/context.js';
 import { FencedBatchTx } from './engine/fenced-batch-tx.js';
-import { prepare } from './engine/item.js';
+import { type Item, prepare } from './engine/item.js';
 import { noteStart } from './engine/note-start.js';
 import { emitOutcome } from './engine/outcome-events.js';
 import { planRuns, type Run, runInOrder } from './engine/plan-runs.js';
@@ -44,7 +44,7 @@ export class Inbox<R = unknown> {
     this.#ctx = engineContext(options, this.#events, this.#readiness.fault);
     this.#pause = new BatchPause(options.logger, options.consumer);
     this.#single = new SingleTx(this.#ctx);
-    const one = (item: Parameters<SingleTx<R>['one']>[0]) => this.#single.one(item);
+    const one = (item: Item) => this.#single.one(item);
     this.#batch = new BatchTx(this.#ctx, one, this.#pause);
     this.#fenced = new FencedBatchTx(this.#ctx, one, this.#pause);
     this.#lease = options.mode === 'lease' ? new LeaseProcessor(options, this.#events) : undefined;
@@ -121,12 +121,18 @@ export class Inbox<R = unknown> {
       return envelopes.map((e) => out.unavailable(e, undefined, err));
     }
     if (this.#lease) return this.#lease.processAll(envelopes);
+    // After a batch deadlocked on the handlers' own rows, batches run one message per transaction
+    // for a while (see engine/batch-pause.ts).
+    const batched = wantBatch && this.#pause.open;
     const runs = planRuns(
       envelopes.map((e) => prepare(e, this.options)),
-      wantBatch && this.#pause.open,
+      batched,
     );
-    return runInOrder(runs, this.#exec, out.notRun.bind(out));
+    return runInOrder(runs, this.#exec, this.#notRun);
   }
+
+  readonly #notRun = (envelope: Envelope, id: string | undefined): Outcome<R> =>
+    this.#ctx.out.notRun(envelope, id);
 
   readonly #exec = (run: Run): Promise<Outcome<R>[]> | Outcome<R>[] => {
     switch (run.kind) {
