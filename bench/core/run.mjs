@@ -2,6 +2,8 @@
 // B1 bare effect (own transaction, no dedup), B2 once per message, B3 once batched (10, 100),
 // B4 naive check-then-insert. Interleaved repetitions; median and spread; ratios to baselines.
 // Size: BENCH_N messages per run (default 5000; the issue's full size is 50000).
+// BENCH_VARIANTS=B2,B3 runs only the variants named by those prefixes, and prints their table:
+// no ratios, duplicate cost, storm or results file (those need every variant).
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import pg from 'pg';
@@ -48,6 +50,10 @@ const variants = {
   // is. Run on duplicate-free streams only: a fence takes everything below it for processed.
   'B5 fenced/batch100': { batch: 100, fenced: true, make: (c) => fencedVariant(c) },
 };
+const ONLY = (process.env.BENCH_VARIANTS ?? '').split(',').filter(Boolean);
+for (const name of Object.keys(variants)) {
+  if (ONLY.length > 0 && !ONLY.some((p) => name.startsWith(`${p} `))) delete variants[name];
+}
 
 async function bare(envs) {
   const client = await pool.connect();
@@ -224,6 +230,27 @@ for (const dupShare of [0, 0.3]) {
   }
 }
 
+const printTable = () => {
+  console.log(
+    '\nvariant                          conc dup%    msgs/s  spread  p50ms  p99ms  RT/msg  CPUµs/msg',
+  );
+  for (const r of results) {
+    console.log(
+      `${r.variant.padEnd(32)} ${String(r.concurrency).padStart(4)} ${String(r.duplicates * 100).padStart(4)} ${r.msgsPerSec
+        .toFixed(0)
+        .padStart(9)} ${(r.spread * 100).toFixed(0).padStart(6)}% ${r.p50Ms.toFixed(2).padStart(6)} ${r.p99Ms
+        .toFixed(2)
+        .padStart(6)} ${r.roundTripsPerMsg.toFixed(2).padStart(7)} ${r.cpuUsPerMsg.toFixed(0).padStart(10)}`,
+    );
+  }
+};
+if (ONLY.length > 0) {
+  printTable();
+  await raw.query(`DROP SCHEMA ${SCHEMA} CASCADE`);
+  await raw.end();
+  process.exit(0);
+}
+
 // Cost of a redelivered duplicate vs a first delivery, once per message, concurrency 1.
 const dupInbox = onceVariant('dupcost', 'optimistic');
 const firsts = stream(0);
@@ -251,18 +278,7 @@ const onceExtra = await storm(onceVariant('storm-once', 'optimistic'));
 
 const get = (v, c, d = 0) =>
   results.find((r) => r.variant === v && r.concurrency === c && r.duplicates === d);
-console.log(
-  '\nvariant                          conc dup%    msgs/s  spread  p50ms  p99ms  RT/msg  CPUµs/msg',
-);
-for (const r of results) {
-  console.log(
-    `${r.variant.padEnd(32)} ${String(r.concurrency).padStart(4)} ${String(r.duplicates * 100).padStart(4)} ${r.msgsPerSec
-      .toFixed(0)
-      .padStart(9)} ${(r.spread * 100).toFixed(0).padStart(6)}% ${r.p50Ms.toFixed(2).padStart(6)} ${r.p99Ms
-      .toFixed(2)
-      .padStart(6)} ${r.roundTripsPerMsg.toFixed(2).padStart(7)} ${r.cpuUsPerMsg.toFixed(0).padStart(10)}`,
-  );
-}
+printTable();
 const ratios = [];
 for (const c of CONCURRENCY) {
   const ratio = (a, b, target, label) => {

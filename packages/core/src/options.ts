@@ -3,8 +3,10 @@ import { ErrorCode, OnceError } from './errors.js';
 import type { FenceOf } from './fence.js';
 import type { Handler } from './handler.js';
 import { quoteIdentifier } from './identifier.js';
+import type { IsolationLevel } from './isolation.js';
 import { type LeaseOptions, resolveLeaseOptions } from './lease/lease-options.js';
 import { type Logger, silentLogger } from './logger.js';
+import { checkNumber } from './option-check.js';
 import type { Outbox } from './outbox.js';
 import type { PgPoolLike } from './pg-like.js';
 
@@ -12,8 +14,8 @@ import type { PgPoolLike } from './pg-like.js';
 export type ConflictPolicy = 'reject' | 'warn' | 'ignore';
 /** How a batch isolates one failing handler from its neighbours. */
 export type BatchMode = 'optimistic' | 'savepoint';
-/** Transaction isolation for the message's transaction. */
-export type IsolationLevel = 'read committed' | 'repeatable read' | 'serializable';
+export type { IsolationLevel };
+export { checkNumber };
 /** `classify`'s verdict; `undefined` leaves the default (transient until `maxAttempts`). */
 export type ErrorClass = 'transient' | 'permanent' | undefined;
 
@@ -110,15 +112,6 @@ export const DEFAULT_INBOX_OPTIONS = Object.freeze({
 
 function invalid(field: string, message: string): OnceError {
   return new OnceError(ErrorCode.InvalidOption, `options.${field} ${message}`);
-}
-
-/** Checks a duration or count; names the field when it is wrong. */
-export function checkNumber(field: string, value: unknown, min: number, integer = true): number {
-  if (typeof value !== 'number' || !Number.isFinite(value) || (integer && !Number.isInteger(value))) {
-    throw invalid(field, `must be a finite ${integer ? 'integer' : 'number'}, got ${JSON.stringify(value)}`);
-  }
-  if (value < min) throw invalid(field, `must be at least ${min}, got ${value}`);
-  return value;
 }
 
 function checkOneOf<T extends string>(field: string, value: unknown, allowed: readonly T[]): T {

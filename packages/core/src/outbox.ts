@@ -1,7 +1,7 @@
 import { MAX_ID_LENGTH } from './envelope.js';
 import { ErrorCode, OnceError } from './errors.js';
 import { quoteIdentifier } from './identifier.js';
-import { checkNumber } from './options.js';
+import { checkNumber } from './option-check.js';
 import type { PgPoolLike, QueryResultLike } from './pg-like.js';
 import { toJsonb } from './sql/jsonb.js';
 import { outboxChannel, outboxSql } from './sql/outbox.js';

@@ -1,5 +1,5 @@
 import { quoteIdentifier } from './identifier.js';
-import { checkNumber } from './options.js';
+import { checkNumber } from './option-check.js';
 import type { PgPoolLike } from './pg-like.js';
 import { inboxSql } from './sql/inbox.js';
 

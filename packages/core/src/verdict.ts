@@ -1,5 +1,5 @@
 import { ErrorCode, OnceError, PermanentError } from './errors.js';
-import type { IsolationLevel } from './options.js';
+import type { IsolationLevel } from './isolation.js';
 import type { FailReason } from './outcome.js';
 import { DeadlineError } from './run-handler.js';
 import { classifyDbError, isEnvironmental } from './sqlstate.js';

@@ -1,47 +1,24 @@
 import { randomUUID } from 'node:crypto';
-import { Connection } from '../connection.js';
+import type { Connection } from '../connection.js';
+import type { Item } from '../engine/item.js';
+import { rollback, rolledBackError } from '../engine/tx.js';
 import { type Envelope, originOf, resolveId } from '../envelope.js';
-import { ErrorCode, OnceError, PermanentError, serializeError } from '../errors.js';
+import { ErrorCode, OnceError, serializeError } from '../errors.js';
 import type { Events } from '../events.js';
 import { fingerprint } from '../fingerprint.js';
 import type { ResolvedInboxOptions } from '../options.js';
 import type { FailReason, Outcome } from '../outcome.js';
 import { Outcomes } from '../outcomes.js';
 import { DeadlineError } from '../run-handler.js';
-import { fromJsonb, toJsonb } from '../sql/jsonb.js';
+import { toJsonb } from '../sql/jsonb.js';
 import { type LeaseSql, leaseSql } from '../sql/lease.js';
-import { classifyDbError } from '../sqlstate.js';
 import { verdictOf } from '../verdict.js';
+import { type Claimed, LeaseClaim } from './lease-claim.js';
 import { LeaseClock } from './lease-clock.js';
 import { isLeaseLost, isPermanentLeaseError, leaseLost } from './lease-errors.js';
 import { LeaseTx } from './lease-tx.js';
 import { type LeaseRun, runLeaseHandler } from './run-lease-handler.js';
 import { type StepStore, Steps } from './steps.js';
-
-/** A message with its id resolved and its fingerprint taken. */
-interface Item {
-  envelope: Envelope;
-  id: string;
-  fp: Buffer;
-}
-
-/** A held claim: who holds it, and what earlier attempts recorded. */
-interface Claimed {
-  item: Item;
-  owner: string;
-  attempt: number;
-  recorded: Map<string, unknown>;
-  /** When the claim was sent (performance.now()): the lease runs from no earlier than this. */
-  sentAt: number;
-}
-
-interface ReadRow {
-  status: 'done' | 'failed' | 'in_progress';
-  fingerprint: Buffer;
-  result: unknown;
-  owner: string | null;
-  lease_left_ms: number | null;
-}
 
 /**
  * Lease mode: the id is claimed with a lease in a short transaction, the handler runs outside
@@ -51,7 +28,7 @@ interface ReadRow {
 export class LeaseProcessor<R = unknown> {
   readonly #o: ResolvedInboxOptions<R>;
   readonly #sql: LeaseSql;
-  readonly #claimBegin: string;
+  readonly #claim: LeaseClaim<R>;
   readonly #txBegin: string;
   readonly #out: Outcomes<R>;
   readonly #events: Events;
@@ -60,9 +37,9 @@ export class LeaseProcessor<R = unknown> {
     this.#o = options;
     this.#events = events;
     this.#sql = leaseSql(options.quotedSchema);
-    this.#claimBegin = this.#sql.begin('read committed', options.lockTimeoutMs);
     this.#txBegin = this.#sql.begin(options.isolation, options.lockTimeoutMs);
     this.#out = new Outcomes(options);
+    this.#claim = new LeaseClaim(options, this.#sql, this.#out, events);
   }
 
   /**
@@ -94,7 +71,7 @@ export class LeaseProcessor<R = unknown> {
 
   async #one(item: Item): Promise<Outcome<R>> {
     const owner = `${this.#o.workerId}/${randomUUID()}`;
-    const claim = await this.#claim(item, owner);
+    const claim = await this.#claim.take(item, owner);
     if (!('owner' in claim)) return claim;
     if (claim.attempt > this.#o.maxAttempts) {
       // Claimed maxAttempts times without an outcome: the handler crashed the process, ran out of
@@ -209,91 +186,6 @@ export class LeaseProcessor<R = unknown> {
     };
   }
 
-  /** Claims the id in a short transaction and reads its recorded steps; or the outcome of not getting it. */
-  async #claim(item: Item, owner: string): Promise<Claimed | Outcome<R>> {
-    const o = this.#o;
-    const sentAt = performance.now();
-    let conn: Connection;
-    try {
-      conn = await Connection.open(o.pool);
-    } catch (err) {
-      return this.#out.unavailable(item.envelope, item.id, err);
-    }
-    try {
-      await conn.client.query(this.#claimBegin);
-      const claimed = await conn.client.query<{ attempts: number; took_over: boolean }>(this.#sql.claim, [
-        o.consumer,
-        item.id,
-        item.fp,
-        owner,
-        o.leaseMs,
-        o.retentionMs,
-        o.conflictPolicy !== 'reject',
-      ]);
-      const attempts = claimed.rows[0]?.attempts;
-      if (attempts === undefined) {
-        // A new statement: under READ COMMITTED it sees the rival that made the claim wait.
-        const row = (await conn.client.query<ReadRow>(this.#sql.read, [o.consumer, item.id])).rows[0];
-        await conn.client.query('COMMIT');
-        conn.release();
-        return row
-          ? this.#fromRow(item, row)
-          : this.#out.retry(item.envelope, item.id, new Error('claim vanished'), false);
-      }
-      const rows = (
-        await conn.client.query<{ step: string; json: string | null }>(this.#sql.readSteps, [
-          o.consumer,
-          item.id,
-        ])
-      ).rows;
-      await conn.client.query('COMMIT');
-      conn.release();
-      const recorded = new Map(
-        rows.map((r) => [r.step, r.json === null ? undefined : fromJsonb(JSON.parse(r.json))]),
-      );
-      if (claimed.rows[0]?.took_over) {
-        this.#events.emit('lease:takeover', {
-          consumer: o.consumer,
-          id: item.id,
-          source: item.envelope.source,
-          attempt: attempts,
-        });
-      }
-      return { item, owner, attempt: attempts, recorded, sentAt };
-    } catch (err) {
-      await rollback(conn, err);
-      if (classifyDbError(err) === 'busy') return this.#out.busy(item.envelope, item.id, o.busyDelayMs);
-      // The handler never started: whatever failed here is not the message's doing.
-      return this.#out.unavailable(item.envelope, item.id, err);
-    }
-  }
-
-  /** The outcome for a row this delivery could not claim. */
-  #fromRow(item: Item, row: ReadRow): Outcome<R> {
-    const same = Buffer.compare(Buffer.from(row.fingerprint), item.fp) === 0;
-    const conflict = this.#out.conflict(item.envelope, item.id, same);
-    if (conflict) return conflict;
-    if (row.status === 'in_progress') {
-      // Redeliver when the holder's lease runs out: then it is either done or free to take over.
-      const left = Math.ceil(row.lease_left_ms ?? 0);
-      return this.#out.busy(item.envelope, item.id, Math.max(this.#o.busyDelayMs, left));
-    }
-    if (row.status === 'failed') {
-      return this.#out.failed(
-        item.envelope,
-        item.id,
-        'previously-failed',
-        new Error('this id was recorded as failed earlier'),
-      );
-    }
-    return {
-      status: 'duplicate',
-      id: item.id,
-      envelope: item.envelope,
-      result: fromJsonb<R | undefined>(row.result ?? undefined),
-    };
-  }
-
   /** Writes `done`, fenced: in the handler's transaction (committing its writes) or on its own. */
   async #finish(
     c: Claimed,
@@ -391,26 +283,4 @@ export class LeaseProcessor<R = unknown> {
       // The lease runs out on its own.
     }
   }
-}
-
-/** Rolls back and returns the connection, or destroys it when its state is in doubt. */
-async function rollback(conn: Connection, cause: unknown): Promise<void> {
-  if (cause instanceof DeadlineError || classifyDbError(cause) === 'connection' || conn.error) {
-    conn.destroy(cause);
-    return;
-  }
-  try {
-    await conn.client.query('ROLLBACK');
-    conn.release();
-  } catch (err) {
-    conn.destroy(err);
-  }
-}
-
-function rolledBackError(): OnceError {
-  return new OnceError(
-    ErrorCode.CommitRolledBack,
-    'COMMIT rolled the transaction back: a statement inside it had failed (did the handler catch a query error and carry on?)',
-    { retryable: true },
-  );
 }

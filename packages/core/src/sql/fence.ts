@@ -1,4 +1,4 @@
-import type { IsolationLevel } from '../options.js';
+import type { IsolationLevel } from '../isolation.js';
 import { byteaLiteral, quoteLiteral } from './literal.js';
 
 /**

@@ -1,0 +1,57 @@
+/**
+ * The item a message becomes. Owns one decision: what an envelope is to the engine (its id after
+ * `idOf`, its fingerprint, its fence), and what it is when it cannot be made one: no usable id (a
+ * failure with no id to record it under), or a throwing `fingerprintOf`/`fenceOf` (the message's
+ * permanent failure, recorded under its id).
+ */
+
+import { type Envelope, resolveId } from '../envelope.js';
+import { PermanentError, serializeError } from '../errors.js';
+import { type Fence, resolveFence } from '../fence.js';
+import { fingerprint } from '../fingerprint.js';
+import type { ResolvedInboxOptions } from '../options.js';
+
+/** A message with its id resolved and its fingerprint taken. */
+export interface Item {
+  envelope: Envelope;
+  id: string;
+  fp: Buffer;
+  /** Set when `fenceOf` placed the message: the fence is its claim, not an inbox row. */
+  fence?: Fence | undefined;
+}
+
+/** What an envelope became: an item, or the reason it could not become one. */
+export type Prepared =
+  | { kind: 'item'; item: Item }
+  /** No usable id: failed, with nothing to record it under. */
+  | { kind: 'invalid-id'; envelope: Envelope; error: unknown }
+  /** The id is good, the rest threw: a permanent failure recorded under `item` (no fence). */
+  | { kind: 'unplaceable'; item: Item; error: PermanentError };
+
+type ItemOptions = Pick<ResolvedInboxOptions, 'idOf' | 'fingerprintOf' | 'fenceOf'>;
+
+/** The payload fingerprint: of `fingerprintOf`'s projection when given, else of the body. */
+export function fingerprintOf(envelope: Envelope, o: Pick<ItemOptions, 'fingerprintOf'>): Buffer {
+  return fingerprint(o.fingerprintOf ? o.fingerprintOf(envelope) : envelope.body);
+}
+
+/** Makes an envelope an item. Never throws: a user function's failure is the message's. */
+export function prepare(envelope: Envelope, o: ItemOptions): Prepared {
+  let id: string;
+  try {
+    id = resolveId(envelope, o.idOf);
+  } catch (error) {
+    return { kind: 'invalid-id', envelope, error };
+  }
+  try {
+    const fp = fingerprintOf(envelope, o);
+    const fence = o.fenceOf ? resolveFence(envelope, o.fenceOf) : undefined;
+    return { kind: 'item', item: { envelope, id, fp, fence } };
+  } catch (err) {
+    // The id is good, so the failure can be recorded under it: a throwing fingerprintOf or
+    // fenceOf is the message's permanent failure, not a missing id.
+    const which = o.fenceOf ? 'fingerprintOf or fenceOf' : 'fingerprintOf';
+    const error = new PermanentError(`${which} threw: ${serializeError(err).message}`, { cause: err });
+    return { kind: 'unplaceable', item: { envelope, id, fp: fingerprint(envelope.body) }, error };
+  }
+}

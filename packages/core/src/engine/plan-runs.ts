@@ -1,0 +1,117 @@
+/**
+ * Run planning, pure. Owns one decision: which messages share a transaction, and what a stop
+ * means for the rest. Fresh messages (first delivery) in a row share one batch; fresh fenced
+ * messages of one partition with rising offsets share one fenced batch; a redelivered message
+ * runs alone (any may be the message that killed the last consumer). A `retry`, `busy` or
+ * `not-run` outcome stops the run: every later message is `not-run` (`behind`).
+ */
+
+import type { Envelope } from '../envelope.js';
+import type { PermanentError } from '../errors.js';
+import type { Outcome } from '../outcome.js';
+import type { Item, Prepared } from './item.js';
+
+/** One unit of work, in input order. */
+export type Run =
+  /** One message in its own transaction. */
+  | { kind: 'one'; item: Item }
+  /** Two or more fresh messages in one inbox transaction. */
+  | { kind: 'batch'; items: Item[] }
+  /** Two or more fresh fenced messages of one partition, offsets rising, in one transaction. */
+  | { kind: 'fenced'; items: Item[] }
+  /** No usable id: failed at once. */
+  | { kind: 'invalid-id'; envelope: Envelope; error: unknown }
+  /** `fingerprintOf` or `fenceOf` threw: recorded failed under the id. */
+  | { kind: 'unplaceable'; item: Item; error: PermanentError };
+
+/** A first delivery, as far as the broker can tell. */
+export function isFresh(envelope: Envelope): boolean {
+  return !envelope.redelivered && envelope.attempt === 1;
+}
+
+/**
+ * Cuts prepared messages into runs, keeping their order. `batched`: fresh messages may share a
+ * transaction (false for {@link Inbox.process} and while batching is paused).
+ */
+export function planRuns(prepared: readonly Prepared[], batched: boolean): Run[] {
+  const runs: Run[] = [];
+  // At most one of the two holds messages: each is cut off before the other fills.
+  let items: Item[] = [];
+  let fenced: Item[] = [];
+  const cut = (): void => {
+    if (items.length > 0)
+      runs.push(items.length === 1 ? { kind: 'one', item: items[0]! } : { kind: 'batch', items });
+    if (fenced.length > 0) {
+      runs.push(fenced.length === 1 ? { kind: 'one', item: fenced[0]! } : { kind: 'fenced', items: fenced });
+    }
+    items = [];
+    fenced = [];
+  };
+  for (const p of prepared) {
+    if (p.kind !== 'item') {
+      cut();
+      runs.push(p.kind === 'invalid-id' ? p : { kind: 'unplaceable', item: p.item, error: p.error });
+      continue;
+    }
+    const item = p.item;
+    if (!batched || !isFresh(item.envelope)) {
+      cut();
+      runs.push({ kind: 'one', item });
+    } else if (item.fence) {
+      const last = fenced[fenced.length - 1]?.fence;
+      const f = item.fence;
+      if (last && (last.stream !== f.stream || last.partition !== f.partition || last.offset >= f.offset))
+        cut();
+      if (items.length > 0) cut();
+      fenced.push(item);
+    } else {
+      if (fenced.length > 0) cut();
+      items.push(item);
+    }
+  }
+  cut();
+  return runs;
+}
+
+/** Whether an outcome stops the messages after it: they must wait for it to be redelivered. */
+export function isStop(o: Outcome): boolean {
+  return o.status === 'retry' || o.status === 'busy' || o.status === 'not-run';
+}
+
+/** The envelopes a run holds, with their ids when they have one. */
+function membersOf(run: Run): { envelope: Envelope; id: string | undefined }[] {
+  switch (run.kind) {
+    case 'one':
+    case 'unplaceable':
+      return [{ envelope: run.item.envelope, id: run.item.id }];
+    case 'batch':
+    case 'fenced':
+      return run.items.map((it) => ({ envelope: it.envelope, id: it.id }));
+    case 'invalid-id':
+      return [{ envelope: run.envelope, id: undefined }];
+  }
+}
+
+/**
+ * Executes runs in order until one ends in a stop; every message after it comes back from
+ * `notRun`. Outcomes come back in input order, one per message.
+ */
+export async function runInOrder<R, T extends Run>(
+  runs: readonly T[],
+  exec: (run: T) => Promise<Outcome<R>[]> | Outcome<R>[],
+  notRun: (envelope: Envelope, id: string | undefined) => Outcome<R>,
+): Promise<Outcome<R>[]> {
+  const out: Outcome<R>[] = [];
+  let stopped = false;
+  for (const run of runs) {
+    if (stopped) {
+      for (const m of membersOf(run)) out.push(notRun(m.envelope, m.id));
+      continue;
+    }
+    for (const o of await exec(run)) {
+      out.push(o);
+      if (isStop(o)) stopped = true;
+    }
+  }
+  return out;
+}

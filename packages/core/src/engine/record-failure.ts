@@ -1,0 +1,129 @@
+/**
+ * Recording failures. Owns one decision: how a message that failed for good is written down so
+ * its redeliveries are recognised at once (`failed` again, dead-lettered again). The record is
+ * an autocommit write that pins synchronous_commit itself (see PIN_SYNC_COMMIT in sql/inbox.ts):
+ * the broker is settled on it. When the full record is refused, a minimal one is written; only
+ * an unreachable database makes the message `retry` (unspent) instead.
+ */
+
+import type { Connection } from '../connection.js';
+import { originOf } from '../envelope.js';
+import { serializeError } from '../errors.js';
+import type { FailReason, Outcome } from '../outcome.js';
+import type { QueryResultLike } from '../pg-like.js';
+import { toJsonb } from '../sql/jsonb.js';
+import { classifyDbError, isEnvironmental } from '../sqlstate.js';
+import type { EngineContext } from './context.js';
+import type { Item } from './item.js';
+import { type InboxRow, outcomeOfRow } from './stored-row.js';
+import { stmt } from './tx.js';
+
+/**
+ * Records the message `failed` in its own transaction, so its redeliveries are recognised at
+ * once. The verdict stands whatever happens here: when the full record cannot be stored (what
+ * the error or the origin holds is refused), a minimal one is, and the message is dead-lettered
+ * either way. Only when the database cannot be reached is it `retry`, unspent: the redelivery
+ * comes to the same verdict and records it then. A fenced message's record also moves its fence.
+ */
+export async function recordFailed<R>(
+  ctx: EngineContext<R>,
+  item: Pick<Item, 'envelope' | 'id' | 'fp' | 'fence'>,
+  reason: FailReason,
+  error: unknown,
+): Promise<Outcome<R>> {
+  const { pool, consumer, retentionMs, failedBodyMaxBytes } = ctx.o;
+  const { envelope, id, fence } = item;
+  const out = ctx.out;
+  const serialized = serializeError(error);
+  const insert = (
+    errorJson: string | null,
+    body: Buffer | null,
+    truncated: boolean,
+    origin: string | null,
+  ) => {
+    const params: unknown[] = [
+      consumer,
+      id,
+      item.fp,
+      retentionMs,
+      errorJson,
+      body,
+      truncated,
+      envelope.attempt,
+    ];
+    return fence
+      ? pool.query(ctx.fenceSql.recordFailed, [
+          ...params,
+          fence.stream,
+          fence.partition,
+          fence.offset.toString(),
+          origin,
+        ])
+      : pool.query(ctx.sql.recordFailed, [...params, origin]);
+  };
+  let res: QueryResultLike;
+  try {
+    res = await insert(
+      toJsonb({ ...serialized, reason }),
+      envelope.body.subarray(0, failedBodyMaxBytes),
+      envelope.body.length > failedBodyMaxBytes,
+      toJsonb(JSON.parse(originOf(envelope))),
+    );
+  } catch (err) {
+    if (isEnvironmental(classifyDbError(err))) return out.retry(envelope, id, err, false);
+    const minimal = {
+      name: serialized.name,
+      message: `the full failure record could not be stored (${serializeError(err).message}); the message was dead-lettered with its error`,
+      reason,
+    };
+    try {
+      res = await insert(JSON.stringify(minimal), null, envelope.body.length > 0, null);
+    } catch (again) {
+      if (isEnvironmental(classifyDbError(again))) return out.retry(envelope, id, again, false);
+      ctx.o.logger.error('once: a failed message could not be recorded; dead-lettering it anyway', {
+        consumer,
+        id,
+        error: serializeError(again).message,
+      });
+      return out.failed(envelope, id, reason, error);
+    }
+  }
+  if (res.rowCount === 0) {
+    // Someone recorded the id meanwhile (a rival processed it, or failed it first).
+    try {
+      const row = (await pool.query<InboxRow>(ctx.sql.readOne, [consumer, id])).rows[0];
+      if (row) return outcomeOfRow(out, item, row, ctx.o.busyDelayMs);
+    } catch (err) {
+      return out.retry(envelope, id, err, false);
+    }
+    // Fenced: a rival moved the fence past the message (it processed it).
+    if (fence) return { status: 'duplicate', id, envelope, result: undefined };
+  }
+  return out.failed(envelope, id, reason, error);
+}
+
+/**
+ * Savepoint batches: the handler's work was rolled back to its savepoint and its claim is still
+ * held; the claim becomes the failed record, committed with the batch.
+ */
+export async function markFailedInTx<R>(
+  ctx: EngineContext<R>,
+  conn: Connection,
+  item: Item,
+  reason: FailReason,
+  error: unknown,
+): Promise<Outcome<R>> {
+  const max = ctx.o.failedBodyMaxBytes;
+  await stmt(
+    conn.client.query(ctx.sql.markFailed, [
+      ctx.o.consumer,
+      item.id,
+      toJsonb({ ...serializeError(error), reason }),
+      item.envelope.body.subarray(0, max),
+      item.envelope.body.length > max,
+      item.envelope.attempt,
+      toJsonb(JSON.parse(originOf(item.envelope))),
+    ]),
+  );
+  return ctx.out.failed(item.envelope, item.id, reason, error);
+}

@@ -1,0 +1,140 @@
+/**
+ * One message in its own transaction. Owns one decision: the shape of that transaction, the same
+ * for every claim: BEGIN and the claim in one round trip; if claimed, the handler, its stored
+ * result and COMMIT; if not, the row that stood in the way. What the claim is (an inbox row, or a
+ * partition's fence moving past the offset) is a {@link ClaimStrategy}.
+ */
+
+import { Connection } from '../connection.js';
+import type { Outcome } from '../outcome.js';
+import type { HandlerRun } from '../run-handler.js';
+import type { EngineContext } from './context.js';
+import { afterHandlerError, afterStatementError, handlerFailed } from './failures.js';
+import { runInTx } from './handler-in-tx.js';
+import type { Item } from './item.js';
+import { isFresh } from './plan-runs.js';
+import { type InboxRow, outcomeOfRow } from './stored-row.js';
+import { lastResult, rolledBackError, stmt } from './tx.js';
+
+/** How a single message is claimed, and what it means when the claim gets nothing. */
+interface ClaimStrategy<R> {
+  /** A redelivery may be a known duplicate: read the inbox before any transaction. */
+  readonly readFirst: boolean;
+  /** BEGIN, its settings and the claim, one simple query; the last result's rowCount is 1 when claimed. */
+  beginAndClaim(item: Item): string;
+  /** The outcome when the claim got nothing; `row` is the id's inbox row, read after the claim. */
+  unclaimed(item: Item, row: InboxRow | undefined): Outcome<R>;
+}
+
+/** How many times one message's transaction runs when it keeps losing races (40P01, 40001). */
+const RACE_RUNS = 3;
+
+export class SingleTx<R> {
+  readonly #ctx: EngineContext<R>;
+  readonly #inbox: ClaimStrategy<R>;
+  readonly #fence: ClaimStrategy<R>;
+
+  constructor(ctx: EngineContext<R>) {
+    this.#ctx = ctx;
+    const { o, sql, fenceSql, out } = ctx;
+    const claim = sql.beginAndClaim(o.isolation, o.lockTimeoutMs);
+    this.#inbox = {
+      readFirst: true,
+      beginAndClaim: (item) => claim(o.consumer, item.id, item.fp, o.retentionMs),
+      // A new statement, so under READ COMMITTED it saw the rival that made us wait. No row: the
+      // rival rolled back.
+      unclaimed: (item, row) =>
+        row
+          ? outcomeOfRow(out, item, row, o.busyDelayMs)
+          : out.retry(item.envelope, item.id, vanished(), false),
+    };
+    const fence = fenceSql.beginAndFence(o.isolation, o.lockTimeoutMs);
+    this.#fence = {
+      readFirst: false,
+      beginAndClaim: (item) => {
+        const f = item.fence!;
+        return fence(o.consumer, f.stream, f.partition, f.offset, item.id, item.fp);
+      },
+      // Below the fence. Only a recorded failure is told apart from a duplicate.
+      unclaimed: (item, row) =>
+        row?.status === 'failed'
+          ? outcomeOfRow(out, item, row, o.busyDelayMs)
+          : { status: 'duplicate', id: item.id, envelope: item.envelope, result: undefined },
+    };
+  }
+
+  /**
+   * Runs `item` in its own transaction. A deadlock or serialization failure among the handlers'
+   * writes is a race lost, not a fault: the transaction runs again at once (a few times) instead
+   * of going back to the broker, whose redelivery can take seconds (a visibility timeout, a long
+   * poll) while the rows it raced for are long free.
+   */
+  async one(item: Item): Promise<Outcome<R>> {
+    const claim = item.fence ? this.#fence : this.#inbox;
+    for (let run = 1; ; run++) {
+      const o = await this.#run(item, claim);
+      if (run >= RACE_RUNS || o.status !== 'retry' || o.spent) return o;
+      if (o.error.code !== '40P01' && o.error.code !== '40001') return o;
+    }
+  }
+
+  async #run(item: Item, claim: ClaimStrategy<R>): Promise<Outcome<R>> {
+    const ctx = this.#ctx;
+    const { pool, consumer } = ctx.o;
+    if (claim.readFirst && !isFresh(item.envelope)) {
+      // Duplicate short-cut: an autocommit read before any transaction. Only a committed row
+      // is visible here, so a hit is certain; a miss proceeds to the real claim.
+      try {
+        const row = (await pool.query<InboxRow>(ctx.sql.readOne, [consumer, item.id])).rows[0];
+        if (row) return outcomeOfRow(ctx.out, item, row, ctx.o.busyDelayMs);
+      } catch {
+        // The transaction below meets the same fault and classifies it.
+      }
+    }
+    let conn: Connection;
+    try {
+      conn = await Connection.open(pool);
+    } catch (err) {
+      return ctx.out.unavailable(item.envelope, item.id, err);
+    }
+    let started = false;
+    try {
+      // One round trip: BEGIN, its settings and the claim (see sql/literal.ts).
+      const claimed = lastResult(await stmt(conn.client.query(claim.beginAndClaim(item))));
+      if (claimed.rowCount === 0) {
+        const row = (await stmt(conn.client.query<InboxRow>(ctx.sql.readOne, [consumer, item.id]))).rows[0];
+        await stmt(conn.client.query('ROLLBACK'));
+        conn.release();
+        return claim.unclaimed(item, row);
+      }
+      started = true;
+      const run = await runInTx(ctx, conn, item);
+      if (!run.ok) return await afterHandlerError(ctx, conn, item, run.error);
+      // Never on the fenced path: fenceOf cannot be combined with storeResult.
+      if (ctx.o.storeResult) {
+        await stmt(conn.client.query(ctx.sql.storeResult, [consumer, item.id, run.json]));
+      }
+      return await this.#commit(conn, item, run);
+    } catch (err) {
+      return await afterStatementError(ctx, conn, item, err, started);
+    }
+  }
+
+  /**
+   * COMMIT of a single message. A COMMIT that answers ROLLBACK (a statement inside had failed and
+   * the handler carried on) is the handler's failure; a COMMIT that throws is classified as any
+   * statement error by the caller (a deferred constraint: the message's; a lost reply: retry, and
+   * the claim decides on redelivery).
+   */
+  async #commit(conn: Connection, item: Item, run: HandlerRun<R> & { ok: true }): Promise<Outcome<R>> {
+    const commit = await stmt(conn.client.query('COMMIT'));
+    conn.release();
+    if (commit.command === 'ROLLBACK') return await handlerFailed(this.#ctx, item, rolledBackError());
+    if (run.published) this.#ctx.o.outbox?.wake();
+    return { status: 'processed', id: item.id, envelope: item.envelope, result: run.result };
+  }
+}
+
+export function vanished(): Error {
+  return new Error('claim vanished: the row that made the claim wait was rolled back; run again');
+}

@@ -1,0 +1,2 @@
+/** Transaction isolation for the message's transaction. */
+export type IsolationLevel = 'read committed' | 'repeatable read' | 'serializable';
