@@ -122,9 +122,20 @@ function compilerOptions(root: string): ts.CompilerOptions {
   const src = (pkg: string, entry = 'index.ts') => [join(root, 'packages', pkg, 'src', entry)];
   // Every package as @once/<folder>, resolved to its sources as vitest does: a stale or missing
   // dist/ cannot hide a break.
-  const paths: Record<string, string[]> = { '@once/core/testing': src('core', 'testing/index.ts') };
+  // Subpaths (`@once/core/admin`, …) come from each package's exports map, dist/ read as src/.
+  const paths: Record<string, string[]> = {};
   for (const e of readdirSync(join(root, 'packages'), { withFileTypes: true })) {
-    if (e.isDirectory()) paths[`@once/${e.name}`] = src(e.name);
+    if (!e.isDirectory()) continue;
+    paths[`@once/${e.name}`] = src(e.name);
+    const manifest = JSON.parse(readFileSync(join(root, 'packages', e.name, 'package.json'), 'utf8'));
+    for (const [key, target] of Object.entries<{ default?: string }>(manifest.exports ?? {})) {
+      const file = target?.default;
+      if (key === '.' || !key.startsWith('./') || !file?.startsWith('./dist/')) continue;
+      paths[`@once/${e.name}/${key.slice(2)}`] = src(
+        e.name,
+        file.slice('./dist/'.length).replace(/\.js$/, '.ts'),
+      );
+    }
   }
   return {
     target: ts.ScriptTarget.ES2022,
