@@ -24,4 +24,5 @@ export {
   RabbitPublisher,
   type RabbitPublisherOptions,
 } from './publisher.js';
+export type { SocketOptionsLike } from './socket-options.js';
 export { type Topology, tierFor, topologyOf } from './topology.js';

@@ -8,7 +8,8 @@ import {
   OnceError,
   silentLogger,
 } from '@once/core';
-import type { Options, SocketOptions } from 'amqplib';
+import type { Options } from 'amqplib';
+import type { SocketOptionsLike as SocketOptions } from './socket-options.js';
 
 /** RabbitMQ queue types; quorum is recommended (replicated, and safe under partitions: docs/pitfalls.md R4). */
 export type QueueType = 'quorum' | 'classic';

@@ -8,9 +8,10 @@ import {
   serializeError,
   silentLogger,
 } from '@once/core';
-import { type ChannelModel, type ConfirmChannel, connect, type Options, type SocketOptions } from 'amqplib';
+import { type ChannelModel, type ConfirmChannel, connect, type Options } from 'amqplib';
 import { ConfirmedPublisher } from './confirmed-publish.js';
 import { RabbitErrorCode } from './errors.js';
+import type { SocketOptionsLike as SocketOptions } from './socket-options.js';
 
 /**
  * Error codes of the publisher beside {@link RabbitErrorCode} (kept here until that list is
