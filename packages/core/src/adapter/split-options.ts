@@ -1,6 +1,6 @@
 import type { InboxOptions } from '../options.js';
 import { nearest } from './nearest.js';
-import { invalidOption } from './validators.js';
+import { checkFunction, invalidOption } from './validators.js';
 
 // Every key of InboxOptions: the Record type makes the compiler fail when core adds an option
 // and this list does not, so an adapter never rejects a real inbox option as unknown.
@@ -51,7 +51,8 @@ export interface SplitSpec<K extends string> {
  * Splits a consumer's options into the inbox's and the adapter's. Rejects, with `INVALID_OPTION`,
  * a key that is neither (naming the nearest known one: a typo such as `maxAttemps` would
  * otherwise be ignored and the default silently used) and a required key that is missing.
- * Values are not validated here: core resolves the inbox's, the adapter its own.
+ * Values are not validated here (core resolves the inbox's, the adapter its own), except that
+ * `handler` must be a function.
  */
 export function splitOptions<O extends object, K extends keyof O & string>(
   options: O,
@@ -80,5 +81,7 @@ export function splitOptions<O extends object, K extends keyof O & string>(
       throw invalidOption(key, `is required by ${spec.factory}`);
     }
   }
+  // Checked here, not left to core: adapters wrap the handler before the inbox sees it.
+  checkFunction('handler', (options as Record<string, unknown>).handler);
   return { inbox: inbox as Omit<O, K>, adapter: adapter as Pick<O, K> };
 }

@@ -2,15 +2,14 @@ import type { Envelope } from '../envelope.js';
 import { AttemptsExhaustedError, serializeError } from '../errors.js';
 import type { Handler } from '../handler.js';
 import type { Inbox } from '../inbox.js';
-import type { Logger } from '../logger.js';
 
 /** What a {@link StartCounter} needs. */
 export interface StartCounterSpec<R> {
-  /** The inbox that runs the wrapped handler (made after it, hence a getter). */
+  /**
+   * The inbox that runs the wrapped handler (made after it, hence a getter). Its `maxAttempts`
+   * is the budget: starts allowed before a message is taken for the one killing the process.
+   */
   inbox: () => Inbox<R>;
-  /** Starts allowed before a message is taken for the one killing the process: core's `maxAttempts`. */
-  maxAttempts: number;
-  logger: Logger;
   /** Longest wait for the count, in ms; past it the handler runs uncounted (with a warning). */
   waitMs: number;
   /** Called when a message is refused for having been started more than `maxAttempts` times. */
@@ -49,9 +48,10 @@ export class StartCounter<R> {
     return async (envelope, ctx) => {
       if (this.#alone.has(envelope)) {
         const starts = await this.#count(envelope);
-        if (starts !== undefined && starts > this.#spec.maxAttempts) {
+        const { maxAttempts } = this.#spec.inbox().options;
+        if (starts !== undefined && starts > maxAttempts) {
           this.#spec.onExhausted?.(envelope, starts);
-          throw new AttemptsExhaustedError(starts, this.#spec.maxAttempts);
+          throw new AttemptsExhaustedError(starts, maxAttempts);
         }
       }
       return handler(envelope, ctx);
@@ -60,7 +60,8 @@ export class StartCounter<R> {
 
   /** The start count, or undefined (best effort: the database refused, or the wait ran out). */
   async #count(envelope: Envelope): Promise<number | undefined> {
-    const { logger, waitMs } = this.#spec;
+    const { waitMs } = this.#spec;
+    const { logger } = this.#spec.inbox().options;
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<undefined>((resolve) => {
       timer = setTimeout(() => {

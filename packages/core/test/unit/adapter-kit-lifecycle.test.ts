@@ -167,9 +167,7 @@ describe('StartCounter', () => {
     const { inbox, state } = fakeInbox();
     const killed: number[] = [];
     const counter = new StartCounter({
-      inbox: () => inbox as unknown as Inbox,
-      maxAttempts: 2,
-      logger: silentLogger,
+      inbox: () => ({ ...inbox, options: { maxAttempts: 2, logger: silentLogger } }) as unknown as Inbox,
       waitMs: 1_000,
       onExhausted: (_, starts) => killed.push(starts),
     });
@@ -193,9 +191,11 @@ describe('StartCounter', () => {
 
   it('runs uncounted when the count cannot be had in time', async () => {
     const counter = new StartCounter({
-      inbox: () => ({ noteStart: () => new Promise(() => {}) }) as unknown as Inbox,
-      maxAttempts: 1,
-      logger: silentLogger,
+      inbox: () =>
+        ({
+          noteStart: () => new Promise(() => {}),
+          options: { maxAttempts: 1, logger: silentLogger },
+        }) as unknown as Inbox,
       waitMs: 20,
     });
     const e = { id: 'x' } as Envelope;
