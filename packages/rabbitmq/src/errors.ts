@@ -1,6 +1,10 @@
 import { OnceError } from '@once/core';
 
-/** Error codes raised by @once/rabbitmq, beside core's. */
+/**
+ * Error codes raised by @once/rabbitmq, beside core's (`INVALID_OPTION`, `CLOSED` for a consumer
+ * or publisher that is not running, `ATTEMPTS_EXHAUSTED` for a message that keeps killing the
+ * process).
+ */
 export const RabbitErrorCode = {
   /** The broker could not be reached or refused the login. Retryable. */
   Connect: 'AMQP_CONNECT',
@@ -14,8 +18,6 @@ export const RabbitErrorCode = {
   Nacked: 'AMQP_NACKED',
   /** The channel closed before the broker confirmed a publish: it may or may not have landed. Retryable. */
   ChannelClosed: 'AMQP_CHANNEL_CLOSED',
-  /** The consumer or publisher is not started, or stopping. */
-  NotRunning: 'AMQP_NOT_RUNNING',
 } as const;
 export type RabbitErrorCode = (typeof RabbitErrorCode)[keyof typeof RabbitErrorCode];
 

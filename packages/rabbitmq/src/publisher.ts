@@ -323,7 +323,7 @@ export class RabbitPublisher {
 
   #ensure() {
     if (this.#stopped) {
-      return Promise.reject(new OnceError(RabbitErrorCode.NotRunning, 'the publisher is stopped'));
+      return Promise.reject(new OnceError(ErrorCode.Closed, 'the publisher is stopped'));
     }
     if (!this.#link) {
       const link = this.#open(() => {
