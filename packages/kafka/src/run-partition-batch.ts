@@ -4,10 +4,9 @@ import {
   type Logger,
   type Outcome,
   serializeError,
-  settleActionOf,
   type TypedEmitter,
 } from '@once/core';
-import { type Gate, isRecordedFailed, type StartCounter } from '@once/core/adapter';
+import { type Gate, isRecordedFailed, type StartCounter, settlePlanOf } from '@once/core/adapter';
 import type { EachBatchPayload, KafkaMessage, Offsets } from 'kafkajs';
 import type { DeadLetterOutcome } from './dead-letter.js';
 import { envelopeOf, type MappedMessage } from './envelope-of.js';
@@ -330,7 +329,9 @@ class BatchRun {
           if (this.#lost) break;
           const o = await inbox.process(envelope);
           results.push(o);
-          if (settleActionOf(o) === 'retry') break;
+          // Core says run it (or what follows) again: the rest of the slice waits behind it.
+          const next = settlePlanOf(o, options.consumer).kind;
+          if (next === 'retry' || next === 'rerun') break;
         }
       }
     } catch (err) {
