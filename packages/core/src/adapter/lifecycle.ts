@@ -30,7 +30,15 @@ export interface LifecycleSpec<R> {
   logger: Logger;
   /** How long `stop()` waits for in-flight messages to settle, in ms. */
   stopTimeoutMs: number;
+  /** How long `start()` waits for the first schema check, in ms. @default 5000 */
+  readyWaitMs?: number;
 }
+
+/**
+ * How long `start()` waits for the first schema check before it goes on without it, in ms: a
+ * database behind a black hole (no refusal, no answer) must not hang `start()`.
+ */
+const DEFAULT_READY_WAIT_MS = 5_000;
 
 /** Backoff between schema checks while the database or schema is unusable, in ms. */
 function probeDelayMs(attempt: number): number {
@@ -140,10 +148,22 @@ export class ConsumerLifecycle<R, M extends ConsumerEventMap = ConsumerEventMap>
 
   async #start(): Promise<void> {
     const hooks = this.#need();
+    const waitMs = this.#spec.readyWaitMs ?? DEFAULT_READY_WAIT_MS;
+    let timer: NodeJS.Timeout | undefined;
     try {
-      await this.#spec.inbox.ready();
+      await Promise.race([
+        this.#spec.inbox.ready(),
+        new Promise((_, reject) => {
+          timer = setTimeout(
+            () => reject(new OnceError(ErrorCode.Database, `no answer from PostgreSQL within ${waitMs} ms`)),
+            waitMs,
+          );
+        }),
+      ]);
     } catch (err) {
       this.#trip(serializeError(err));
+    } finally {
+      clearTimeout(timer);
     }
     this.#fetching = this.#available;
     try {

@@ -145,6 +145,24 @@ describe('ConsumerLifecycle', () => {
     await l.stop();
   });
 
+  it('does not hang start() on a database that never answers', async () => {
+    const { inbox } = fakeInbox();
+    const silent = { ...inbox, ready: () => new Promise<void>(() => {}) };
+    const log: string[] = [];
+    const l = new ConsumerLifecycle({
+      name: 'once/test',
+      inbox: silent as unknown as Inbox,
+      logger: silentLogger,
+      stopTimeoutMs: 1_000,
+      readyWaitMs: 50,
+    });
+    l.attach(hooks(log));
+    await l.start();
+    expect(l.health(true)).toMatchObject({ state: 'running', healthy: false, available: false });
+    expect(l.health(true).lastError?.message).toContain('no answer from PostgreSQL within 50 ms');
+    await l.stop();
+  });
+
   it('closes at the stop deadline when in-flight work does not drain, and says so', async () => {
     const { inbox } = fakeInbox();
     const log: string[] = [];
