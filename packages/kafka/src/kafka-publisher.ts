@@ -7,6 +7,7 @@ import {
   type OutboxPublishResult,
 } from '@once/core';
 import type { IHeaders, Message, ProducerConfig } from 'kafkajs';
+import { KafkaErrorCode } from './errors.js';
 import type { KafkaLike, ProducerLike } from './kafka-like.js';
 
 /** One message to publish; `id` becomes the message-id header (an outbox row id, say). Core's `OutboxMessage` fits. */
@@ -84,7 +85,7 @@ export class KafkaPublisher implements OutboxPublisher {
       (err: unknown) => {
         if (this.#producer === producer) this.#connecting = undefined;
         throw new OnceError(
-          'KAFKA_UNREACHABLE',
+          KafkaErrorCode.Unreachable,
           `cannot connect the producer: ${(err as Error)?.message ?? err}`,
           {
             retryable: true,
