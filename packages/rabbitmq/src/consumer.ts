@@ -106,6 +106,7 @@ export class RabbitConsumer<R = unknown>
     this.#life.attach({
       open: async () => {
         this.#session = await this.#open();
+        await this.#resume();
         this.#life.events.emit('connected', { reconnects: 0 });
       },
       pause: () => this.#session?.work.cancel(),
@@ -157,9 +158,13 @@ export class RabbitConsumer<R = unknown>
     };
   }
 
+  /**
+   * Consumes on the current session when the lifecycle says to fetch. Called on `resume`, and
+   * after each (re)connect: a resume that came while no session was up finds it here.
+   */
   async #resume(): Promise<void> {
     const s = this.#session;
-    if (!s || s.lost) return; // the reconnect consumes once it is back
+    if (!s || s.lost || !this.#life.fetching) return;
     try {
       await s.work.consume();
     } catch (err) {
@@ -226,8 +231,6 @@ export class RabbitConsumer<R = unknown>
       };
       session.work = new ChannelConsumer(ch, ctx) as ChannelConsumer<unknown>;
       await session.work.open();
-      // While the database is unusable the broker keeps the messages: consume once it is back.
-      if (this.#life.fetching) await session.work.consume();
     } catch (err) {
       session.lost = true;
       await connection.close().catch(() => {});
@@ -292,6 +295,8 @@ export class RabbitConsumer<R = unknown>
       }
       this.#session = session;
       this.#life.set('running');
+      // While the database is unusable the broker keeps the messages: consume once it is back.
+      await this.#resume();
       this.#reconnects++;
       this.#life.events.emit('connected', { reconnects: this.#reconnects });
     } catch (err) {

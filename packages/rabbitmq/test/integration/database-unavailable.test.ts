@@ -3,7 +3,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { dropSchema, FaultProxy, freshSchemaName, serviceUrls } from '../../../../test/support/index.js';
 import { createRabbitConsumer, type RabbitConsumer } from '../../src/index.js';
-import { AMQP_URL, amqpAdmin, freshDb, unique, waitFor } from './fixtures/env.js';
+import { AMQP_URL, amqpAdmin, closeConnectionsNamed, freshDb, unique, waitFor } from './fixtures/env.js';
 
 // While PostgreSQL or once's schema cannot be used, the consumer cancels its AMQP consumer (the
 // broker keeps the messages ready), reports unhealthy, and consumes again once the schema checks
@@ -128,4 +128,41 @@ it('when PostgreSQL goes away the consumer stops consuming, and consumes again w
   for (const id of [...first, ...second]) expect(counts.get(id)).toBe(1);
   expect(seen.deadLettered).toBe(0);
   expect(c.health().healthy).toBe(true);
+});
+
+it('a connection lost while the database is down comes back without consuming, and consumes once the database is back', async () => {
+  const proxy = await FaultProxy.start({ host: '127.0.0.1', port: 5432 });
+  cleanup.push(() => proxy.close());
+  const pool = new pg.Pool({ connectionString: proxy.url(serviceUrls().databaseUrl), max: 4 });
+  pool.on('error', () => {});
+  cleanup.push(() => pool.end());
+  proxy.refuse(true);
+  const queue = unique(`${run}-recon`);
+  const { c, seen } = consumerOn(pool, db.schema, queue, db.effects);
+  let connected = 0;
+  c.on('connected', () => connected++);
+  await c.start();
+  expect(c.health()).toMatchObject({ healthy: false, available: false });
+  const ids = Array.from({ length: 8 }, (_, i) => `${queue}-${i}`);
+  await publish(queue, ids);
+
+  expect(await closeConnectionsNamed(`${run}-${queue}`)).toBeGreaterThan(0);
+  await waitFor(() => connected === 2 && c.state === 'running', 30_000, 'the reconnect');
+  await new Promise((r) => setTimeout(r, 1_000));
+  // Reconnected, and still taking nothing: the database is down.
+  expect(await admin.count(queue)).toBe(8);
+  expect(seen.notRun).toBe(0);
+
+  proxy.refuse(false);
+  await waitFor(
+    async () => {
+      const n = await db.counts();
+      return ids.every((id) => n.has(id));
+    },
+    30_000,
+    'every message',
+  );
+  const counts = await db.counts();
+  for (const id of ids) expect(counts.get(id)).toBe(1);
+  expect(seen.deadLettered).toBe(0);
 });
