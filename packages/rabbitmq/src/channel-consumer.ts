@@ -190,6 +190,7 @@ export class ChannelConsumer<R> {
     } catch (err) {
       // The inbox answers every message with an outcome and throws for none: this is a bug. Hand
       // the messages back to the broker (they come again as redeliveries) and say so.
+      leave(); // not held through the pause (leaving twice is harmless)
       this.#error(err, 'inbox');
       await pause(REQUEUE_PAUSE_MS);
       for (const m of messages) this.#done(m, 'requeue');
