@@ -74,7 +74,7 @@ async function buildOnce() {
       fromBeginning: true,
       sessionTimeoutMs: 6_000,
       heartbeatIntervalMs: 500,
-      maxBatchSize: 10,
+      batchSize: 10,
       ...common,
     });
     c.on('slice:done', (e) => say({ t: 'settle', unit: `p${e.partition}`, upTo: e.lastOffset }));

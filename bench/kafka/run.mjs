@@ -2,8 +2,8 @@
 //   raw        kafkajs eachBatch, no database: the ceiling.
 //   B1/msg     plain kafkajs eachMessage, one transaction per message (BEGIN; INSERT effect; COMMIT).
 //   B1/batch   plain kafkajs eachBatch, one transaction per slice of BENCH_SLICE messages, offsets after.
-//   once/msg   createKafkaConsumer({ processing: 'message' }): one transaction per message.
-//   once/batch createKafkaConsumer({ processing: 'batch', maxBatchSize: BENCH_SLICE }).
+//   once/msg   createKafkaConsumer({ batch: false }): one transaction per message.
+//   once/batch createKafkaConsumer({ batch: true, batchSize: BENCH_SLICE }).
 //   fenced/batch the same with offsetFencing: a fence row per partition instead of inbox rows.
 // All variants read BENCH_MESSAGES messages pre-produced to one 6-partition topic, each with a
 // fresh consumer group, 3 partitions at a time, and write the same effect row per message.
@@ -211,9 +211,9 @@ for (const [name, mode, offsetFencing] of [
       topics: [TOPIC],
       pool,
       schema: SCHEMA,
-      processing: mode,
-      maxBatchSize: SLICE,
-      partitionConcurrency: CONCURRENCY,
+      batch: mode === 'batch',
+      batchSize: SLICE,
+      concurrency: CONCURRENCY,
       fromBeginning: true,
       deadLetterTopic: false,
       consumerConfig: { maxBytesPerPartition: consumerSettings.maxBytesPerPartition },

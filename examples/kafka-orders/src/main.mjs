@@ -48,7 +48,7 @@ consumer.inbox.on('message:processed', () => seen.processed++);
 consumer.inbox.on('message:duplicate', () => seen.duplicate++);
 consumer.inbox.on('message:failed', () => seen.failed++);
 consumer.on('message:dead-lettered', (e) =>
-  console.log(`dead-lettered ${e.id} (offset ${e.offset}) to ${e.deadLetterTopic}: ${e.reason}`),
+  console.log(`dead-lettered ${e.id} (offset ${e.source.offset}) to ${e.deadLetter}: ${e.reason}`),
 );
 await consumer.start();
 const until = Date.now() + 60_000;

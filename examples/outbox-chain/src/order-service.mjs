@@ -59,7 +59,7 @@ export function createOrderService({ pool, schema, kafka, topic, groupId, amqpUr
     // and docker-compose.yml set 1 s).
     sessionTimeoutMs: 3_000,
     heartbeatIntervalMs: 500,
-    maxBatchSize: 100,
+    batchSize: 100,
     handler: async (envelope, ctx) => {
       const order = parseOrder(envelope.body);
       const eventId = await ctx.publish(exchange, {

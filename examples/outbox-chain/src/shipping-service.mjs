@@ -17,7 +17,7 @@ export const RETRY_TIERS_MS = [1_000, 5_000];
  * @param {string} queue
  */
 export function queuesOf(queue) {
-  return [queue, `${queue}.quarantine`, ...RETRY_TIERS_MS.map((ms) => `${queue}.retry.${ms}ms`)];
+  return [queue, ...RETRY_TIERS_MS.map((ms) => `${queue}.retry.${ms}ms`)];
 }
 
 /**

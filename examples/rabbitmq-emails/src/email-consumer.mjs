@@ -22,7 +22,7 @@ export const RETRY_TIERS_MS = [500, 2_500];
  * @param {string} queue
  */
 export function queuesOf(queue) {
-  return [queue, `${queue}.quarantine`, ...RETRY_TIERS_MS.map((ms) => `${queue}.retry.${ms}ms`)];
+  return [queue, ...RETRY_TIERS_MS.map((ms) => `${queue}.retry.${ms}ms`)];
 }
 
 /**

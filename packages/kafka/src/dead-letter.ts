@@ -24,12 +24,3 @@ export function deadLetterMessage(
   headers[DEAD_LETTER_RECORD] = encodeDeadLetterRecord(deadLetterRecordOf(outcome, consumer));
   return { key: original.key ?? null, value: original.value, headers };
 }
-
-/**
- * True when core wrote a `failed` inbox row for the outcome (body, error, origin): a permanent
- * failure, exhausted attempts, or a redelivery of an id already recorded failed. An invalid id
- * and a conflict have no row of their own.
- */
-export function isRecordedFailed(outcome: DeadLetterOutcome): boolean {
-  return outcome.status === 'failed' && outcome.id !== undefined && outcome.reason !== 'invalid-id';
-}

@@ -8,8 +8,8 @@ export interface EnvelopeContext {
   topic: string;
   partition: number;
   groupId: string;
-  messageIdHeader: string;
-  idFromOffset: boolean;
+  idHeader: string;
+  idFrom: 'header' | 'offset';
   /** True when the user's `idOf` decides the id: header problems are then not ours to report. */
   hasIdOf: boolean;
   attempt: number;
@@ -53,21 +53,21 @@ export function envelopeOf(message: KafkaMessage, ctx: EnvelopeContext): MappedM
   }
   let id: string | undefined;
   let idError: InvalidIdError | undefined;
-  if (ctx.idFromOffset) {
+  if (ctx.idFrom === 'offset') {
     id = `${ctx.topic}/${ctx.partition}/${message.offset}`;
   } else {
-    const values = valuesOf(message.headers?.[ctx.messageIdHeader]);
+    const values = valuesOf(message.headers?.[ctx.idHeader]);
     const decoded = values.map(decode);
     if (decoded.some((v) => v === undefined)) {
       idError = new InvalidIdError(
-        `the ${ctx.messageIdHeader} header is not valid UTF-8; publish ids as UTF-8 text or pass idOf`,
+        `the ${ctx.idHeader} header is not valid UTF-8; publish ids as UTF-8 text or pass idOf`,
         Buffer.from(values.find((v) => decode(v) === undefined) ?? '')
           .toString('hex')
           .slice(0, 128),
       );
     } else if (new Set(decoded).size > 1) {
       idError = new InvalidIdError(
-        `the ${ctx.messageIdHeader} header appears ${values.length} times with different values; a message has one id`,
+        `the ${ctx.idHeader} header appears ${values.length} times with different values; a message has one id`,
         decoded,
       );
     } else {

@@ -1,5 +1,5 @@
-import type { FailReason, SerializedError } from '@once/core';
-import { TypedEmitter } from '@once/core';
+import type { SerializedError } from '@once/core';
+import type { ConsumerEventMap } from '@once/core/adapter';
 
 interface PartitionEventBase {
   topic: string;
@@ -7,33 +7,17 @@ interface PartitionEventBase {
 }
 
 /**
- * Every event the Kafka consumer emits, keyed by name. Per-message events (`message:processed`,
- * ...) come from the inbox: subscribe with `consumer.inbox.on(...)`.
+ * Every event the Kafka consumer emits, keyed by name: the events every once consumer emits
+ * (`consumer:*`, `message:dead-lettered`, `message:killed-consumer`, `error`) plus Kafka's own.
+ * Per-message events (`message:processed`, ...) come from the inbox: `consumer.inbox.on(...)`.
  */
-export interface KafkaConsumerEventMap {
+export interface KafkaConsumerEventMap extends ConsumerEventMap {
   /** A slice's transaction committed and its offsets were resolved (and committed to Kafka unless noted). */
   'slice:done': PartitionEventBase & {
     firstOffset: string;
     lastOffset: string;
     messages: number;
     durationMs: number;
-  };
-  /**
-   * A message failed for good and its offset moves on: it went to `deadLetterTopic`, or, with
-   * dead-lettering off (`deadLetterTopic` undefined), it was skipped with an error log line.
-   */
-  'message:dead-lettered': PartitionEventBase & {
-    offset: string;
-    id: string | undefined;
-    reason: FailReason | 'conflict';
-    deadLetterTopic: string | undefined;
-    /**
-     * True when a `failed` inbox row holds the message (body, error, origin; `once failed list`):
-     * reasons `permanent`, `max-attempts`, `previously-failed`. False for `invalid-id` (no id to
-     * record under) and `conflict` (the id's row is the processed message's): with dead-lettering
-     * off, the log line is then the only trace.
-     */
-    recorded: boolean;
   };
   /** A partition was paused and will be read again from `offset` after `delayMs`. */
   'partition:retry': PartitionEventBase & {
@@ -44,17 +28,12 @@ export interface KafkaConsumerEventMap {
   };
   /**
    * A previous consumer died with these offsets in flight: they run one at a time, alone in the
-   * consumer (no other partition runs meanwhile), each start counted in Postgres.
+   * process (no other partition runs meanwhile), each start counted in Postgres.
    */
   'partition:replay': PartitionEventBase & {
     fromOffset: string;
     toOffset: string;
   };
-  /**
-   * A message was started alone `starts` times (counted in Postgres) and never completed: the
-   * process died while it ran. It is not run again but recorded failed and dead-lettered.
-   */
-  'message:killed-consumer': PartitionEventBase & { offset: string; starts: number };
   /** kafkajs joined the group; `assignment` is what this member now owns. */
   'group:joined': { generation: number; memberId: string; assignment: Record<string, number[]> };
   /** kafkajs crashed; `restart` says whether it restarts itself. */
@@ -66,6 +45,3 @@ export type KafkaConsumerEventName = keyof KafkaConsumerEventMap;
 export type KafkaConsumerEventListener<E extends KafkaConsumerEventName> = (
   event: KafkaConsumerEventMap[E],
 ) => void;
-
-/** A typed emitter whose throwing listeners are logged and ignored. */
-export class KafkaConsumerEvents extends TypedEmitter<KafkaConsumerEventMap> {}

@@ -1,10 +1,8 @@
 import { type Envelope, type Logger, OnceError } from '@once/core';
 import type { FenceRecord } from '@once/core/adapter';
 import type { EachBatchPayload, KafkaMessage } from 'kafkajs';
+import { KafkaErrorCode } from './errors.js';
 import type { PartitionState } from './partition-state.js';
-
-/** Code of the error that stops a partition whose offset fence does not match its log. */
-export const KAFKA_FENCE_MISMATCH = 'KAFKA_FENCE_MISMATCH';
 
 /** What a partition's first batch of an assignment may do, given its fence. */
 export type FenceVerdict =
@@ -46,7 +44,7 @@ export function judgeFence(input: {
   const mismatch = (why: string): FenceVerdict => ({
     kind: 'mismatch',
     error: new OnceError(
-      KAFKA_FENCE_MISMATCH,
+      KafkaErrorCode.FenceMismatch,
       `${where}; ${why}. The partition is stopped and nothing of it is acknowledged: was the topic deleted and recreated, or its log truncated? If this is a new log, delete the fence row (DELETE FROM <schema>.fences WHERE consumer = '…' AND stream = '${topic}' AND partition = ${partition}) and restart the consumer; every message of the partition then runs as new.`,
       { retryable: false },
     ),

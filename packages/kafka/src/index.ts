@@ -1,13 +1,22 @@
+/**
+ * `@once/kafka`: an effectively-once Kafka consumer (kafkajs) and an outbox publisher.
+ *
+ * ```ts
+ * const consumer = createKafkaConsumer({ kafka, pool, groupId: 'billing', topics: ['orders'],
+ *   handler: jsonHandler(async (order: Order, _e, { tx }) => { await tx.query(...) }) });
+ * await consumer.start();
+ * ```
+ */
+export { jsonHandler } from '@once/core/adapter';
 export { type DeadLetterOutcome, deadLetterMessage } from './dead-letter.js';
 export { type EnvelopeContext, envelopeOf, type MappedMessage } from './envelope-of.js';
+export { KafkaErrorCode } from './errors.js';
 export type { KafkaConsumerEventListener, KafkaConsumerEventMap, KafkaConsumerEventName } from './events.js';
-export { KAFKA_FENCE_MISMATCH } from './fence-check.js';
 export {
-  CONSUMER_KILLED,
   createKafkaConsumer,
   KafkaConsumer,
   type KafkaConsumerHealth,
-  type KafkaConsumerStatus,
+  type KafkaConsumerState,
 } from './kafka-consumer.js';
 export type { KafkaLike } from './kafka-like.js';
 export {
@@ -19,7 +28,7 @@ export {
 export {
   DEFAULT_KAFKA_CONSUMER_OPTIONS,
   type KafkaConsumerOptions,
-  type ProcessingMode,
+  type KafkaIdSource,
   type ResolvedKafkaConsumerOptions,
   resolveKafkaConsumerOptions,
 } from './options.js';

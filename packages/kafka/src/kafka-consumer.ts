@@ -7,18 +7,23 @@ import {
   type Inbox,
   OnceError,
   resolveId,
-  type SerializedError,
   serializeError,
   warnIfRetentionShort,
 } from '@once/core';
-import { processGate, readFence } from '@once/core/adapter';
-import type { ConfigResourceTypes, ConsumerCrashEvent, ConsumerGroupJoinEvent, KafkaMessage } from 'kafkajs';
-import { type DeadLetterOutcome, deadLetterMessage, isRecordedFailed } from './dead-letter.js';
 import {
-  type KafkaConsumerEventListener,
-  type KafkaConsumerEventName,
-  KafkaConsumerEvents,
-} from './events.js';
+  type Consumer,
+  type ConsumerHealth,
+  ConsumerLifecycle,
+  type ConsumerState,
+  isRecordedFailed,
+  processGate,
+  readFence,
+  StartCounter,
+} from '@once/core/adapter';
+import type { ConfigResourceTypes, ConsumerCrashEvent, ConsumerGroupJoinEvent, KafkaMessage } from 'kafkajs';
+import { type DeadLetterOutcome, deadLetterMessage } from './dead-letter.js';
+import { KafkaErrorCode } from './errors.js';
+import type { KafkaConsumerEventListener, KafkaConsumerEventMap, KafkaConsumerEventName } from './events.js';
 import type { AdminLike, ConsumerLike, ProducerLike } from './kafka-like.js';
 import {
   type KafkaConsumerOptions,
@@ -30,14 +35,14 @@ import { runPartitionBatch } from './run-partition-batch.js';
 
 /** kafkajs' ConfigResourceTypes.TOPIC (the protocol's 2), which its ESM entry does not export by name. */
 const TOPIC_RESOURCE = 2 as ConfigResourceTypes;
-/** Where the consumer is in its life. */
-export type KafkaConsumerStatus = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped' | 'failed';
+/** Where the consumer is in its life (the kit's states; a Kafka consumer is never `reconnecting`). */
+export type KafkaConsumerState = ConsumerState;
 
-/** A snapshot for health checks and dashboards. */
-export interface KafkaConsumerHealth {
-  status: KafkaConsumerStatus;
-  /** True while running, kafkajs is not in a crash it will not restart from, and no partition is stopped. */
-  healthy: boolean;
+/**
+ * A snapshot for health checks and dashboards. `healthy`: running, the database and schema
+ * usable, kafkajs not in a crash it will not restart from, and no partition stopped.
+ */
+export interface KafkaConsumerHealth extends ConsumerHealth {
   groupId: string;
   memberId: string | undefined;
   /** Group joins so far (rebalances + 1). */
@@ -56,30 +61,28 @@ export interface KafkaConsumerHealth {
   crashes: number;
   /** When a slice last settled, epoch ms. */
   lastProgressAt: number | undefined;
-  lastError: (SerializedError & { where: string; at: number }) | undefined;
 }
 
-/** Code of the error thrown for a crash-looping message that is not run again. */
-export const CONSUMER_KILLED = 'CONSUMER_KILLED';
+/** Longest wait for a start count of a replayed message, in ms (see StartCounter). */
+const START_COUNT_WAIT_MS = 5_000;
 
 /**
  * An effectively-once Kafka consumer: kafkajs `eachBatch` with autocommit off, an inbox claim per
  * message in the handler's Postgres transaction, offsets committed only after that transaction
  * and only for the contiguous settled prefix. Create it with {@link createKafkaConsumer}.
  */
-export class KafkaConsumer<R = unknown> {
+export class KafkaConsumer<R = unknown> implements Consumer<R, KafkaConsumerEventMap, KafkaConsumerHealth> {
   /** The Kafka options after defaults. */
   readonly options: ResolvedKafkaConsumerOptions;
   /** The inbox doing the processing; subscribe to per-message events with `inbox.on(...)`. */
   readonly inbox: Inbox<R>;
-  readonly #events: KafkaConsumerEvents;
+  readonly #life: ConsumerLifecycle<R, KafkaConsumerEventMap>;
+  readonly #counter: StartCounter<R>;
   readonly #states = new Map<string, PartitionState>();
   readonly #timers = new Map<string, NodeJS.Timeout>();
   readonly #stopped = new Map<string, OnceError>();
   /** Fresh slices shared, crashed ranges one message at a time, across all partitions. */
   readonly #gate = processGate();
-  readonly #doomed = new WeakMap<Envelope, number>();
-  #status: KafkaConsumerStatus = 'idle';
   #consumer: ConsumerLike | undefined;
   #producer: ProducerLike | undefined;
   #admin: AdminLike | undefined;
@@ -90,70 +93,61 @@ export class KafkaConsumer<R = unknown> {
   #crashes = 0;
   #failed = false;
   #lastProgressAt: number | undefined;
-  #lastError: KafkaConsumerHealth['lastError'];
-  #starting: Promise<void> | undefined;
-  #stopping: Promise<void> | undefined;
 
   constructor(options: KafkaConsumerOptions<R>) {
-    this.options = resolveKafkaConsumerOptions(options);
-    const user = options.handler;
+    const { kafka, inbox } = resolveKafkaConsumerOptions(options);
+    this.options = kafka;
+    this.#counter = new StartCounter<R>({
+      inbox: () => this.inbox,
+      waitMs: START_COUNT_WAIT_MS,
+      onExhausted: (envelope, starts) =>
+        this.#life.events.emit('message:killed-consumer', {
+          id: envelope.id,
+          starts,
+          source: envelope.source,
+        }),
+    });
     this.inbox = createInbox<R>({
-      ...options,
-      consumer: this.options.consumer,
-      fenceOf: this.options.offsetFencing ? fenceOfKafka : options.fenceOf,
-      handler: (envelope, ctx) => {
-        const starts = this.#doomed.get(envelope);
-        if (starts !== undefined) {
-          throw new OnceError(
-            CONSUMER_KILLED,
-            `the consumer died ${starts} times while this message ran alone (offset ${envelope.source.offset}); it is not run again`,
-          );
-        }
-        return user(envelope, ctx);
-      },
+      ...inbox,
+      consumer: kafka.consumer,
+      fenceOf: kafka.offsetFencing ? fenceOfKafka : inbox.fenceOf,
+      handler: this.#counter.wrap(inbox.handler),
     });
-    this.#events = new KafkaConsumerEvents(this.inbox.options.logger);
-    this.#events.on('error', (e) => {
-      this.#lastError = { ...e.error, where: e.where, at: Date.now() };
+    this.#life = new ConsumerLifecycle<R, KafkaConsumerEventMap>({
+      name: 'once/kafka',
+      inbox: this.inbox,
+      logger: this.inbox.options.logger,
+      stopTimeoutMs: kafka.stopTimeoutMs,
     });
-    this.#events.on('slice:done', () => {
+    this.#life.attach({
+      open: () => this.#open(),
+      pause: () => this.#pauseAll(),
+      resume: () => this.#resumeAll(),
+      drain: () => this.#drain(),
+      close: () => this.#close(),
+    });
+    this.#life.events.on('slice:done', () => {
       this.#lastProgressAt = Date.now();
     });
   }
 
   /** Subscribe to a consumer event; returns an unsubscribe function. */
   on<E extends KafkaConsumerEventName>(name: E, listener: KafkaConsumerEventListener<E>): () => void {
-    return this.#events.on(name, listener);
+    return this.#life.events.on(name, listener);
   }
 
-  get status(): KafkaConsumerStatus {
-    return this.#status;
+  get state(): KafkaConsumerState {
+    return this.#life.state;
   }
 
   /**
-   * Checks the schema and the topics, connects and starts consuming. Throws a typed
-   * {@link OnceError} when Postgres or Kafka cannot be reached (`DATABASE`, `KAFKA_UNREACHABLE`),
-   * the schema is not installed, or a topic does not exist (`UNKNOWN_TOPIC`).
+   * Checks the topics, connects and starts consuming. Throws a typed {@link OnceError} when Kafka
+   * cannot be reached (`KAFKA_UNREACHABLE`) or a topic does not exist (`KAFKA_UNKNOWN_TOPIC`).
+   * Never for the database: while PostgreSQL is down or once's schema is missing or too new, the
+   * consumer runs unhealthy and holds its partitions, and begins once the schema checks out.
    */
   start(): Promise<void> {
-    if (this.#status !== 'idle') {
-      if (this.#starting) return this.#starting;
-      return Promise.reject(
-        new OnceError(ErrorCode.Closed, `the consumer is ${this.#status}; create a new one`),
-      );
-    }
-    this.#status = 'starting';
-    this.#starting = this.#start().then(
-      () => {
-        this.#status = 'running';
-      },
-      async (err: unknown) => {
-        await this.#close();
-        this.#status = 'failed';
-        throw err;
-      },
-    );
-    return this.#starting;
+    return this.#life.start();
   }
 
   /**
@@ -187,24 +181,18 @@ export class KafkaConsumer<R = unknown> {
     }
   }
 
-  async #start(): Promise<void> {
+  async #open(): Promise<void> {
     const o = this.options;
-    try {
-      await this.inbox.ready();
-    } catch (err) {
-      if (OnceError.is(err)) throw err;
-      throw new OnceError(ErrorCode.Database, `cannot reach PostgreSQL: ${(err as Error)?.message ?? err}`, {
-        retryable: true,
-        cause: err,
-      });
-    }
     const admin = o.kafka.admin();
     this.#admin = admin;
     await kafkaStep('connect the admin client', () => admin.connect());
     const existing = new Set(await kafkaStep('list topics', () => admin.listTopics()));
     const missing = o.topics.filter((t) => !existing.has(t));
     if (missing.length > 0) {
-      throw new OnceError('UNKNOWN_TOPIC', `topic(s) ${missing.join(', ')} do not exist: create them first`);
+      throw new OnceError(
+        KafkaErrorCode.UnknownTopic,
+        `topic(s) ${missing.join(', ')} do not exist: create them first`,
+      );
     }
     await this.#checkRetention(admin);
     if (o.topics.some((t) => o.deadLetterTopicOf(t) !== undefined)) {
@@ -232,30 +220,29 @@ export class KafkaConsumer<R = unknown> {
       consumer.run({
         autoCommit: false,
         eachBatchAutoResolve: false,
-        partitionsConsumedConcurrently: o.partitionConcurrency,
+        partitionsConsumedConcurrently: o.concurrency,
         eachBatch: (payload) =>
           runPartitionBatch(
             {
               options: o,
               inbox: this.inbox,
-              maxAttempts: this.inbox.options.maxAttempts,
               retryDelayMs: this.inbox.options.retryDelayMs,
               hasIdOf: this.inbox.options.idOf !== undefined,
               lease: this.inbox.options.mode === 'lease',
               logger: this.inbox.options.logger,
-              events: this.#events,
+              events: this.#life.events,
               state: (topic, partition) => this.#state(topic, partition),
               generation: () => this.#generation,
               owns: (topic, partition) => this.#assignment[topic]?.includes(partition) ?? false,
-              isStopping: () => this.#status === 'stopping',
+              isStopping: () => this.#life.stopping,
+              isFetching: () => this.#life.fetching,
               committedMetadata: (topic, partition) => this.#committedMetadata(topic, partition),
               deadLetter: (topic, partition, message, outcome) =>
                 this.#deadLetter(topic, partition, message, outcome),
               retryLater: (topic, partition, offset, delayMs) =>
                 this.#retryLater(topic, partition, offset, delayMs),
-              doom: (envelope, starts) => this.#doomed.set(envelope, starts),
               gate: this.#gate,
-              noteStart: (envelope) => this.inbox.noteStart(envelope),
+              counter: this.#counter as StartCounter<unknown>,
               ...(o.offsetFencing
                 ? {
                     fence: {
@@ -295,7 +282,7 @@ export class KafkaConsumer<R = unknown> {
     );
     // Markers are read again for the new assignment; a crashed member may have left some.
     this.#metadata.clear();
-    this.#events.emit('group:joined', {
+    this.#life.events.emit('group:joined', {
       generation: this.#generation,
       memberId: e.payload.memberId,
       assignment: this.#assignment,
@@ -311,8 +298,8 @@ export class KafkaConsumer<R = unknown> {
       error: error.message,
       restart: e.payload.restart,
     });
-    this.#lastError = { ...error, where: 'kafkajs', at: Date.now() };
-    this.#events.emit('consumer:crashed', { error, restart: e.payload.restart });
+    this.#life.events.emit('error', { where: 'kafkajs', error });
+    this.#life.events.emit('consumer:crashed', { error, restart: e.payload.restart });
   }
 
   /** Committed offset metadata for a topic's partitions, read once per generation. */
@@ -404,11 +391,15 @@ export class KafkaConsumer<R = unknown> {
       topic,
       partition,
     });
-    this.#events.emit('error', { where: 'fence-check', error: serializeError(error), topic, partition });
+    this.#life.events.emit('error', { where: 'fence-check', error: serializeError(error), topic, partition });
   }
 
-  /** Pauses a partition, seeks back to `offset` and resumes it after `delayMs`. */
-  #retryLater(topic: string, partition: number, offset: string, delayMs: number): void {
+  /**
+   * Pauses a partition and seeks back to `offset`; resumes it after `delayMs`, unless the
+   * consumer is then holding everything for the database (the resume after that takes it along).
+   * Without a delay it waits for that resume.
+   */
+  #retryLater(topic: string, partition: number, offset: string, delayMs?: number): void {
     const consumer = this.#consumer;
     if (!consumer) return;
     const key = `${topic}/${partition}`;
@@ -418,27 +409,44 @@ export class KafkaConsumer<R = unknown> {
       consumer.seek({ topic, partition, offset });
     } catch (err) {
       // kafkajs throws when it is between runs (a crash restart): it reads from the committed offset then.
-      this.#events.emit('error', { where: 'seek', error: serializeError(err), topic, partition });
+      this.#life.events.emit('error', { where: 'seek', error: serializeError(err), topic, partition });
     }
     clearTimeout(this.#timers.get(key));
+    this.#timers.delete(key);
+    if (delayMs === undefined) return;
     const timer = setTimeout(() => {
       this.#timers.delete(key);
+      if (!this.#life.fetching) return;
       try {
         consumer.resume(tp);
       } catch (err) {
-        this.#events.emit('error', { where: 'resume', error: serializeError(err), topic, partition });
+        this.#life.events.emit('error', { where: 'resume', error: serializeError(err), topic, partition });
       }
     }, delayMs);
     timer.unref?.();
     this.#timers.set(key, timer);
   }
 
+  /** The database or schema cannot be used: fetch nothing from any topic. */
+  #pauseAll(): void {
+    this.#consumer?.pause(this.options.topics.map((topic) => ({ topic })));
+  }
+
+  /** Fetch again, except partitions waiting out a retry delay and those stopped for good. */
+  #resumeAll(): void {
+    const consumer = this.#consumer;
+    if (!consumer) return;
+    consumer.resume(this.options.topics.map((topic) => ({ topic })));
+    for (const key of [...this.#timers.keys(), ...this.#stopped.keys()]) {
+      const cut = key.lastIndexOf('/');
+      consumer.pause([{ topic: key.slice(0, cut), partitions: [Number(key.slice(cut + 1))] }]);
+    }
+  }
+
   /** A snapshot of the consumer's state. */
   health(): KafkaConsumerHealth {
     return {
-      status: this.#status,
-      healthy:
-        this.#status === 'running' && !this.#failed && this.#stopped.size === 0 && this.inbox.available,
+      ...this.#life.health(!this.#failed && this.#stopped.size === 0),
       groupId: this.options.groupId,
       memberId: this.#memberId,
       generation: this.#generation,
@@ -447,27 +455,21 @@ export class KafkaConsumer<R = unknown> {
       stopped: [...this.#stopped.keys()],
       crashes: this.#crashes,
       lastProgressAt: this.#lastProgressAt,
-      lastError: this.#lastError,
     };
   }
 
   /**
    * Stops gracefully: no new slice starts, the slices in flight finish and their offsets are
-   * committed, then the group is left and every client closed. Safe to call more than once.
+   * committed (within `stopTimeoutMs`), then the group is left and every client closed. Safe to
+   * call more than once.
    */
   stop(): Promise<void> {
-    if (this.#stopping) return this.#stopping;
-    this.#stopping = (async () => {
-      if (this.#starting) await this.#starting.catch(() => {});
-      if (this.#status === 'failed' || this.#status === 'idle') {
-        this.#status = 'stopped';
-        return;
-      }
-      this.#status = 'stopping';
-      await this.#close();
-      this.#status = 'stopped';
-    })();
-    return this.#stopping;
+    return this.#life.stop();
+  }
+
+  /** Stops fetching and waits for the running eachBatch calls (kafkajs' stop does both). */
+  async #drain(): Promise<void> {
+    await this.#consumer?.stop();
   }
 
   async #close(): Promise<void> {
@@ -497,13 +499,13 @@ export class KafkaConsumer<R = unknown> {
   }
 }
 
-/** Runs a Kafka call of the start sequence; a failure becomes a KAFKA_UNREACHABLE error that says which. */
+/** Runs a Kafka call of the start sequence; a failure becomes a `KAFKA_UNREACHABLE` error that says which. */
 async function kafkaStep<T>(what: string, fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (err) {
     if (OnceError.is(err)) throw err;
-    throw new OnceError('KAFKA_UNREACHABLE', `cannot ${what}: ${(err as Error)?.message ?? err}`, {
+    throw new OnceError(KafkaErrorCode.Unreachable, `cannot ${what}: ${(err as Error)?.message ?? err}`, {
       retryable: true,
       cause: err,
     });

@@ -7,6 +7,7 @@ import {
   type OutboxPublishResult,
 } from '@once/core';
 import type { IHeaders, Message, ProducerConfig } from 'kafkajs';
+import { KafkaErrorCode } from './errors.js';
 import type { KafkaLike, ProducerLike } from './kafka-like.js';
 
 /** One message to publish; `id` becomes the message-id header (an outbox row id, say). Core's `OutboxMessage` fits. */
@@ -26,14 +27,14 @@ export interface KafkaPublisherOptions {
   /** A kafkajs `Kafka` instance. */
   kafka: KafkaLike;
   /** Header the id is written to. @default 'message-id' */
-  messageIdHeader?: string;
+  idHeader?: string;
   /** Broker acknowledgement wait per request, in ms. @default 30000 */
   ackTimeoutMs?: number;
   /** Other kafkajs producer settings; `idempotent` and `maxInFlightRequests` are fixed. */
   producerConfig?: Omit<ProducerConfig, 'idempotent' | 'maxInFlightRequests' | 'transactionalId'>;
 }
 
-const DEFAULTS = Object.freeze({ messageIdHeader: 'message-id', ackTimeoutMs: 30_000 });
+const DEFAULTS = Object.freeze({ idHeader: 'message-id', ackTimeoutMs: 30_000 });
 
 /**
  * Publishes to Kafka for the outbox relay: an idempotent producer (no broker-side duplicates from
@@ -54,9 +55,9 @@ export class KafkaPublisher implements OutboxPublisher {
     if (typeof options?.kafka?.producer !== 'function') {
       throw new OnceError(ErrorCode.InvalidOption, 'options.kafka must be a kafkajs Kafka instance');
     }
-    const header = options.messageIdHeader ?? DEFAULTS.messageIdHeader;
+    const header = options.idHeader ?? DEFAULTS.idHeader;
     if (typeof header !== 'string' || header.length === 0) {
-      throw new OnceError(ErrorCode.InvalidOption, 'options.messageIdHeader must be a non-empty string');
+      throw new OnceError(ErrorCode.InvalidOption, 'options.idHeader must be a non-empty string');
     }
     const ack = options.ackTimeoutMs ?? DEFAULTS.ackTimeoutMs;
     if (!Number.isInteger(ack) || ack < 1) {
@@ -84,7 +85,7 @@ export class KafkaPublisher implements OutboxPublisher {
       (err: unknown) => {
         if (this.#producer === producer) this.#connecting = undefined;
         throw new OnceError(
-          'KAFKA_UNREACHABLE',
+          KafkaErrorCode.Unreachable,
           `cannot connect the producer: ${(err as Error)?.message ?? err}`,
           {
             retryable: true,

@@ -1,9 +1,23 @@
-import { checkNumber, ErrorCode, type InboxOptions, OnceError } from '@once/core';
+import type { InboxOptions } from '@once/core';
+import {
+  checkBoolean,
+  checkDurationMs,
+  checkInteger,
+  checkName,
+  checkOneOf,
+  invalidOption,
+  splitOptions,
+} from '@once/core/adapter';
 import type { ConsumerConfig } from 'kafkajs';
 import type { KafkaLike } from './kafka-like.js';
 
-/** How a kafkajs batch is cut into Postgres transactions. */
-export type ProcessingMode = 'batch' | 'message';
+/**
+ * Where a message's id comes from (`idOf`, when given, overrides both).
+ * - `header`: the `idHeader` header (what once's publishers set).
+ * - `offset`: `topic/partition/offset`. Catches redeliveries but not producer duplicates, and
+ *   collides when a topic is deleted and recreated.
+ */
+export type KafkaIdSource = 'header' | 'offset';
 
 /** Options of {@link createKafkaConsumer}: the inbox's options plus the Kafka ones. */
 export interface KafkaConsumerOptions<R = unknown> extends Omit<InboxOptions<R>, 'consumer'> {
@@ -14,29 +28,26 @@ export interface KafkaConsumerOptions<R = unknown> extends Omit<InboxOptions<R>,
   /** Topics to consume; each must exist at start. */
   topics: readonly string[];
   /** The name effects are recorded under in the inbox. @default groupId */
-  consumer?: string;
+  consumer?: string | undefined;
   /**
-   * `batch`: one transaction per slice of a kafkajs batch (one COMMIT for up to `maxBatchSize`
-   * messages). `message`: one transaction per message. @default 'batch'
+   * One transaction per slice of a kafkajs batch (one COMMIT for up to `batchSize` messages);
+   * `false`: one transaction per message. @default true
    */
-  processing?: ProcessingMode;
-  /** Messages per slice: per transaction in `batch` mode, per offset commit in `message` mode. @default 200 */
-  maxBatchSize?: number;
+  batch?: boolean | undefined;
+  /** Messages per slice: per transaction with `batch`, per offset commit without. @default 200 */
+  batchSize?: number | undefined;
   /**
    * Wall time in ms after which no new slice of a kafkajs batch is started: the done prefix is
    * committed and the rest is fetched again. Keeps rebalances from waiting on long batches.
    * @default 5000
    */
-  maxBatchMs?: number;
+  maxBatchMs?: number | undefined;
   /** Partitions processed at the same time (each in order). @default 3 */
-  partitionConcurrency?: number;
-  /** Header holding the message id (what once's publishers set). @default 'message-id' */
-  messageIdHeader?: string;
-  /**
-   * Use `topic/partition/offset` as the id. Catches redeliveries but not producer duplicates,
-   * and collides when a topic is deleted and recreated. Ignored when `idOf` is set. @default false
-   */
-  idFromOffset?: boolean;
+  concurrency?: number | undefined;
+  /** Where the id comes from (see {@link KafkaIdSource}); `idOf` overrides it. @default 'header' */
+  idFrom?: KafkaIdSource | undefined;
+  /** The header holding the id when `idFrom` is `header`. @default 'message-id' */
+  idHeader?: string | undefined;
   /**
    * Offset fencing: the claim of a message is the Postgres fence of (consumer, topic, partition)
    * instead of an inbox row. The fence moves past the offset in the transaction of the effects,
@@ -45,40 +56,41 @@ export interface KafkaConsumerOptions<R = unknown> extends Omit<InboxOptions<R>,
    * a new offset and runs again, and payload conflicts are not detected. Messages run one per
    * transaction. Cannot be combined with `fenceOf`, `storeResult` or lease mode. @default false
    */
-  offsetFencing?: boolean;
+  offsetFencing?: boolean | undefined;
   /**
    * Where `failed` and rejected `conflict` messages go, by source topic, or `false` to only record
    * and log them. @default `${topic}.dlq`
    */
-  deadLetterTopic?: string | ((topic: string) => string) | false;
+  deadLetterTopic?: string | ((topic: string) => string) | false | undefined;
   /**
    * Retry delays up to this many ms are waited out in place (heartbeats go on, the partition's
    * later messages wait); longer ones pause the partition, seek back and resume after the delay,
    * so the consumer's other partitions keep going. @default 1000
    */
-  inlineRetryMaxMs?: number;
+  inlineRetryMaxMs?: number | undefined;
   /** Start a new group from the earliest offset. @default false */
-  fromBeginning?: boolean;
+  fromBeginning?: boolean | undefined;
   /** kafkajs session timeout in ms. @default 30000 */
-  sessionTimeoutMs?: number;
+  sessionTimeoutMs?: number | undefined;
   /** kafkajs heartbeat interval in ms; heartbeats also run while a slice is processed. @default 3000 */
-  heartbeatIntervalMs?: number;
+  heartbeatIntervalMs?: number | undefined;
   /** kafkajs rebalance timeout in ms. @default 60000 */
-  rebalanceTimeoutMs?: number;
+  rebalanceTimeoutMs?: number | undefined;
   /**
    * Record each slice's offset range in the group's committed-offset metadata before it runs, so
-   * a message that kills the process is replayed alone after a restart, counted, and
-   * dead-lettered after `maxAttempts` deaths. @default true
+   * a message that kills the process is replayed alone after a restart, its starts counted in
+   * PostgreSQL, and dead-lettered after `maxAttempts` starts. @default true
    */
-  crashReplay?: boolean;
+  crashReplay?: boolean | undefined;
+  /** How long `stop()` waits for the slices in flight to settle, in ms. @default 30000 */
+  stopTimeoutMs?: number | undefined;
   /**
    * Other kafkajs consumer settings. `autoCommit` is always off. `maxWaitTimeInMs` defaults to
    * 1000 here (kafkajs: 5000): kafkajs sleeps that long when every partition is paused.
    */
-  consumerConfig?: Omit<
-    ConsumerConfig,
-    'groupId' | 'sessionTimeout' | 'heartbeatInterval' | 'rebalanceTimeout'
-  >;
+  consumerConfig?:
+    | Omit<ConsumerConfig, 'groupId' | 'sessionTimeout' | 'heartbeatInterval' | 'rebalanceTimeout'>
+    | undefined;
 }
 
 /** The Kafka options after defaults, frozen. Inbox options are resolved by core. */
@@ -87,12 +99,12 @@ export interface ResolvedKafkaConsumerOptions {
   readonly groupId: string;
   readonly topics: readonly string[];
   readonly consumer: string;
-  readonly processing: ProcessingMode;
-  readonly maxBatchSize: number;
+  readonly batch: boolean;
+  readonly batchSize: number;
   readonly maxBatchMs: number;
-  readonly partitionConcurrency: number;
-  readonly messageIdHeader: string;
-  readonly idFromOffset: boolean;
+  readonly concurrency: number;
+  readonly idFrom: KafkaIdSource;
+  readonly idHeader: string;
   readonly offsetFencing: boolean;
   /** Dead-letter topic for a source topic, or undefined when dead-lettering is off. */
   readonly deadLetterTopicOf: (topic: string) => string | undefined;
@@ -102,17 +114,18 @@ export interface ResolvedKafkaConsumerOptions {
   readonly heartbeatIntervalMs: number;
   readonly rebalanceTimeoutMs: number;
   readonly crashReplay: boolean;
+  readonly stopTimeoutMs: number;
   readonly consumerConfig: Readonly<NonNullable<KafkaConsumerOptions['consumerConfig']>>;
 }
 
 /** Defaults of the Kafka-specific options. */
 export const DEFAULT_KAFKA_CONSUMER_OPTIONS = Object.freeze({
-  processing: 'batch' as ProcessingMode,
-  maxBatchSize: 200,
+  batch: true,
+  batchSize: 200,
   maxBatchMs: 5_000,
-  partitionConcurrency: 3,
-  messageIdHeader: 'message-id',
-  idFromOffset: false,
+  concurrency: 3,
+  idFrom: 'header' as KafkaIdSource,
+  idHeader: 'message-id',
   offsetFencing: false,
   inlineRetryMaxMs: 1_000,
   fromBeginning: false,
@@ -120,51 +133,66 @@ export const DEFAULT_KAFKA_CONSUMER_OPTIONS = Object.freeze({
   heartbeatIntervalMs: 3_000,
   rebalanceTimeoutMs: 60_000,
   crashReplay: true,
+  stopTimeoutMs: 30_000,
 });
 
-function invalid(field: string, message: string): OnceError {
-  return new OnceError(ErrorCode.InvalidOption, `options.${field} ${message}`);
-}
+const KAFKA_KEYS = [
+  'kafka',
+  'groupId',
+  'topics',
+  'batch',
+  'batchSize',
+  'maxBatchMs',
+  'concurrency',
+  'idFrom',
+  'idHeader',
+  'offsetFencing',
+  'deadLetterTopic',
+  'inlineRetryMaxMs',
+  'fromBeginning',
+  'sessionTimeoutMs',
+  'heartbeatIntervalMs',
+  'rebalanceTimeoutMs',
+  'crashReplay',
+  'stopTimeoutMs',
+  'consumerConfig',
+] as const satisfies readonly (keyof KafkaConsumerOptions)[];
 
-function checkName(field: string, value: unknown): string {
-  if (typeof value !== 'string' || value.length === 0 || value.length > 249) {
-    throw invalid(
-      field,
-      `must be a non-empty string of at most 249 characters, got ${JSON.stringify(value)}`,
-    );
-  }
-  return value;
-}
+/** Kafka's limit on topic and group names. */
+const NAME_MAX = 249;
 
-function checkBoolean(field: string, value: unknown): boolean {
-  if (typeof value !== 'boolean') throw invalid(field, `must be a boolean, got ${JSON.stringify(value)}`);
-  return value;
-}
-
-/** Applies defaults to the Kafka options and validates them, naming the first bad field. */
-export function resolveKafkaConsumerOptions<R>(
-  options: KafkaConsumerOptions<R>,
-): ResolvedKafkaConsumerOptions {
-  if (typeof options !== 'object' || options === null) throw invalid('', 'must be an object');
-  const defined = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined));
+/**
+ * Splits the options into the inbox's and Kafka's (refusing unknown keys and missing required
+ * ones), applies the Kafka defaults and validates them, naming the first bad field.
+ */
+export function resolveKafkaConsumerOptions<R>(options: KafkaConsumerOptions<R>): {
+  kafka: ResolvedKafkaConsumerOptions;
+  inbox: Omit<KafkaConsumerOptions<R>, (typeof KAFKA_KEYS)[number]>;
+} {
+  const { inbox, adapter } = splitOptions(options, {
+    factory: 'createKafkaConsumer',
+    adapterKeys: KAFKA_KEYS,
+    required: ['kafka', 'groupId', 'topics'],
+  });
+  const defined = Object.fromEntries(Object.entries(adapter).filter(([, v]) => v !== undefined));
   const o = { ...DEFAULT_KAFKA_CONSUMER_OPTIONS, ...defined } as typeof DEFAULT_KAFKA_CONSUMER_OPTIONS &
-    KafkaConsumerOptions<R>;
+    typeof adapter;
   const kafka = o.kafka as Partial<KafkaLike> | undefined;
   if (!kafka || typeof kafka.consumer !== 'function' || typeof kafka.admin !== 'function') {
-    throw invalid('kafka', 'must be a kafkajs Kafka instance (new Kafka({ brokers }))');
+    throw invalidOption('kafka', 'must be a kafkajs Kafka instance (new Kafka({ brokers }))');
   }
-  const groupId = checkName('groupId', o.groupId);
+  const groupId = checkName('groupId', o.groupId, NAME_MAX);
   if (!Array.isArray(o.topics) || o.topics.length === 0) {
-    throw invalid('topics', `must be a non-empty array of topic names, got ${JSON.stringify(o.topics)}`);
+    throw invalidOption(
+      'topics',
+      `must be a non-empty array of topic names, got ${JSON.stringify(o.topics)}`,
+    );
   }
-  const topics = Object.freeze(o.topics.map((t, i) => checkName(`topics[${i}]`, t)));
-  if (!['batch', 'message'].includes(o.processing)) {
-    throw invalid('processing', `must be one of 'batch', 'message', got ${JSON.stringify(o.processing)}`);
-  }
-  const sessionTimeoutMs = checkNumber('sessionTimeoutMs', o.sessionTimeoutMs, 1_000);
-  const heartbeatIntervalMs = checkNumber('heartbeatIntervalMs', o.heartbeatIntervalMs, 100);
+  const topics = Object.freeze(o.topics.map((t, i) => checkName(`topics[${i}]`, t, NAME_MAX)));
+  const sessionTimeoutMs = checkDurationMs('sessionTimeoutMs', o.sessionTimeoutMs, 1_000);
+  const heartbeatIntervalMs = checkDurationMs('heartbeatIntervalMs', o.heartbeatIntervalMs, 100);
   if (heartbeatIntervalMs >= sessionTimeoutMs) {
-    throw invalid(
+    throw invalidOption(
       'heartbeatIntervalMs',
       `must be below sessionTimeoutMs (${sessionTimeoutMs}), got ${heartbeatIntervalMs}`,
     );
@@ -173,37 +201,43 @@ export function resolveKafkaConsumerOptions<R>(
   let deadLetterTopicOf: (topic: string) => string | undefined;
   if (dlq === undefined) deadLetterTopicOf = (topic) => `${topic}.dlq`;
   else if (dlq === false) deadLetterTopicOf = () => undefined;
-  else if (typeof dlq === 'string') deadLetterTopicOf = () => checkName('deadLetterTopic', dlq);
-  else if (typeof dlq === 'function')
-    deadLetterTopicOf = (topic) => checkName('deadLetterTopic(topic)', dlq(topic));
-  else throw invalid('deadLetterTopic', 'must be a topic name, a function of the source topic, or false');
-  if (typeof dlq === 'string') checkName('deadLetterTopic', dlq);
+  else if (typeof dlq === 'string') {
+    checkName('deadLetterTopic', dlq, NAME_MAX);
+    deadLetterTopicOf = () => dlq;
+  } else if (typeof dlq === 'function')
+    deadLetterTopicOf = (topic) => checkName('deadLetterTopic(topic)', dlq(topic), NAME_MAX);
+  else
+    throw invalidOption('deadLetterTopic', 'must be a topic name, a function of the source topic, or false');
   const offsetFencing = checkBoolean('offsetFencing', o.offsetFencing);
-  if (offsetFencing && o.fenceOf !== undefined) {
-    throw invalid('offsetFencing', 'cannot be combined with fenceOf (it sets fenceOf)');
+  if (offsetFencing && options.fenceOf !== undefined) {
+    throw invalidOption('offsetFencing', 'cannot be combined with fenceOf (it sets fenceOf)');
   }
   if (o.consumerConfig !== undefined && (typeof o.consumerConfig !== 'object' || o.consumerConfig === null)) {
-    throw invalid('consumerConfig', 'must be an object of kafkajs consumer settings');
+    throw invalidOption('consumerConfig', 'must be an object of kafkajs consumer settings');
   }
-  return Object.freeze({
-    kafka: kafka as KafkaLike,
-    groupId,
-    topics,
-    consumer: o.consumer === undefined ? groupId : checkName('consumer', o.consumer),
-    processing: o.processing,
-    maxBatchSize: checkNumber('maxBatchSize', o.maxBatchSize, 1),
-    maxBatchMs: checkNumber('maxBatchMs', o.maxBatchMs, 1),
-    partitionConcurrency: checkNumber('partitionConcurrency', o.partitionConcurrency, 1),
-    messageIdHeader: checkName('messageIdHeader', o.messageIdHeader),
-    idFromOffset: checkBoolean('idFromOffset', o.idFromOffset),
-    offsetFencing,
-    deadLetterTopicOf,
-    inlineRetryMaxMs: checkNumber('inlineRetryMaxMs', o.inlineRetryMaxMs, 0),
-    fromBeginning: checkBoolean('fromBeginning', o.fromBeginning),
-    sessionTimeoutMs,
-    heartbeatIntervalMs,
-    rebalanceTimeoutMs: checkNumber('rebalanceTimeoutMs', o.rebalanceTimeoutMs, sessionTimeoutMs),
-    crashReplay: checkBoolean('crashReplay', o.crashReplay),
-    consumerConfig: Object.freeze({ ...(o.consumerConfig ?? {}) }),
-  });
+  return {
+    inbox,
+    kafka: Object.freeze({
+      kafka: kafka as KafkaLike,
+      groupId,
+      topics,
+      consumer: options.consumer === undefined ? groupId : checkName('consumer', options.consumer),
+      batch: checkBoolean('batch', o.batch),
+      batchSize: checkInteger('batchSize', o.batchSize),
+      maxBatchMs: checkDurationMs('maxBatchMs', o.maxBatchMs, 1),
+      concurrency: checkInteger('concurrency', o.concurrency),
+      idFrom: checkOneOf('idFrom', o.idFrom, ['header', 'offset']),
+      idHeader: checkName('idHeader', o.idHeader),
+      offsetFencing,
+      deadLetterTopicOf,
+      inlineRetryMaxMs: checkDurationMs('inlineRetryMaxMs', o.inlineRetryMaxMs),
+      fromBeginning: checkBoolean('fromBeginning', o.fromBeginning),
+      sessionTimeoutMs,
+      heartbeatIntervalMs,
+      rebalanceTimeoutMs: checkDurationMs('rebalanceTimeoutMs', o.rebalanceTimeoutMs, sessionTimeoutMs),
+      crashReplay: checkBoolean('crashReplay', o.crashReplay),
+      stopTimeoutMs: checkDurationMs('stopTimeoutMs', o.stopTimeoutMs),
+      consumerConfig: Object.freeze({ ...(o.consumerConfig ?? {}) }),
+    }),
+  };
 }

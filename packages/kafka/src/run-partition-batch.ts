@@ -4,13 +4,13 @@ import {
   type Logger,
   type Outcome,
   serializeError,
-  settleActionOf,
+  type TypedEmitter,
 } from '@once/core';
-import type { Gate } from '@once/core/adapter';
+import { type Gate, isRecordedFailed, type StartCounter, settlePlanOf } from '@once/core/adapter';
 import type { EachBatchPayload, KafkaMessage, Offsets } from 'kafkajs';
-import { type DeadLetterOutcome, isRecordedFailed } from './dead-letter.js';
+import type { DeadLetterOutcome } from './dead-letter.js';
 import { envelopeOf, type MappedMessage } from './envelope-of.js';
-import type { KafkaConsumerEvents } from './events.js';
+import type { KafkaConsumerEventMap } from './events.js';
 import { type FenceCheckDeps, fenceHolds } from './fence-check.js';
 import { isOwnershipLost } from './kafka-like.js';
 import type { ResolvedKafkaConsumerOptions } from './options.js';
@@ -28,8 +28,6 @@ export interface InboxLike {
 export interface PartitionBatchDeps {
   options: ResolvedKafkaConsumerOptions;
   inbox: InboxLike;
-  /** The inbox's `maxAttempts`. */
-  maxAttempts: number;
   /** The inbox's redelivery delay for attempt n, in ms. */
   retryDelayMs: (attempt: number) => number;
   /** True when the user's `idOf` decides ids. */
@@ -40,13 +38,15 @@ export interface PartitionBatchDeps {
    */
   lease?: boolean;
   logger: Logger;
-  events: KafkaConsumerEvents;
+  events: TypedEmitter<KafkaConsumerEventMap>;
   state(topic: string, partition: number): PartitionState;
   /** The current group generation (counts joins). */
   generation(): number;
   /** False once a rebalance gave the partition to another member. */
   owns(topic: string, partition: number): boolean;
   isStopping(): boolean;
+  /** False while the database or once's schema cannot be used: take nothing, hold the partition. */
+  isFetching(): boolean;
   /** The group's committed offset metadata for a partition (read once per assignment). */
   committedMetadata(topic: string, partition: number): Promise<string | null>;
   /** Sends a dead-letter copy; resolves once Kafka acknowledged it (or when dead-lettering is off). */
@@ -56,20 +56,21 @@ export interface PartitionBatchDeps {
     message: KafkaMessage,
     outcome: DeadLetterOutcome,
   ): Promise<void>;
-  /** Pauses the partition, seeks back to `offset`, and resumes after `delayMs`. */
-  retryLater(topic: string, partition: number, offset: string, delayMs: number): void;
-  /** Marks an envelope so the wrapped handler refuses to run it (it killed the consumer before). */
-  doom(envelope: Envelope, starts: number): void;
+  /**
+   * Pauses the partition and seeks back to `offset`; resumes it after `delayMs`, or, without a
+   * delay, when the consumer fetches again (the database is back).
+   */
+  retryLater(topic: string, partition: number, offset: string, delayMs?: number): void;
   /**
    * One gate for the whole consumer, across its partitions: fresh slices run shared, each message
    * of a crashed range exclusive, so when one of those kills the process nothing else was running.
    */
   gate: Gate;
   /**
-   * Counts a start of a message of a crashed range in Postgres, committed before it runs, and
-   * returns the count (`Inbox.noteStart`).
+   * The killer budget: a message of a crashed range is marked before it runs alone, and its
+   * start is counted in Postgres just before its handler (past `maxAttempts`, it is refused).
    */
-  noteStart(envelope: Envelope): Promise<number>;
+  counter: StartCounter<unknown>;
   /**
    * Set with offset fencing: before a partition's first batch of an assignment runs, its fence is
    * checked against the log (fence-check.ts), and a fence that does not match stops it.
@@ -115,6 +116,11 @@ class BatchRun {
   async run(): Promise<void> {
     const { batch } = this.#payload;
     if (batch.messages.length === 0) return;
+    if (!this.#deps.isFetching()) {
+      // Fetched before the consumer paused for the database: read it again once it is back.
+      this.#deps.retryLater(this.#topic, this.#partition, batch.messages[0]!.offset);
+      return;
+    }
     const { heartbeatIntervalMs } = this.#deps.options;
     // Heartbeats while a slice runs: a long transaction must not cost the membership (K3).
     const timer = setInterval(() => void this.#beat(), Math.max(100, Math.floor(heartbeatIntervalMs / 2)));
@@ -147,12 +153,16 @@ class BatchRun {
         step = await this.#runAlone(first);
       } else {
         this.#state.replay = undefined;
-        step = await this.#runSlice(messages.slice(i, i + this.#deps.options.maxBatchSize));
+        step = await this.#runSlice(messages.slice(i, i + this.#deps.options.batchSize));
       }
       if (typeof step !== 'number') break;
       i += step;
     }
     if (this.#pending !== undefined && !this.#lost) await this.#commit(this.#pending, null);
+    // Paused for the database mid-batch: the rest is read again once it is back.
+    const rest = messages[i];
+    if (rest && !this.#lost && !this.#deps.isFetching())
+      this.#deps.retryLater(this.#topic, this.#partition, rest.offset);
   }
 
   /** Offset fencing: the partition's fence was checked against the log in this assignment and held. */
@@ -179,6 +189,7 @@ class BatchRun {
       !this.#payload.isRunning() ||
       this.#payload.isStale() ||
       this.#deps.isStopping() ||
+      !this.#deps.isFetching() ||
       !this.#deps.owns(this.#topic, this.#partition)
     );
   }
@@ -269,41 +280,16 @@ class BatchRun {
     if (!(await this.#commit(message.offset, encodeMarker({ end: replay.end.toString() }))))
       return this.#commitFailed(message);
     const leave = await deps.gate.exclusive();
-    let mapped: MappedMessage;
     let outcomes: (Outcome | undefined)[];
     const started = performance.now();
+    const mapped = this.#map(message, attemptOf(this.#state, message.offset), true);
     try {
-      const starts = await this.#noteStart(message);
-      mapped = this.#map(message, Math.max(starts ?? 1, attemptOf(this.#state, message.offset)), true);
-      if (starts !== undefined && starts > deps.maxAttempts) {
-        deps.events.emit('message:killed-consumer', {
-          topic: this.#topic,
-          partition: this.#partition,
-          offset: message.offset,
-          starts: starts - 1,
-        });
-        deps.doom(mapped.envelope, starts - 1);
-      }
+      deps.counter.mark(mapped.envelope);
       outcomes = await this.#process([mapped]);
     } finally {
       leave();
     }
     return this.#settle([mapped], outcomes, started);
-  }
-
-  /**
-   * Counts this start in Postgres. Best effort: without a count (no usable id, or the database is
-   * down) the message runs unchecked, and the inbox answers for it (failed, or retry).
-   */
-  async #noteStart(message: KafkaMessage): Promise<number | undefined> {
-    const probe = this.#mapEnvelope(message, 1, true);
-    if (probe.idError) return undefined;
-    try {
-      return await this.#deps.noteStart(probe.envelope);
-    } catch (err) {
-      this.#emitError('note-start', err);
-      return undefined;
-    }
   }
 
   #map(message: KafkaMessage, attempt: number, redelivered: boolean): MappedMessage {
@@ -321,8 +307,8 @@ class BatchRun {
       topic: this.#topic,
       partition: this.#partition,
       groupId: o.groupId,
-      messageIdHeader: o.messageIdHeader,
-      idFromOffset: o.idFromOffset,
+      idHeader: o.idHeader,
+      idFrom: o.idFrom,
       hasIdOf: this.#deps.hasIdOf,
       attempt,
       redelivered,
@@ -335,7 +321,7 @@ class BatchRun {
     const valid = mapped.filter((m) => !m.idError).map((m) => m.envelope);
     let results: Outcome[] = [];
     try {
-      if (options.processing === 'batch' && valid.length > 1) {
+      if (options.batch && valid.length > 1) {
         results = await inbox.processBatch(valid);
       } else {
         for (const envelope of valid) {
@@ -343,7 +329,9 @@ class BatchRun {
           if (this.#lost) break;
           const o = await inbox.process(envelope);
           results.push(o);
-          if (settleActionOf(o) === 'retry') break;
+          // Core says run it (or what follows) again: the rest of the slice waits behind it.
+          const next = settlePlanOf(o, options.consumer).kind;
+          if (next === 'retry' || next === 'rerun') break;
         }
       }
     } catch (err) {
@@ -386,12 +374,10 @@ class BatchRun {
         break;
       }
       deps.events.emit('message:dead-lettered', {
-        topic: this.#topic,
-        partition: this.#partition,
-        offset: m.message.offset,
         id: outcome.id,
         reason: outcome.status === 'conflict' ? 'conflict' : outcome.reason,
-        deadLetterTopic: deps.options.deadLetterTopicOf(this.#topic),
+        source: m.envelope.source,
+        deadLetter: deps.options.deadLetterTopicOf(this.#topic),
         recorded: isRecordedFailed(outcome),
       });
     }

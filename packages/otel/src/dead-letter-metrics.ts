@@ -13,10 +13,10 @@ export function subscribeKafkaDeadLetters(c: KafkaConsumerLike, m: EventInstrume
   return c.on('message:dead-lettered', (e) => {
     m.deadLetters.add(1, {
       ...base,
-      [Attr.destination]: e.topic,
+      [Attr.destination]: e.source.queue,
       [Attr.deadLetterReason]: e.reason,
       // With dead-lettering off the message is dropped with a log line.
-      [Attr.deadLetterTarget]: e.deadLetterTopic === undefined ? 'discard' : 'topic',
+      [Attr.deadLetterTarget]: e.deadLetter === undefined ? 'discard' : 'topic',
     });
   });
 }
@@ -39,8 +39,7 @@ export function subscribeRabbitDeadLetters(c: RabbitConsumerLike, m: EventInstru
     [Attr.destination]: c.options.queue,
   };
   return c.on('settled', (e) => {
-    // The settled event names the outcome (failed, conflict), not the fail reason. A delivery
-    // moved to the quarantine queue is not a dead letter: it runs again there, alone.
+    // The settled event names the outcome (failed, conflict), not the fail reason.
     if (e.plan !== 'dead-letter') return;
     m.deadLetters.add(1, { ...base, [Attr.deadLetterReason]: e.status, [Attr.deadLetterTarget]: 'exchange' });
   });

@@ -25,11 +25,11 @@ export interface RelayLike {
   runOnce(): Promise<number>;
 }
 
-/** The `message:dead-lettered` event of @once/kafka's consumer. */
+/** The `message:dead-lettered` event of @once/kafka's consumer (the adapter kit's shape). */
 export interface KafkaDeadLetteredEvent {
-  topic: string;
+  source: { queue: string };
   reason: string;
-  deadLetterTopic: string | undefined;
+  deadLetter: string | undefined;
 }
 
 /** A `KafkaConsumer` from @once/kafka. */

@@ -1,26 +1,32 @@
-import { type Inbox, type Outcome, serializeError } from '@once/core';
-import { DEAD_LETTER_RECORD, encodeDeadLetterRecord } from '@once/core/adapter';
+import { type Inbox, type Outcome, serializeError, type TypedEmitter } from '@once/core';
+import {
+  DEAD_LETTER_RECORD,
+  encodeDeadLetterRecord,
+  type Gate,
+  isRecordedFailed,
+  type StartCounter,
+} from '@once/core/adapter';
 import type { ConfirmChannel, ConsumeMessage } from 'amqplib';
 import { type AckKind, AckWatermark } from './ack-watermark.js';
 import { ConfirmedPublisher } from './confirmed-publish.js';
 import { envelopeOf } from './envelope-of.js';
-import type { RabbitEvents } from './events.js';
-import { Header, intHeader } from './headers.js';
-import type { ResolvedRabbitOptions } from './options.js';
+import type { RabbitConsumerEventMap } from './events.js';
+import { Header } from './headers.js';
+import type { ResolvedRabbitConsumerOptions } from './options.js';
 import { republishOptions } from './republish.js';
 import { type RabbitSettlePlan, settlePlanOf } from './settle-plan.js';
 import type { Topology } from './topology.js';
 
-/** `work` consumes the work queue; `quarantine` runs redelivered messages one at a time. */
-export type ChannelRole = 'work' | 'quarantine';
-
 /** What a channel consumer shares with its owner. */
 export interface ChannelConsumerContext<R> {
   inbox: Inbox<R>;
-  options: ResolvedRabbitOptions;
+  options: ResolvedRabbitConsumerOptions;
   topology: Topology;
-  events: RabbitEvents;
-  consumer: string;
+  events: TypedEmitter<RabbitConsumerEventMap>;
+  /** Fresh deliveries run shared, redelivered ones exclusive, across the whole process. */
+  gate: Gate;
+  /** Counts the starts of redelivered deliveries in Postgres: the killer budget. */
+  counter: StartCounter<R>;
   /** Called when the channel cannot be used any more (closed, refused a send, consumer cancelled). */
   onLost(err: unknown): void;
 }
@@ -29,49 +35,48 @@ export interface ChannelConsumerContext<R> {
 const REQUEUE_PAUSE_MS = 1_000;
 
 /**
- * Consumes one queue on one confirm channel: buffers the prefetch window, runs messages (or
+ * Consumes the work queue on one confirm channel: buffers the prefetch window, runs messages (or
  * batches) through the inbox with bounded concurrency, and settles each through the channel's
  * ack watermark after the Postgres commit. Retries and dead letters are republished on the same
  * channel and acked only once the broker confirmed the copy.
  *
  * A delivery flagged `redelivered` was unsettled when a consumer died or lost its channel: it may
- * be the message that killed the process. It is not run here: it is copied to the quarantine
- * queue with `x-once-redeliveries` raised, and acked. The quarantine queue is consumed with
- * prefetch 1, so a killer message dies alone there; only its own count rises, never its
- * neighbours', and past `maxRedeliveries` it is dead-lettered without running.
+ * be the message that killed the process. It runs alone, in its own transaction, holding the
+ * process-wide gate exclusive, and its start is counted in Postgres just before its handler
+ * (`StartCounter`). When it kills the process again nothing else was running, so only its own
+ * count rose; its neighbours complete when their turn comes. Past core's `maxAttempts` starts it
+ * is recorded failed (`max-attempts`) without running, and dead-lettered.
  */
 export class ChannelConsumer<R> {
   readonly #ch: ConfirmChannel;
-  readonly #role: ChannelRole;
   readonly #ctx: ChannelConsumerContext<R>;
-  readonly #queue: string;
   readonly #watermark: AckWatermark;
   readonly #publisher: ConfirmedPublisher;
   readonly #buffer: ConsumeMessage[] = [];
-  readonly #pending = new Set<Promise<void>>();
   #active = 0;
   #tag: string | undefined;
   #lost = false;
   #flushScheduled = false;
   #idle: (() => void)[] = [];
 
-  constructor(ch: ConfirmChannel, role: ChannelRole, ctx: ChannelConsumerContext<R>) {
+  constructor(ch: ConfirmChannel, ctx: ChannelConsumerContext<R>) {
     this.#ch = ch;
-    this.#role = role;
     this.#ctx = ctx;
-    this.#queue = role === 'work' ? ctx.topology.queue : ctx.topology.quarantine;
     this.#watermark = new AckWatermark(ch, (err) => ctx.onLost(err));
     this.#publisher = new ConfirmedPublisher(ch);
   }
 
-  get #batch(): boolean {
-    return this.#role === 'work' && this.#ctx.options.batch;
+  /** Sets the prefetch window; deliveries start with {@link consume}. */
+  async open(): Promise<void> {
+    await this.#ch.prefetch(this.#ctx.options.prefetch);
   }
 
-  async start(): Promise<void> {
-    const o = this.#ctx.options;
-    await this.#ch.prefetch(this.#role === 'work' ? o.prefetch : 1);
-    const { consumerTag } = await this.#ch.consume(this.#queue, (m) => this.#onMessage(m), { noAck: false });
+  /** Asks the broker for deliveries (again, after a {@link cancel}). */
+  async consume(): Promise<void> {
+    if (this.#tag !== undefined || this.#lost) return;
+    const { consumerTag } = await this.#ch.consume(this.#ctx.options.queue, (m) => this.#onMessage(m), {
+      noAck: false,
+    });
     this.#tag = consumerTag;
   }
 
@@ -93,7 +98,7 @@ export class ChannelConsumer<R> {
     this.#checkIdle();
   }
 
-  /** Stops new deliveries; buffered ones still run. */
+  /** Stops new deliveries (basic.cancel); buffered and unsettled ones still run and settle. */
   async cancel(): Promise<void> {
     if (this.#tag === undefined || this.#lost) return;
     const tag = this.#tag;
@@ -121,7 +126,7 @@ export class ChannelConsumer<R> {
   }
 
   #isIdle(): boolean {
-    return this.#buffer.length === 0 && this.#active === 0 && this.#pending.size === 0;
+    return this.#buffer.length === 0 && this.#active === 0;
   }
 
   #checkIdle(): void {
@@ -133,7 +138,9 @@ export class ChannelConsumer<R> {
   #onMessage(m: ConsumeMessage | null): void {
     if (m === null) {
       this.#ctx.onLost(
-        new Error(`the broker cancelled the consumer of queue '${this.#queue}' (was it deleted?)`),
+        new Error(
+          `the broker cancelled the consumer of queue '${this.#ctx.options.queue}' (was it deleted?)`,
+        ),
       );
       return;
     }
@@ -144,31 +151,22 @@ export class ChannelConsumer<R> {
       this.#ctx.onLost(err);
       return;
     }
-    if (m.fields.redelivered) {
-      this.#track(this.#quarantine(m));
-      return;
-    }
     this.#buffer.push(m);
     this.#pump();
   }
 
-  #track(p: Promise<void>): void {
-    const tracked = p
-      .catch((err: unknown) => this.#error(err, 'settle'))
-      .finally(() => {
-        this.#pending.delete(tracked);
-        this.#checkIdle();
-      });
-    this.#pending.add(tracked);
-  }
-
   #pump(): void {
     const o = this.#ctx.options;
-    const concurrency = this.#role === 'work' ? o.concurrency : 1;
-    while (!this.#lost && this.#active < concurrency && this.#buffer.length > 0) {
-      const take = this.#buffer.splice(0, this.#batch ? o.batchSize : 1);
+    while (!this.#lost && this.#active < o.concurrency && this.#buffer.length > 0) {
+      // A redelivered message runs alone; a batch holds only fresh ones, up to the next suspect.
+      const suspect = this.#buffer[0]!.fields.redelivered;
+      let n = 1;
+      if (!suspect && o.batch) {
+        while (n < o.batchSize && n < this.#buffer.length && !this.#buffer[n]!.fields.redelivered) n++;
+      }
+      const take = this.#buffer.splice(0, n);
       this.#active++;
-      this.#run(take)
+      this.#run(take, suspect)
         .catch((err: unknown) => this.#error(err, 'process'))
         .finally(() => {
           this.#active--;
@@ -178,12 +176,13 @@ export class ChannelConsumer<R> {
     }
   }
 
-  async #run(messages: ConsumeMessage[]): Promise<void> {
+  async #run(messages: ConsumeMessage[], suspect: boolean): Promise<void> {
     const o = this.#ctx.options;
-    const quarantined = this.#role === 'quarantine';
-    const envelopes = messages.map((m) => envelopeOf(m, o.queue, o.idHeader, quarantined));
+    const envelopes = messages.map((m) => envelopeOf(m, o.queue, o.idHeader));
+    const leave = suspect ? await this.#ctx.gate.exclusive() : await this.#ctx.gate.shared();
     let outcomes: Outcome<R>[];
     try {
+      if (suspect) this.#ctx.counter.mark(envelopes[0]!);
       outcomes =
         envelopes.length > 1
           ? await this.#ctx.inbox.processBatch(envelopes)
@@ -191,17 +190,20 @@ export class ChannelConsumer<R> {
     } catch (err) {
       // The inbox answers every message with an outcome and throws for none: this is a bug. Hand
       // the messages back to the broker (they come again as redeliveries) and say so.
+      leave(); // not held through the pause (leaving twice is harmless)
       this.#error(err, 'inbox');
       await pause(REQUEUE_PAUSE_MS);
       for (const m of messages) this.#done(m, 'requeue');
       return;
+    } finally {
+      leave();
     }
     // A batch stops at its first retry; the messages behind it never ran. They are still in our
     // prefetch window, so run them again at once instead of sending them through a retry tier.
     const rerun: ConsumeMessage[] = [];
     const settles: Promise<void>[] = [];
     outcomes.forEach((outcome, i) => {
-      const plan = settlePlanOf(outcome, this.#ctx.consumer, o.retryTiersMs);
+      const plan = settlePlanOf(outcome, o.consumer, o.retryTiersMs);
       if (plan.kind === 'rerun') rerun.push(messages[i]!);
       else settles.push(this.#settle(messages[i]!, outcome, plan));
     });
@@ -232,31 +234,15 @@ export class ChannelConsumer<R> {
     }
     this.#done(m, 'ack');
     this.#ctx.events.emit('settled', { id: outcome.id, status: outcome.status, plan: plan.kind });
-  }
-
-  async #quarantine(m: ConsumeMessage): Promise<void> {
-    const headers = m.properties.headers as Record<string, unknown> | undefined;
-    const count = intHeader(headers, Header.redeliveries, 0) + 1;
-    try {
-      await this.#publisher.publish(
-        '',
-        this.#ctx.topology.quarantine,
-        m.content,
-        republishOptions(m, { [Header.redeliveries]: count }),
-      );
-    } catch (err) {
-      this.#error(err, 'quarantine');
-      await pause(REQUEUE_PAUSE_MS);
-      this.#done(m, 'requeue');
-      return;
+    if (plan.kind === 'dead-letter' && (outcome.status === 'failed' || outcome.status === 'conflict')) {
+      this.#ctx.events.emit('message:dead-lettered', {
+        id: outcome.id,
+        reason: plan.record.reason,
+        source: outcome.envelope.source,
+        deadLetter: t.deadLetterExchange,
+        recorded: isRecordedFailed(outcome),
+      });
     }
-    this.#done(m, 'ack');
-    const id: unknown = m.properties.messageId;
-    this.#ctx.events.emit('settled', {
-      id: typeof id === 'string' ? id : undefined,
-      status: 'quarantined',
-      plan: 'quarantine',
-    });
   }
 
   #done(m: ConsumeMessage, kind: AckKind): void {
@@ -270,9 +256,12 @@ export class ChannelConsumer<R> {
     });
   }
 
-  #error(err: unknown, context: string): void {
-    this.#ctx.options.logger.warn('once/rabbitmq: channel consumer error', { context, error: String(err) });
-    this.#ctx.events.emit('error', { error: serializeError(err), context: `${this.#role}:${context}` });
+  #error(err: unknown, where: string): void {
+    this.#ctx.inbox.options.logger.warn('once/rabbitmq: channel consumer error', {
+      where,
+      error: String(err),
+    });
+    this.#ctx.events.emit('error', { error: serializeError(err), where });
   }
 }
 

@@ -1,47 +1,49 @@
+import { createInbox, type Inbox, OnceError, type SerializedError, serializeError } from '@once/core';
 import {
-  createInbox,
-  ErrorCode,
-  type Handler,
-  type Inbox,
-  OnceError,
-  PermanentError,
-  type SerializedError,
-  serializeError,
-} from '@once/core';
+  type Consumer,
+  type ConsumerHealth,
+  ConsumerLifecycle,
+  type ConsumerState,
+  processGate,
+  StartCounter,
+} from '@once/core/adapter';
 import { type ChannelModel, type ConfirmChannel, connect } from 'amqplib';
 import { ChannelConsumer, type ChannelConsumerContext } from './channel-consumer.js';
 import { RabbitErrorCode, setupError } from './errors.js';
-import { type RabbitEventListener, type RabbitEventName, RabbitEvents } from './events.js';
-import { Header } from './headers.js';
+import type {
+  RabbitConsumerEventListener,
+  RabbitConsumerEventMap,
+  RabbitConsumerEventName,
+} from './events.js';
 import {
-  idOfWithFallback,
   type RabbitConsumerOptions,
-  type ResolvedRabbitOptions,
-  resolveRabbitOptions,
+  type ResolvedRabbitConsumerOptions,
+  resolveRabbitConsumerOptions,
 } from './options.js';
 import { declareTopology, type Topology, topologyOf } from './topology.js';
 
-/** Lifecycle states of a {@link RabbitConsumer}. */
-export type ConsumerState = 'idle' | 'starting' | 'running' | 'reconnecting' | 'stopping' | 'stopped';
+/** Lifecycle states of a {@link RabbitConsumer} (the kit's states). */
+export type RabbitConsumerState = ConsumerState;
 
-/** A snapshot for health checks. `healthy` is true only while connected and consuming. */
-export interface ConsumerHealth {
-  healthy: boolean;
-  state: ConsumerState;
+/**
+ * A snapshot for health checks. `healthy`: running, connected, and the database and schema
+ * usable.
+ */
+export interface RabbitConsumerHealth extends ConsumerHealth {
   /** Successful reconnects since start. */
   reconnects: number;
-  /** The last connection-level error, if any. */
-  lastError: SerializedError | undefined;
-  /** Deliveries received and not yet acked to the broker, per channel. */
-  unsettled: { work: number; quarantine: number };
+  /** Deliveries received and not yet acked to the broker. */
+  unsettled: number;
   /** Handlers (or batches) running now. */
   active: number;
 }
 
+/** Longest wait for the start count of a redelivered message, in ms (see StartCounter). */
+const START_COUNT_WAIT_MS = 5_000;
+
 interface Session {
   connection: ChannelModel;
   work: ChannelConsumer<unknown>;
-  quarantine: ChannelConsumer<unknown>;
   lost: boolean;
 }
 
@@ -50,134 +52,143 @@ interface Session {
  * transaction as the handler's writes, and the delivery is acked only after COMMIT, in delivery
  * order through one watermark per channel. On connection or channel loss it backs off,
  * reconnects, re-declares the topology it owns and consumes again; deliveries of the lost channel
- * come back from the broker and the inbox turns them into duplicates.
+ * come back from the broker and the inbox turns them into duplicates. While the database or
+ * once's schema cannot be used it cancels its consumer (basic.cancel: the broker hands over
+ * nothing more) and consumes again once the schema checks out.
  *
  * Reconnection is our own rather than amqp-connection-manager's or amqplib 2.x's `recovery`: both
  * reconnect the connection, but acks must be tied to the exact channel a delivery came on (an old
  * tag acked on a new channel is a 406 that closes it: amqp-connection-manager#297), channel-level
  * closes need the same recovery as connection loss, and the topology and consumers are ours to
- * re-create anyway. The loop is ~60 lines here.
+ * re-create anyway.
  */
-export class RabbitConsumer<R = unknown> {
+export class RabbitConsumer<R = unknown>
+  implements Consumer<R, RabbitConsumerEventMap, RabbitConsumerHealth>
+{
   /** The inbox doing the once-only work; subscribe to its `message:*` events here. */
   readonly inbox: Inbox<R>;
-  readonly options: ResolvedRabbitOptions;
+  /** The AMQP options after defaults. */
+  readonly options: ResolvedRabbitConsumerOptions;
   readonly #topology: Topology;
-  readonly #events: RabbitEvents;
-  #state: ConsumerState = 'idle';
+  readonly #life: ConsumerLifecycle<R, RabbitConsumerEventMap>;
+  readonly #counter: StartCounter<R>;
   #session: Session | undefined;
   #timer: NodeJS.Timeout | undefined;
   #attempt = 0;
   #reconnects = 0;
-  #lastError: SerializedError | undefined;
   #opening: Promise<unknown> | undefined;
 
   constructor(options: RabbitConsumerOptions<R>) {
-    const { rabbit, inbox } = resolveRabbitOptions(options);
+    const { rabbit, inbox } = resolveRabbitConsumerOptions(options);
     this.options = rabbit;
     this.#topology = topologyOf(rabbit);
-    this.#events = new RabbitEvents(rabbit.logger);
-    const userHandler = inbox.handler;
-    if (typeof userHandler !== 'function') {
-      throw new OnceError(ErrorCode.InvalidOption, 'options.handler must be a function');
-    }
-    const maxRedeliveries = rabbit.maxRedeliveries;
-    // The poison guard runs after the claim, so a message that already committed is a duplicate
-    // and never reaches it; only a message that keeps dying unsettled is dead-lettered unrun.
-    const handler: Handler<R> = (envelope, ctx) => {
-      const n = Number(envelope.headers[Header.redeliveries] ?? 0);
-      if (n > maxRedeliveries) {
-        throw new PermanentError(
-          `redelivered ${n} times without settling (maxRedeliveries ${maxRedeliveries}): its consumer kept dying ` +
-            'or losing its channel while it ran; dead-lettered without running it again',
-        );
-      }
-      return userHandler(envelope, ctx);
-    };
-    const idOf = idOfWithFallback(inbox.idOf);
-    this.inbox = createInbox<R>({ ...inbox, handler, ...(idOf ? { idOf } : {}) });
+    this.#counter = new StartCounter<R>({
+      inbox: () => this.inbox,
+      waitMs: START_COUNT_WAIT_MS,
+      onExhausted: (envelope, starts) =>
+        this.#life.events.emit('message:killed-consumer', {
+          id: envelope.id,
+          starts,
+          source: envelope.source,
+        }),
+    });
+    this.inbox = createInbox<R>({
+      ...inbox,
+      consumer: rabbit.consumer,
+      handler: this.#counter.wrap(inbox.handler),
+    });
+    this.#life = new ConsumerLifecycle<R, RabbitConsumerEventMap>({
+      name: 'once/rabbitmq',
+      inbox: this.inbox,
+      logger: this.inbox.options.logger,
+      stopTimeoutMs: rabbit.stopTimeoutMs,
+    });
+    this.#life.attach({
+      open: async () => {
+        this.#session = await this.#open();
+        await this.#resume();
+        this.#life.events.emit('connected', { reconnects: 0 });
+      },
+      pause: () => this.#session?.work.cancel(),
+      resume: () => this.#resume(),
+      drain: () => this.#drain(),
+      close: () => this.#close(),
+    });
   }
 
   /** Subscribe to a consumer event; returns an unsubscribe function. */
-  on<E extends RabbitEventName>(name: E, listener: RabbitEventListener<E>): () => void {
-    return this.#events.on(name, listener);
+  on<E extends RabbitConsumerEventName>(name: E, listener: RabbitConsumerEventListener<E>): () => void {
+    return this.#life.events.on(name, listener);
   }
 
-  get state(): ConsumerState {
-    return this.#state;
+  get state(): RabbitConsumerState {
+    return this.#life.state;
   }
 
   /**
-   * Checks the inbox schema, connects, declares the topology and starts consuming. Throws a
-   * named error when that first attempt fails (AMQP_CONNECT, AMQP_QUEUE_NOT_FOUND,
-   * AMQP_TOPOLOGY, SCHEMA_NOT_INSTALLED); after it, faults are recovered by reconnecting.
+   * Connects, declares the topology and starts consuming. Throws a named error when that first
+   * attempt fails (AMQP_CONNECT, AMQP_QUEUE_NOT_FOUND, AMQP_TOPOLOGY); after it, faults are
+   * recovered by reconnecting. Never for the database: while PostgreSQL is down or once's schema
+   * is missing or too new, the consumer runs unhealthy and takes no deliveries until it can.
    */
-  async start(): Promise<void> {
-    if (this.#state !== 'idle') {
-      throw new OnceError(
-        RabbitErrorCode.NotRunning,
-        `start() called in state '${this.#state}'; a consumer starts once`,
-      );
-    }
-    this.#state = 'starting';
-    try {
-      await this.inbox.ready();
-      this.#session = await this.#open();
-      this.#state = 'running';
-      this.#events.emit('connected', { reconnects: 0 });
-    } catch (err) {
-      this.#state = 'stopped';
-      throw err;
-    }
+  start(): Promise<void> {
+    return this.#life.start();
   }
 
   /**
-   * Graceful stop: cancels the consumers, lets buffered and running messages finish (up to
+   * Graceful stop: cancels the consumer, lets buffered and running messages finish (up to
    * `stopTimeoutMs`), sends their acks, closes the connection. Idempotent.
    */
-  async stop(): Promise<void> {
-    if (this.#state === 'stopped' || this.#state === 'idle') {
-      this.#state = 'stopped';
-      return;
-    }
-    if (this.#state === 'stopping') return;
-    this.#state = 'stopping';
-    clearTimeout(this.#timer);
-    await this.#opening?.catch(() => {});
-    const s = this.#session;
-    if (s && !s.lost) {
-      await Promise.all([s.work.cancel(), s.quarantine.cancel()]);
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        Promise.all([s.work.drained(), s.quarantine.drained()]),
-        new Promise((resolve) => {
-          timer = setTimeout(resolve, this.options.stopTimeoutMs);
-        }),
-      ]);
-      clearTimeout(timer);
-      s.lost = true;
-      await Promise.all([s.work.close(), s.quarantine.close()]);
-      await s.connection.close().catch(() => {});
-    }
-    this.#session = undefined;
-    this.#state = 'stopped';
+  stop(): Promise<void> {
+    return this.#life.stop();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
   }
 
-  health(): ConsumerHealth {
+  health(): RabbitConsumerHealth {
     const s = this.#session;
     const live = s && !s.lost ? s : undefined;
     return {
-      healthy: this.#state === 'running' && live !== undefined && this.inbox.available,
-      state: this.#state,
+      ...this.#life.health(live !== undefined),
       reconnects: this.#reconnects,
-      lastError: this.#lastError && { name: this.#lastError.name, message: this.#lastError.message },
-      unsettled: { work: live?.work.unsettled ?? 0, quarantine: live?.quarantine.unsettled ?? 0 },
-      active: (live?.work.active ?? 0) + (live?.quarantine.active ?? 0),
+      unsettled: live?.work.unsettled ?? 0,
+      active: live?.work.active ?? 0,
     };
+  }
+
+  /**
+   * Consumes on the current session when the lifecycle says to fetch. Called on `resume`, and
+   * after each (re)connect: a resume that came while no session was up finds it here.
+   */
+  async #resume(): Promise<void> {
+    const s = this.#session;
+    if (!s || s.lost || !this.#life.fetching) return;
+    try {
+      await s.work.consume();
+    } catch (err) {
+      this.#lose(s, err);
+    }
+  }
+
+  async #drain(): Promise<void> {
+    clearTimeout(this.#timer);
+    await this.#opening?.catch(() => {});
+    const s = this.#session;
+    if (!s || s.lost) return;
+    await s.work.cancel();
+    await s.work.drained();
+  }
+
+  async #close(): Promise<void> {
+    clearTimeout(this.#timer);
+    const s = this.#session;
+    this.#session = undefined;
+    if (!s || s.lost) return;
+    s.lost = true;
+    await s.work.close();
+    await s.connection.close().catch(() => {});
   }
 
   async #open(): Promise<Session> {
@@ -204,27 +215,22 @@ export class RabbitConsumer<R = unknown> {
     connection.on('error', (err: Error) => this.#noteError(err, 'connection'));
     connection.on('close', (err?: Error) => lose(err ?? new Error('connection closed')));
     connection.on('blocked', (reason: string) =>
-      this.options.logger.warn('once/rabbitmq: connection blocked by the broker', { reason }),
+      this.inbox.options.logger.warn('once/rabbitmq: connection blocked by the broker', { reason }),
     );
     try {
-      const setup = await this.#channel(connection, lose);
-      await declareTopology(setup, this.options, this.#topology);
+      const ch = await this.#channel(connection, lose);
+      await declareTopology(ch, this.options, this.#topology);
       const ctx: ChannelConsumerContext<R> = {
         inbox: this.inbox,
         options: this.options,
         topology: this.#topology,
-        events: this.#events,
-        consumer: this.inbox.consumer,
+        events: this.#life.events,
+        gate: processGate(),
+        counter: this.#counter,
         onLost: lose,
       };
-      session.work = new ChannelConsumer(setup, 'work', ctx) as ChannelConsumer<unknown>;
-      session.quarantine = new ChannelConsumer(
-        await this.#channel(connection, lose),
-        'quarantine',
-        ctx,
-      ) as ChannelConsumer<unknown>;
-      await session.quarantine.start();
-      await session.work.start();
+      session.work = new ChannelConsumer(ch, ctx) as ChannelConsumer<unknown>;
+      await session.work.open();
     } catch (err) {
       session.lost = true;
       await connection.close().catch(() => {});
@@ -244,26 +250,24 @@ export class RabbitConsumer<R = unknown> {
     return ch;
   }
 
-  #noteError(err: unknown, context: string): void {
-    this.#lastError = serializeError(err);
-    this.options.logger.warn(`once/rabbitmq: ${context} error`, { error: String(err) });
-    this.#events.emit('error', { error: this.#lastError, context });
+  #noteError(err: unknown, where: string): void {
+    this.inbox.options.logger.warn(`once/rabbitmq: ${where} error`, { error: String(err) });
+    this.#life.noteError(where, err);
   }
 
-  /** The session is gone (connection or one of its channels): drop its tags, reconnect. */
+  /** The session is gone (connection or its channel): drop its tags, reconnect. */
   #lose(session: Session, err: unknown): void {
     if (session.lost) return;
     session.lost = true;
     session.work?.lose();
-    session.quarantine?.lose();
-    // A channel-level close leaves the connection up: close it so both channels start over.
+    // A channel-level close leaves the connection up: close it so the channel starts over.
     session.connection.close().catch(() => {});
-    if (this.#session !== session || this.#state === 'stopping' || this.#state === 'stopped') return;
+    if (this.#session !== session || this.#life.stopping) return;
     this.#session = undefined;
-    this.#state = 'reconnecting';
+    this.#life.set('reconnecting');
     const error = serializeError(err);
-    this.#lastError = error;
-    this.#events.emit('disconnected', { error });
+    this.#life.events.emit('error', { where: 'connection', error });
+    this.#life.events.emit('disconnected', { error });
     this.#attempt = 0;
     this.#schedule(error);
   }
@@ -276,26 +280,28 @@ export class RabbitConsumer<R = unknown> {
     } catch {
       delayMs = 1_000;
     }
-    this.#events.emit('reconnect-scheduled', { attempt, delayMs, error });
+    this.#life.events.emit('reconnect-scheduled', { attempt, delayMs, error });
     this.#timer = setTimeout(() => void this.#reconnect(), delayMs);
   }
 
   async #reconnect(): Promise<void> {
-    if (this.#state !== 'reconnecting') return;
+    if (this.#life.state !== 'reconnecting') return;
     try {
       const session = await this.#open();
-      if (this.#state !== 'reconnecting') {
+      if (this.#life.state !== 'reconnecting') {
         session.lost = true;
         await session.connection.close().catch(() => {});
         return;
       }
       this.#session = session;
-      this.#state = 'running';
+      this.#life.set('running');
+      // While the database is unusable the broker keeps the messages: consume once it is back.
+      await this.#resume();
       this.#reconnects++;
-      this.#events.emit('connected', { reconnects: this.#reconnects });
+      this.#life.events.emit('connected', { reconnects: this.#reconnects });
     } catch (err) {
       this.#noteError(err, 'reconnect');
-      if (this.#state === 'reconnecting') this.#schedule(serializeError(err));
+      if (this.#life.state === 'reconnecting') this.#schedule(serializeError(err));
     }
   }
 }

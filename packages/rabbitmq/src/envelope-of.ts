@@ -4,16 +4,12 @@ import { Header, intHeader, stringHeaders } from './headers.js';
 
 /**
  * Maps an AMQP delivery to core's envelope. The id is `properties.messageId` (what once's
- * publisher sets), else the `idHeader` header; the consumer falls back to the user's `idOf`.
+ * publisher sets), else the `idHeader` header; the user's `idOf`, when given, overrides both.
  * `attempt` is our own `x-once-attempt` header: `x-delivery-count` misses dead-letter round
- * trips and its meaning differs between RabbitMQ versions.
+ * trips and its meaning differs between RabbitMQ versions. `redelivered` is the broker's flag:
+ * the delivery was handed out before and never settled (a consumer died or lost its channel).
  */
-export function envelopeOf(
-  message: Message,
-  queue: string,
-  idHeader: string,
-  redelivered: boolean,
-): Envelope {
+export function envelopeOf(message: Message, queue: string, idHeader: string): Envelope {
   const raw = message.properties.headers as Record<string, unknown> | undefined;
   const headers = stringHeaders(raw);
   const messageId: unknown = message.properties.messageId;
@@ -33,6 +29,6 @@ export function envelopeOf(
     key: message.fields.routingKey,
     source: { broker: 'rabbitmq', queue },
     attempt: Math.max(1, intHeader(raw, Header.attempt, 1)),
-    redelivered: redelivered || intHeader(raw, Header.redeliveries, 0) > 0,
+    redelivered: message.fields.redelivered,
   };
 }

@@ -1,6 +1,10 @@
 import { OnceError } from '@once/core';
 
-/** Error codes raised by @once/rabbitmq, beside core's. */
+/**
+ * Error codes raised by @once/rabbitmq, beside core's (`INVALID_OPTION`, `CLOSED` for a consumer
+ * or publisher that is not running, `ATTEMPTS_EXHAUSTED` for a message that keeps killing the
+ * process).
+ */
 export const RabbitErrorCode = {
   /** The broker could not be reached or refused the login. Retryable. */
   Connect: 'AMQP_CONNECT',
@@ -14,8 +18,18 @@ export const RabbitErrorCode = {
   Nacked: 'AMQP_NACKED',
   /** The channel closed before the broker confirmed a publish: it may or may not have landed. Retryable. */
   ChannelClosed: 'AMQP_CHANNEL_CLOSED',
-  /** The consumer or publisher is not started, or stopping. */
-  NotRunning: 'AMQP_NOT_RUNNING',
+  /**
+   * The message id is longer than an AMQP `message-id` can hold (a shortstr: 255 bytes of
+   * UTF-8), though once ids may have up to 512 characters. Not retryable: the relay parks the row.
+   */
+  IdTooLong: 'AMQP_ID_TOO_LONG',
+  /** The routing key is longer than AMQP allows (a shortstr: 255 bytes of UTF-8). Not retryable. */
+  KeyTooLong: 'AMQP_KEY_TOO_LONG',
+  /**
+   * No confirm came within `confirmTimeoutMs` (or the caller's signal was aborted): the channel
+   * is closed, so a late confirm counts for nothing. The message may have landed. Retryable.
+   */
+  ConfirmTimeout: 'AMQP_CONFIRM_TIMEOUT',
 } as const;
 export type RabbitErrorCode = (typeof RabbitErrorCode)[keyof typeof RabbitErrorCode];
 

@@ -2,8 +2,6 @@
 export const Header = {
   /** 1-based attempt counter, raised each time a message goes through a retry tier. */
   attempt: 'x-once-attempt',
-  /** How many times the message was redelivered unsettled (the consumer died or lost its channel). */
-  redeliveries: 'x-once-redeliveries',
 } as const;
 
 /**

@@ -1,22 +1,36 @@
+/**
+ * `@once/rabbitmq`: an effectively-once RabbitMQ consumer (amqplib) and an outbox publisher with
+ * publisher confirms.
+ *
+ * ```ts
+ * const consumer = createRabbitConsumer({ url: 'amqp://localhost', queue: 'emails', pool,
+ *   handler: jsonHandler(async (email: Email, _e, { tx }) => { await tx.query(...) }) });
+ * await consumer.start();
+ * ```
+ */
+export { jsonHandler } from '@once/core/adapter';
 export { type AckKind, type AckTarget, AckWatermark } from './ack-watermark.js';
 export { ConfirmedPublisher } from './confirmed-publish.js';
 export {
-  type ConsumerHealth,
-  type ConsumerState,
   createRabbitConsumer,
   RabbitConsumer,
+  type RabbitConsumerHealth,
+  type RabbitConsumerState,
 } from './consumer.js';
 export { envelopeOf } from './envelope-of.js';
 export { RabbitErrorCode } from './errors.js';
-export type { RabbitEventListener, RabbitEventMap, RabbitEventName } from './events.js';
+export type {
+  RabbitConsumerEventListener,
+  RabbitConsumerEventMap,
+  RabbitConsumerEventName,
+} from './events.js';
 export { Header } from './headers.js';
-export { jsonHandler } from './json-handler.js';
 export {
-  DEFAULT_RABBIT_OPTIONS,
+  DEFAULT_RABBIT_CONSUMER_OPTIONS,
   type QueueType,
   type RabbitConsumerOptions,
-  type ResolvedRabbitOptions,
-  resolveRabbitOptions,
+  type ResolvedRabbitConsumerOptions,
+  resolveRabbitConsumerOptions,
 } from './options.js';
 export {
   createRabbitPublisher,

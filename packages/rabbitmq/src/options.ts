@@ -1,13 +1,14 @@
+import type { InboxOptions } from '@once/core';
 import {
-  checkNumber,
-  type Envelope,
-  ErrorCode,
-  type IdOf,
-  type InboxOptions,
-  type Logger,
-  OnceError,
-  silentLogger,
-} from '@once/core';
+  checkBoolean,
+  checkDurationMs,
+  checkFunction,
+  checkInteger,
+  checkName,
+  checkOneOf,
+  invalidOption,
+  splitOptions,
+} from '@once/core/adapter';
 import type { Options } from 'amqplib';
 import type { SocketOptionsLike as SocketOptions } from './socket-options.js';
 
@@ -15,7 +16,9 @@ import type { SocketOptionsLike as SocketOptions } from './socket-options.js';
 export type QueueType = 'quorum' | 'classic';
 
 /** Options of {@link createRabbitConsumer}: the inbox's options plus the AMQP side. */
-export interface RabbitConsumerOptions<R = unknown> extends InboxOptions<R> {
+export interface RabbitConsumerOptions<R = unknown> extends Omit<InboxOptions<R>, 'consumer'> {
+  /** The name effects are recorded under in the inbox. @default queue */
+  consumer?: string | undefined;
   /** AMQP URL (`amqp://user:pass@host:5672/vhost`) or amqplib connect options. */
   url: string | Options.Connect;
   /** amqplib socket options (TLS, timeouts). `clientProperties.connection_name` defaults to `once:<consumer>`. */
@@ -44,13 +47,7 @@ export interface RabbitConsumerOptions<R = unknown> extends InboxOptions<R> {
   deadLetterExchange?: string;
   /** Queue bound to the dead-letter exchange; `false` declares none (bind your own). @default `<queue>.dead` */
   deadLetterQueue?: string | false;
-  /**
-   * Redeliveries of an unsettled message (its consumer died or lost its channel) before it is
-   * dead-lettered without running: the guard against a message that kills the process every time.
-   * @default 5
-   */
-  maxRedeliveries?: number;
-  /** Header read for the message id when `properties.messageId` is absent. @default 'message-id' */
+  /** Header read for the message id when `properties.messageId` is absent; `idOf` overrides both. @default 'message-id' */
   idHeader?: string;
   /** Reconnect delay after the n-th failed attempt (1-based), in ms. @default min(100 · 2^(n-1), 10000) with ±20 % jitter */
   reconnectDelayMs?: (attempt: number) => number;
@@ -58,8 +55,8 @@ export interface RabbitConsumerOptions<R = unknown> extends InboxOptions<R> {
   stopTimeoutMs?: number;
 }
 
-/** Options after defaults, frozen. */
-export interface ResolvedRabbitOptions {
+/** The AMQP options after defaults, frozen. Inbox options are resolved by core. */
+export interface ResolvedRabbitConsumerOptions {
   readonly url: string | Options.Connect;
   readonly socketOptions: SocketOptions;
   readonly queue: string;
@@ -72,21 +69,21 @@ export interface ResolvedRabbitOptions {
   readonly retryTiersMs: readonly number[];
   readonly deadLetterExchange: string;
   readonly deadLetterQueue: string | false;
-  readonly maxRedeliveries: number;
   readonly idHeader: string;
   readonly reconnectDelayMs: (attempt: number) => number;
   readonly stopTimeoutMs: number;
-  readonly logger: Logger;
+  /** The inbox consumer name: the `consumer` option, else the queue. */
+  readonly consumer: string;
 }
 
-export const DEFAULT_RABBIT_OPTIONS = Object.freeze({
+/** Defaults of the AMQP options. */
+export const DEFAULT_RABBIT_CONSUMER_OPTIONS = Object.freeze({
   assertQueue: true,
   queueType: 'quorum' as QueueType,
   prefetch: 20,
   concurrency: 1,
   batch: false,
   retryTiersMs: Object.freeze([1_000, 10_000, 60_000]),
-  maxRedeliveries: 5,
   idHeader: 'message-id',
   reconnectDelayMs: (attempt: number) => {
     const base = Math.min(100 * 2 ** Math.max(0, attempt - 1), 10_000);
@@ -108,94 +105,66 @@ const RABBIT_KEYS = [
   'retryTiersMs',
   'deadLetterExchange',
   'deadLetterQueue',
-  'maxRedeliveries',
   'idHeader',
   'reconnectDelayMs',
   'stopTimeoutMs',
-] as const;
+] as const satisfies readonly (keyof RabbitConsumerOptions)[];
 
-function invalid(field: string, message: string): OnceError {
-  return new OnceError(ErrorCode.InvalidOption, `options.${field} ${message}`);
-}
-
-function checkName(field: string, value: unknown, allowEmpty = false): string {
-  if (typeof value !== 'string' || (!allowEmpty && value.length === 0) || value.length > 255) {
-    throw invalid(
-      field,
-      `must be a ${allowEmpty ? '' : 'non-empty '}string of at most 255 characters, got ${JSON.stringify(value)}`,
-    );
-  }
-  return value;
-}
-
-/** Splits the consumer's options into the inbox's and the AMQP side's, validating the latter. */
-export function resolveRabbitOptions<R>(options: RabbitConsumerOptions<R>): {
-  rabbit: ResolvedRabbitOptions;
-  inbox: InboxOptions<R>;
+/**
+ * Splits the options into the inbox's and the AMQP side's (refusing unknown keys and missing
+ * required ones), applies the AMQP defaults and validates them, naming the first bad field.
+ */
+export function resolveRabbitConsumerOptions<R>(options: RabbitConsumerOptions<R>): {
+  rabbit: ResolvedRabbitConsumerOptions;
+  inbox: Omit<RabbitConsumerOptions<R>, (typeof RABBIT_KEYS)[number]>;
 } {
-  if (typeof options !== 'object' || options === null) throw invalid('', 'must be an object');
-  const inbox: Record<string, unknown> = { ...options };
-  for (const k of RABBIT_KEYS) delete inbox[k];
-  const o = { ...DEFAULT_RABBIT_OPTIONS, ...stripUndefined(options) };
+  const { inbox, adapter } = splitOptions(options, {
+    factory: 'createRabbitConsumer',
+    adapterKeys: RABBIT_KEYS,
+    required: ['url', 'queue'],
+  });
+  const defined = Object.fromEntries(Object.entries(adapter).filter(([, v]) => v !== undefined));
+  const o = { ...DEFAULT_RABBIT_CONSUMER_OPTIONS, ...defined } as typeof DEFAULT_RABBIT_CONSUMER_OPTIONS &
+    typeof adapter;
   const url = o.url as unknown;
   if (!(typeof url === 'string' && /^amqps?:\/\//.test(url)) && !(typeof url === 'object' && url !== null)) {
-    throw invalid(
+    throw invalidOption(
       'url',
       `must be an amqp:// or amqps:// URL or amqplib connect options, got ${JSON.stringify(url)}`,
     );
   }
   const queue = checkName('queue', o.queue);
-  if (typeof o.assertQueue !== 'boolean') throw invalid('assertQueue', 'must be a boolean');
-  if (typeof o.batch !== 'boolean') throw invalid('batch', 'must be a boolean');
-  if (o.queueType !== 'quorum' && o.queueType !== 'classic') {
-    throw invalid('queueType', `must be 'quorum' or 'classic', got ${JSON.stringify(o.queueType)}`);
-  }
-  const prefetch = checkNumber('prefetch', o.prefetch, 1);
-  if (prefetch > 65_535) throw invalid('prefetch', `must be at most 65535, got ${prefetch}`);
-  const batchSize = checkNumber('batchSize', o.batchSize ?? prefetch, 1);
+  const prefetch = checkInteger('prefetch', o.prefetch, 1, 65_535);
   const tiers = o.retryTiersMs as unknown;
   if (!Array.isArray(tiers) || tiers.length === 0)
-    throw invalid('retryTiersMs', 'must be a non-empty array of delays in ms');
-  for (const [i, t] of tiers.entries()) checkNumber(`retryTiersMs[${i}]`, t, 1);
-  if (typeof o.reconnectDelayMs !== 'function') throw invalid('reconnectDelayMs', 'must be a function');
+    throw invalidOption('retryTiersMs', 'must be a non-empty array of delays in ms');
+  for (const [i, t] of tiers.entries()) checkDurationMs(`retryTiersMs[${i}]`, t, 1);
   const deadLetterQueue =
     o.deadLetterQueue === false ? false : checkName('deadLetterQueue', o.deadLetterQueue ?? `${queue}.dead`);
-  const logger = (options.logger ?? silentLogger) as Logger;
+  const consumer = options.consumer === undefined ? queue : checkName('consumer', options.consumer);
   const socketOptions = (o.socketOptions ?? {}) as SocketOptions;
-  const consumerName = typeof options.consumer === 'string' ? options.consumer : '?';
   return {
-    inbox: inbox as unknown as InboxOptions<R>,
+    inbox,
     rabbit: Object.freeze({
       url: url as string | Options.Connect,
       socketOptions: {
         ...socketOptions,
-        clientProperties: { connection_name: `once:${consumerName}`, ...socketOptions.clientProperties },
+        clientProperties: { connection_name: `once:${consumer}`, ...socketOptions.clientProperties },
       },
       queue,
-      assertQueue: o.assertQueue,
-      queueType: o.queueType,
+      assertQueue: checkBoolean('assertQueue', o.assertQueue),
+      queueType: checkOneOf('queueType', o.queueType, ['quorum', 'classic']),
       prefetch,
-      concurrency: checkNumber('concurrency', o.concurrency, 1),
-      batch: o.batch,
-      batchSize,
+      concurrency: checkInteger('concurrency', o.concurrency),
+      batch: checkBoolean('batch', o.batch),
+      batchSize: checkInteger('batchSize', o.batchSize ?? prefetch),
       retryTiersMs: Object.freeze([...new Set(tiers as number[])].sort((a, b) => a - b)),
       deadLetterExchange: checkName('deadLetterExchange', o.deadLetterExchange ?? `${queue}.dlx`),
       deadLetterQueue,
-      maxRedeliveries: checkNumber('maxRedeliveries', o.maxRedeliveries, 1),
       idHeader: checkName('idHeader', o.idHeader),
-      reconnectDelayMs: o.reconnectDelayMs,
-      stopTimeoutMs: checkNumber('stopTimeoutMs', o.stopTimeoutMs, 0),
-      logger,
+      reconnectDelayMs: checkFunction<(attempt: number) => number>('reconnectDelayMs', o.reconnectDelayMs),
+      stopTimeoutMs: checkDurationMs('stopTimeoutMs', o.stopTimeoutMs),
+      consumer,
     }),
   };
-}
-
-/** The id rule of the issue: `properties.messageId` (in `envelope.id`), else the user's `idOf`. */
-export function idOfWithFallback(idOf: IdOf | undefined): IdOf | undefined {
-  if (!idOf) return undefined;
-  return (e: Envelope) => e.id ?? idOf(e);
-}
-
-function stripUndefined<T extends object>(o: T): Partial<T> {
-  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }

@@ -13,25 +13,6 @@ import { ConfirmedPublisher } from './confirmed-publish.js';
 import { RabbitErrorCode } from './errors.js';
 import type { SocketOptionsLike as SocketOptions } from './socket-options.js';
 
-/**
- * Error codes of the publisher beside {@link RabbitErrorCode} (kept here until that list is
- * reorganised).
- */
-export const RabbitPublishErrorCode = {
-  /**
-   * The message id is longer than an AMQP `message-id` can hold (a shortstr: 255 bytes of
-   * UTF-8), though once ids may have up to 512 characters. Not retryable: the relay parks the row.
-   */
-  IdTooLong: 'AMQP_ID_TOO_LONG',
-  /** The routing key is longer than AMQP allows (a shortstr: 255 bytes of UTF-8). Not retryable. */
-  KeyTooLong: 'AMQP_KEY_TOO_LONG',
-  /**
-   * No confirm came within `confirmTimeoutMs` (or the caller's signal was aborted): the channel
-   * is closed, so a late confirm counts for nothing. The message may have landed. Retryable.
-   */
-  ConfirmTimeout: 'AMQP_CONFIRM_TIMEOUT',
-} as const;
-
 /** Bytes an AMQP shortstr holds: `messageId`, routing key. */
 const SHORTSTR_BYTES = 255;
 
@@ -39,8 +20,8 @@ const SHORTSTR_BYTES = 255;
 const PERMANENT = new Set<string>([
   ErrorCode.InvalidOption,
   ErrorCode.InvalidId,
-  RabbitPublishErrorCode.IdTooLong,
-  RabbitPublishErrorCode.KeyTooLong,
+  RabbitErrorCode.IdTooLong,
+  RabbitErrorCode.KeyTooLong,
 ]);
 
 /** A message to publish, as the outbox relay hands it over. */
@@ -214,7 +195,7 @@ export class RabbitPublisher {
     const idBytes = Buffer.byteLength(message.id, 'utf8');
     if (idBytes > SHORTSTR_BYTES) {
       throw new OnceError(
-        RabbitPublishErrorCode.IdTooLong,
+        RabbitErrorCode.IdTooLong,
         `message id of ${idBytes} bytes does not fit an AMQP message-id (at most ${SHORTSTR_BYTES} bytes of UTF-8): ` +
           'publish it to a broker that carries it (Kafka, SQS) or give it a shorter id',
       );
@@ -223,7 +204,7 @@ export class RabbitPublisher {
     const keyBytes = Buffer.byteLength(routingKey, 'utf8');
     if (keyBytes > SHORTSTR_BYTES) {
       throw new OnceError(
-        RabbitPublishErrorCode.KeyTooLong,
+        RabbitErrorCode.KeyTooLong,
         `routing key of ${keyBytes} bytes for message ${message.id} exceeds AMQP's ${SHORTSTR_BYTES} bytes`,
       );
     }
@@ -261,7 +242,7 @@ export class RabbitPublisher {
       controller.abort(
         outer?.reason ??
           new OnceError(
-            RabbitPublishErrorCode.ConfirmTimeout,
+            RabbitErrorCode.ConfirmTimeout,
             'the publish was aborted before the broker confirmed it',
             {
               retryable: true,
@@ -274,7 +255,7 @@ export class RabbitPublisher {
       () =>
         controller.abort(
           new OnceError(
-            RabbitPublishErrorCode.ConfirmTimeout,
+            RabbitErrorCode.ConfirmTimeout,
             `no confirm from the broker within confirmTimeoutMs (${this.#confirmTimeoutMs} ms); the channel was closed`,
             { retryable: true },
           ),
@@ -324,7 +305,7 @@ export class RabbitPublisher {
 
   #ensure() {
     if (this.#stopped) {
-      return Promise.reject(new OnceError(RabbitErrorCode.NotRunning, 'the publisher is stopped'));
+      return Promise.reject(new OnceError(ErrorCode.Closed, 'the publisher is stopped'));
     }
     if (!this.#link) {
       const link = this.#open(() => {

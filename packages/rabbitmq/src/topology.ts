@@ -1,22 +1,19 @@
 import type { Channel } from 'amqplib';
-import type { ResolvedRabbitOptions } from './options.js';
+import type { ResolvedRabbitConsumerOptions } from './options.js';
 
 /** The names of every queue and exchange a consumer owns. */
 export interface Topology {
   queue: string;
-  /** Holds redelivered messages so they run one at a time (prefetch 1), away from their neighbours. */
-  quarantine: string;
   /** One retry queue per delay tier, keyed by the delay in ms. */
   retry: ReadonlyMap<number, string>;
   deadLetterExchange: string;
   deadLetterQueue: string | false;
 }
 
-/** Derives the names: `<queue>.quarantine`, `<queue>.retry.<ms>ms`, the dead-letter exchange and queue. */
-export function topologyOf(o: ResolvedRabbitOptions): Topology {
+/** Derives the names: `<queue>.retry.<ms>ms`, the dead-letter exchange and queue. */
+export function topologyOf(o: ResolvedRabbitConsumerOptions): Topology {
   return {
     queue: o.queue,
-    quarantine: `${o.queue}.quarantine`,
     retry: new Map(o.retryTiersMs.map((ms) => [ms, `${o.queue}.retry.${ms}ms`])),
     deadLetterExchange: o.deadLetterExchange,
     deadLetterQueue: o.deadLetterQueue,
@@ -35,11 +32,14 @@ export function tierFor(delayMs: number, tiers: readonly number[]): number {
  * only expires at the head of a queue, so a 1 s retry would wait behind a 60 s one.
  * A failure (404 missing queue, 406 different arguments) closes the channel; the caller maps it.
  */
-export async function declareTopology(ch: Channel, o: ResolvedRabbitOptions, t: Topology): Promise<void> {
+export async function declareTopology(
+  ch: Channel,
+  o: ResolvedRabbitConsumerOptions,
+  t: Topology,
+): Promise<void> {
   const type = { 'x-queue-type': o.queueType };
   if (o.assertQueue) await ch.assertQueue(t.queue, { durable: true, arguments: type });
   else await ch.checkQueue(t.queue);
-  await ch.assertQueue(t.quarantine, { durable: true, arguments: type });
   for (const [ms, name] of t.retry) {
     await ch.assertQueue(name, {
       durable: true,

@@ -391,7 +391,6 @@ async function runExitCase(t: BrokerUnderTest, broker: BrokerName): Promise<void
         settings: {
           ...harness.childConfig(dest, consumer),
           maxAttempts,
-          ...(broker === 'rabbitmq' ? { maxRedeliveries: maxAttempts } : {}),
         },
         consumer,
         schema: db.schema,

@@ -27,7 +27,7 @@ export const KAFKA_CONSUMER_SETTINGS = Object.freeze({
   fromBeginning: true,
   sessionTimeoutMs: 6_000,
   heartbeatIntervalMs: 500,
-  maxBatchSize: 10,
+  batchSize: 10,
 });
 
 const groupOf = (dest: Destination, consumer: string) => `${dest.name}-${consumer}`;
@@ -143,9 +143,7 @@ export function kafkaHarness(db: ConformanceDb): BrokerHarness {
         handler: spec.handler,
         ...KAFKA_CONSUMER_SETTINGS,
         ...inboxOptionsOf(spec.options),
-        ...(spec.options?.batch === undefined
-          ? {}
-          : { processing: spec.options.batch ? ('batch' as const) : ('message' as const) }),
+        ...(spec.options?.batch === undefined ? {} : { batch: spec.options.batch }),
       });
       running.add(consumer);
       spec.listen?.(consumer.inbox);

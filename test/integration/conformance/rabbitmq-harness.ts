@@ -151,11 +151,11 @@ export function rabbitmqHarness(db: ConformanceDb): BrokerHarness {
       // Ready counts leave out what consumers hold unacked: ask running consumers for that.
       for (const [c, queue] of running) {
         const h = c.health();
-        if (queue === dest.name && (h.unsettled.work > 0 || h.unsettled.quarantine > 0 || h.active > 0)) {
+        if (queue === dest.name && (h.unsettled > 0 || h.active > 0)) {
           return false;
         }
       }
-      return (await ready(dest.name)) === 0 && (await ready(`${dest.name}.quarantine`)) === 0;
+      return (await ready(dest.name)) === 0;
     },
 
     async deadLetters(dest, count, timeoutMs = 30_000): Promise<DeadLetterCopy[]> {
@@ -176,7 +176,6 @@ export function rabbitmqHarness(db: ConformanceDb): BrokerHarness {
       for (const q of queues) {
         for (const name of [
           q,
-          `${q}.quarantine`,
           `${q}.dead`,
           ...[1000, 10000, 60000, ...(tiers.get(q) ?? [])].map((t) => `${q}.retry.${t}ms`),
         ]) {

@@ -1,10 +1,16 @@
 /**
- * `@once/core/adapter`: what broker adapters need from core and users do not. Adapters import
- * from here; the subpath grows into the adapter kit (see docs). 0.x: it may change between minors.
+ * `@once/core/adapter`: the adapter kit. What broker adapters need from core and users do not:
+ * the consumer contract (`Consumer`, its state, health and base events), the lifecycle with its
+ * stop deadline and its hold while the database is unusable, option splitting and validators,
+ * the killer budget (`StartCounter`), the concurrency primitives (limiter, keyed serializer, the
+ * process-wide isolation gate), `jsonHandler`, settle plans and the dead-letter record. It names
+ * no broker. See docs/adapters.md. Stability: 0.x, like every package here; a minor version may
+ * change it, and each change is listed in CHANGELOG.md.
  */
 
 export { type FenceRecord, readFence } from '../fence.js';
 export { fromJsonb, isJsonbSafeString, toJsonb } from '../sql/jsonb.js';
+export type { Consumer, ConsumerEventMap, ConsumerHealth, ConsumerState } from './consumer.js';
 export {
   DEAD_LETTER_RECORD,
   type DeadLetterOutcome,
@@ -12,6 +18,22 @@ export {
   deadLetterRecordOf,
   decodeDeadLetterRecord,
   encodeDeadLetterRecord,
+  isRecordedFailed,
 } from './dead-letter-record.js';
 export { Gate, processGate } from './isolation-gate.js';
+export { jsonHandler } from './json-handler.js';
+export { KeyedSerializer } from './keyed-serializer.js';
+export { ConsumerLifecycle, type LifecycleHooks, type LifecycleSpec } from './lifecycle.js';
+export { Limiter } from './limiter.js';
 export { type SettlePlan, settlePlanOf } from './settle-plan.js';
+export { type SplitSpec, splitOptions } from './split-options.js';
+export { StartCounter, type StartCounterSpec } from './start-counter.js';
+export {
+  checkBoolean,
+  checkDurationMs,
+  checkFunction,
+  checkInteger,
+  checkName,
+  checkOneOf,
+  invalidOption,
+} from './validators.js';

@@ -3,12 +3,7 @@ import { DEAD_LETTER_RECORD, type DeadLetterRecord, decodeDeadLetterRecord } fro
 import type { Admin, Kafka, KafkaMessage } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uniqueName } from '../../../../test/support/index.js';
-import {
-  createKafkaConsumer,
-  type KafkaConsumer,
-  type KafkaConsumerOptions,
-  type ProcessingMode,
-} from '../../src/index.js';
+import { createKafkaConsumer, type KafkaConsumer, type KafkaConsumerOptions } from '../../src/index.js';
 import { freshDb, type TestDb } from './fixtures/db.js';
 import {
   createTopics,
@@ -67,7 +62,7 @@ const byOffset = (a: KafkaMessage, b: KafkaMessage) =>
   Number(recordOf(a).origin.offset) - Number(recordOf(b).origin.offset);
 
 // Batch mode retries by pausing the partition and seeking back; message mode waits in place.
-describe.each<[ProcessingMode, number]>([
+describe.each<['batch' | 'message', number]>([
   ['batch', 0],
   ['message', 1_000],
 ])('poison and transient failures, %s mode, inlineRetryMaxMs %i', (mode, inlineRetryMaxMs) => {
@@ -84,9 +79,9 @@ describe.each<[ProcessingMode, number]>([
     const failures = new Map<number, number>();
     const consumer = consumerOf({
       topics: [topic],
-      processing: mode,
+      batch: mode === 'batch',
       inlineRetryMaxMs,
-      maxBatchSize: 8,
+      batchSize: 8,
       handler: async (envelope, { tx, id }) => {
         const { i } = JSON.parse(envelope.body.toString()) as { i: number };
         await ledger.record(tx, { messageId: id, key: 'k', payload: String(envelope.attempt) });
@@ -143,7 +138,7 @@ describe.each<[ProcessingMode, number]>([
     // Another group under the same consumer name: processed ids are duplicates, failed ones go again.
     const again = consumerOf({
       topics: [topic],
-      processing: mode,
+      batch: mode === 'batch',
       consumer: consumer.options.consumer,
       handler: () => {},
     });
@@ -265,20 +260,30 @@ describe('bad input', () => {
       /^INVALID_OPTION: options\.sessionTimeoutMs must be at least/,
     );
     expect(invalid({ maxBatchMs: Number.POSITIVE_INFINITY })).toMatch(
-      /^INVALID_OPTION: options\.maxBatchMs must be a finite/,
+      /^INVALID_OPTION: options\.maxBatchMs must be a whole number of milliseconds/,
     );
     expect(invalid({ retentionMs: 'a week' })).toMatch(/^INVALID_OPTION: options\.retentionMs/);
     expect(invalid({ topics: [] })).toMatch(/^INVALID_OPTION: options\.topics/);
 
     const unknown = createKafkaConsumer({ ...base, topics: [uniqueName('no-such-topic')] });
-    await expect(unknown.start()).rejects.toMatchObject({ code: 'UNKNOWN_TOPIC' });
-    expect(unknown.health().status).toBe('failed');
+    await expect(unknown.start()).rejects.toMatchObject({ code: 'KAFKA_UNKNOWN_TOPIC' });
+    expect(unknown.health().state).toBe('failed');
     await unknown.stop();
 
     const topic = uniqueName('exists');
     await createTopics(admin, { [topic]: 1 });
+    // A missing schema does not fail start(): the consumer waits for migrate(), unhealthy.
     const noSchema = createKafkaConsumer({ ...base, topics: [topic], schema: 'once_not_installed_here' });
-    await expect(noSchema.start()).rejects.toMatchObject({ code: 'SCHEMA_NOT_INSTALLED' });
+    await noSchema.start();
+    expect(noSchema.health()).toMatchObject({ healthy: false, available: false });
+    expect(noSchema.health().lastError?.code).toBe('SCHEMA_NOT_INSTALLED');
+    await noSchema.stop();
+    expect(invalid({ maxBatchSize: 10 })).toBe(
+      "INVALID_OPTION: options.maxBatchSize is not an option of createKafkaConsumer; did you mean 'batchSize'?",
+    );
+    expect(invalid({ handler: undefined })).toBe(
+      'INVALID_OPTION: options.handler is required by createKafkaConsumer',
+    );
 
     const { Kafka: KafkaClass, logLevel } = await import('kafkajs');
     const nowhere = new KafkaClass({

@@ -1,7 +1,7 @@
 import type { Admin, Kafka, Message } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uniqueName } from '../../../../test/support/index.js';
-import { createKafkaConsumer, type KafkaConsumer, type ProcessingMode } from '../../src/index.js';
+import { createKafkaConsumer, type KafkaConsumer } from '../../src/index.js';
 import { freshDb, type TestDb } from './fixtures/db.js';
 import { createTopics, kafkaClient, message, produce, SCALE, waitForCommitted } from './fixtures/kafka.js';
 import { startNaiveConsumer } from './fixtures/naive-consumer.js';
@@ -38,7 +38,7 @@ function withDuplicates(prefix: string, n: number): { messages: Message[]; ids: 
   return { messages, ids };
 }
 
-describe.each<[ProcessingMode, number]>([
+describe.each<['batch' | 'message', number]>([
   ['batch', Math.round(5_000 * SCALE)],
   ['message', Math.round(1_000 * SCALE)],
 ])('producer duplicates, %s mode', (mode, n) => {
@@ -59,7 +59,7 @@ describe.each<[ProcessingMode, number]>([
       topics: [topic],
       pool: db.pool,
       schema: db.schema,
-      processing: mode,
+      batch: mode === 'batch',
       fromBeginning: true,
       sessionTimeoutMs: 8_000,
       heartbeatIntervalMs: 1_000,

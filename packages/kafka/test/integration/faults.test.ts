@@ -81,7 +81,7 @@ function onceConsumer(k: Kafka, topic: string, ledger: Ledger, pool = db.pool): 
     schema: db.schema,
     fromBeginning: true,
     deadLetterTopic: false,
-    maxBatchSize: 50,
+    batchSize: 50,
     sessionTimeoutMs: 6_000,
     heartbeatIntervalMs: 500,
     retryDelayMs: () => 100,

@@ -1,7 +1,10 @@
 import type { Admin, Kafka } from 'kafkajs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { type Ledger, uniqueName } from '../../../../test/support/index.js';
-import { createKafkaConsumer, KAFKA_FENCE_MISMATCH, type KafkaConsumer } from '../../src/index.js';
+import { createKafkaConsumer, type KafkaConsumer, KafkaErrorCode } from '../../src/index.js';
+
+const KAFKA_FENCE_MISMATCH = KafkaErrorCode.FenceMismatch;
+
 import { freshDb, type TestDb } from './fixtures/db.js';
 import { createTopics, kafkaClient, message, produce, waitFor, waitForCommitted } from './fixtures/kafka.js';
 

@@ -1,7 +1,7 @@
 import type { Admin, Kafka } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uniqueName } from '../../../../test/support/index.js';
-import { createKafkaConsumer, type KafkaConsumer, type ProcessingMode } from '../../src/index.js';
+import { createKafkaConsumer, type KafkaConsumer } from '../../src/index.js';
 import { freshDb, type TestDb } from './fixtures/db.js';
 import { createTopics, kafkaClient, message, produce, SCALE, waitForCommitted } from './fixtures/kafka.js';
 import { startNaiveConsumer } from './fixtures/naive-consumer.js';
@@ -24,7 +24,7 @@ afterAll(async () => {
 });
 
 // Batch mode only: fenced envelopes run one per transaction in either mode (core's path is the same).
-describe.each<ProcessingMode>(['batch'])('offset fencing, %s mode', (mode) => {
+describe.each<'batch' | 'message'>(['batch'])('offset fencing, %s mode', (mode) => {
   const n = Math.round(600 * SCALE);
   it(`${n} messages, then the group re-reads from the beginning: one effect each, no inbox rows`, async () => {
     const topic = uniqueName(`fence-${mode}`);
@@ -47,7 +47,7 @@ describe.each<ProcessingMode>(['batch'])('offset fencing, %s mode', (mode) => {
         topics: [topic],
         pool: db.pool,
         schema: db.schema,
-        processing: mode,
+        batch: mode === 'batch',
         offsetFencing: true,
         fromBeginning: true,
         sessionTimeoutMs: 8_000,

@@ -104,12 +104,12 @@ it('a poison message that exits the process among 9 good ones: 9 effects, 1 dead
   expect(dead.map((m) => header(m, 'message-id'))).toEqual([poison]);
   expect(decodeDeadLetterRecord(header(dead[0]!, DEAD_LETTER_RECORD))).toMatchObject({
     reason: 'max-attempts',
-    error: { code: 'CONSUMER_KILLED' },
+    error: { code: 'ATTEMPTS_EXHAUSTED' },
   });
   // The first run died in the batch; then the range was replayed alone, and the culprit died MAX_ATTEMPTS times.
   expect(child.runs).toBe(2 + MAX_ATTEMPTS);
   const killed = child.lines.filter((l) => (l.json as { event?: string })?.event === 'killed-consumer');
-  expect(killed.map((l) => (l.json as { offset: string }).offset)).toEqual(['4']);
+  expect(killed.map((l) => (l.json as { source: { offset: string } }).source.offset)).toEqual(['4']);
   await child.kill('SIGTERM');
 });
 
@@ -158,10 +158,10 @@ it('the poison dies beside an innocent message of another partition: only the po
   expect(dead.map((m) => header(m, 'message-id'))).toEqual([poison]);
   expect(decodeDeadLetterRecord(header(dead[0]!, DEAD_LETTER_RECORD))).toMatchObject({
     reason: 'max-attempts',
-    error: { code: 'CONSUMER_KILLED' },
+    error: { code: 'ATTEMPTS_EXHAUSTED' },
   });
   const killed = child.lines.filter((l) => (l.json as { event?: string })?.event === 'killed-consumer');
-  expect(killed.map((l) => (l.json as { partition: number; offset: string }).offset)).toEqual(['2']);
+  expect(killed.map((l) => (l.json as { source: { offset: string } }).source.offset)).toEqual(['2']);
   // Starts are counted in Postgres: the poison's rose with each death, the innocent's once at most.
   const starts = new Map(
     (

@@ -6,8 +6,8 @@ const ctx: EnvelopeContext = {
   topic: 'orders',
   partition: 2,
   groupId: 'g',
-  messageIdHeader: 'message-id',
-  idFromOffset: false,
+  idHeader: 'message-id',
+  idFrom: 'header' as const,
   hasIdOf: false,
   attempt: 1,
   redelivered: false,
@@ -68,7 +68,7 @@ describe('envelopeOf', () => {
   });
 
   it('uses topic/partition/offset only when asked', () => {
-    expect(envelopeOf(msg({}), { ...ctx, idFromOffset: true }).envelope.id).toBe('orders/2/41');
+    expect(envelopeOf(msg({}), { ...ctx, idFrom: 'offset' as const }).envelope.id).toBe('orders/2/41');
   });
 
   it('maps a null value (tombstone) to an empty body', () => {

@@ -2,7 +2,8 @@ import { fingerprint } from '@once/core';
 import type { FenceRecord } from '@once/core/adapter';
 import type { KafkaMessage } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
-import { type Identify, judgeFence, KAFKA_FENCE_MISMATCH } from '../../src/fence-check.js';
+import { KafkaErrorCode } from '../../src/errors.js';
+import { type Identify, judgeFence } from '../../src/fence-check.js';
 
 function messages(from: number, n: number, prefix = 'id'): KafkaMessage[] {
   return Array.from({ length: n }, (_, k) => ({
@@ -49,7 +50,7 @@ describe('judgeFence', () => {
     const v = judge(fenceAt(7, 'id-6', 'v6'), messages(0, 3), 3);
     expect(v.kind).toBe('mismatch');
     if (v.kind !== 'mismatch') return;
-    expect(v.error.code).toBe(KAFKA_FENCE_MISMATCH);
+    expect(v.error.code).toBe(KafkaErrorCode.FenceMismatch);
     expect(v.error.message).toMatch(
       /^topic t partition 2: the offset fence is at 7, the log's high watermark at 3; the fence is past the end of the log/,
     );

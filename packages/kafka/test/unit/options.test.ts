@@ -17,10 +17,13 @@ function bad(patch: Record<string, unknown>): OnceError {
 
 describe('resolveKafkaConsumerOptions', () => {
   it('applies defaults', () => {
-    const o = resolveKafkaConsumerOptions(base as KafkaConsumerOptions);
-    expect(o.processing).toBe('batch');
+    const o = resolveKafkaConsumerOptions(base as KafkaConsumerOptions).kafka;
+    expect(o.batch).toBe(true);
     expect(o.consumer).toBe('g');
-    expect(o.messageIdHeader).toBe('message-id');
+    expect(o.idFrom).toBe('header');
+    expect(o.idHeader).toBe('message-id');
+    expect(o.concurrency).toBe(3);
+    expect(o.stopTimeoutMs).toBe(30_000);
     expect(o.deadLetterTopicOf('orders')).toBe('orders.dlq');
     expect(Object.isFrozen(o)).toBe(true);
   });
@@ -30,8 +33,9 @@ describe('resolveKafkaConsumerOptions', () => {
     expect(bad({ groupId: '' }).message).toMatch(/^options\.groupId /);
     expect(bad({ topics: [] }).message).toMatch(/^options\.topics /);
     expect(bad({ topics: ['a', 3] }).message).toMatch(/^options\.topics\[1\] /);
-    expect(bad({ processing: 'stream' }).message).toMatch(/^options\.processing /);
-    expect(bad({ maxBatchSize: 0 }).message).toMatch(/^options\.maxBatchSize /);
+    expect(bad({ batch: 'stream' }).message).toMatch(/^options\.batch /);
+    expect(bad({ batchSize: 0 }).message).toMatch(/^options\.batchSize /);
+    expect(bad({ concurrency: 0 }).message).toMatch(/^options\.concurrency /);
     expect(bad({ maxBatchMs: Number.NaN }).message).toMatch(/^options\.maxBatchMs /);
     expect(bad({ sessionTimeoutMs: '6s' }).message).toMatch(/^options\.sessionTimeoutMs /);
     expect(bad({ sessionTimeoutMs: 6000, heartbeatIntervalMs: 6000 }).message).toMatch(
@@ -39,22 +43,37 @@ describe('resolveKafkaConsumerOptions', () => {
     );
     expect(bad({ rebalanceTimeoutMs: 10 }).message).toMatch(/^options\.rebalanceTimeoutMs /);
     expect(bad({ deadLetterTopic: 42 }).message).toMatch(/^options\.deadLetterTopic /);
-    expect(bad({ idFromOffset: 'yes' }).message).toMatch(/^options\.idFromOffset /);
-    expect(bad({ maxBatchSize: 1.5 }).code).toBe('INVALID_OPTION');
+    expect(bad({ idFrom: 'yes' }).message).toMatch(/^options\.idFrom /);
+    expect(bad({ batchSize: 1.5 }).code).toBe('INVALID_OPTION');
+  });
+
+  it('refuses unknown keys, naming the nearest, and missing required ones', () => {
+    const typo = bad({ maxBatchSize: 10 });
+    expect(typo.code).toBe('INVALID_OPTION');
+    expect(typo.message).toBe(
+      "options.maxBatchSize is not an option of createKafkaConsumer; did you mean 'batchSize'?",
+    );
+    expect(bad({ partitionConcurency: 2 }).message).toContain('options.partitionConcurency is not an option');
+    expect(bad({ maxAttemps: 2 }).message).toContain("did you mean 'maxAttempts'?");
+    expect(bad({ handler: undefined }).message).toBe('options.handler is required by createKafkaConsumer');
+    expect(bad({ groupId: undefined }).message).toBe('options.groupId is required by createKafkaConsumer');
   });
 
   it('resolves the dead-letter topic forms', () => {
     const off = resolveKafkaConsumerOptions({
       ...base,
       deadLetterTopic: false,
-    } as KafkaConsumerOptions);
+    } as KafkaConsumerOptions).kafka;
     expect(off.deadLetterTopicOf('t')).toBeUndefined();
     const fixed = resolveKafkaConsumerOptions({
       ...base,
       deadLetterTopic: 'dead',
-    } as KafkaConsumerOptions);
+    } as KafkaConsumerOptions).kafka;
     expect(fixed.deadLetterTopicOf('t')).toBe('dead');
-    const fn = resolveKafkaConsumerOptions({ ...base, deadLetterTopic: (t: string) => `${t}-x` } as never);
+    const fn = resolveKafkaConsumerOptions({
+      ...base,
+      deadLetterTopic: (t: string) => `${t}-x`,
+    } as never).kafka;
     expect(fn.deadLetterTopicOf('t')).toBe('t-x');
   });
 });

@@ -1,8 +1,14 @@
-import { type Envelope, type Outcome, silentLogger } from '@once/core';
-import { Gate } from '@once/core/adapter';
+import {
+  type AttemptsExhaustedError,
+  type Envelope,
+  type Outcome,
+  silentLogger,
+  TypedEmitter,
+} from '@once/core';
+import { Gate, StartCounter } from '@once/core/adapter';
 import type { EachBatchPayload, KafkaMessage } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
-import { KafkaConsumerEvents } from '../../src/events.js';
+import type { KafkaConsumerEventMap } from '../../src/events.js';
 import { type KafkaConsumerOptions, resolveKafkaConsumerOptions } from '../../src/options.js';
 import { newPartitionState } from '../../src/partition-state.js';
 import { decodeMarker, encodeMarker } from '../../src/replay-marker.js';
@@ -48,9 +54,38 @@ function harness(
       return { ...base, status, reason: 'permanent', error: { name: 'E', message: 'bad' } };
     return { ...base, status: status as 'processed', result: undefined };
   };
+  const doomed: string[] = [];
+  const starts = new Map(Object.entries(opts.starts ?? {}));
+  // The real killer budget, over a fake inbox's start count: core runs the guarded handler.
+  const counter = new StartCounter({
+    inbox: () =>
+      ({
+        options: { maxAttempts: 2, logger: silentLogger },
+        noteStart: async (e: Envelope) => {
+          const n = (starts.get(e.id!) ?? 0) + 1;
+          starts.set(e.id!, n);
+          log.push(`start ${e.source.offset} #${n}`);
+          return n;
+        },
+      }) as never,
+    waitMs: 1_000,
+  });
+  const guarded = counter.wrap(() => undefined);
   const inbox: InboxLike = {
     async process(e) {
       log.push(`process ${e.source.offset} attempt=${e.attempt} redelivered=${e.redelivered}`);
+      try {
+        await guarded(e, {} as never);
+      } catch (err) {
+        doomed.push(`${e.source.offset}:${(err as AttemptsExhaustedError).starts}`);
+        return {
+          status: 'failed',
+          id: e.id,
+          envelope: e,
+          reason: 'max-attempts',
+          error: { name: 'AttemptsExhaustedError', message: 'x', code: 'ATTEMPTS_EXHAUSTED' },
+        };
+      }
       await opts.during?.(e);
       return outcome(e);
     },
@@ -76,8 +111,6 @@ function harness(
     },
   };
   const state = newPartitionState();
-  const doomed: string[] = [];
-  const starts = new Map(Object.entries(opts.starts ?? {}));
   const deps: PartitionBatchDeps = {
     options: resolveKafkaConsumerOptions({
       kafka,
@@ -85,20 +118,20 @@ function harness(
       topics: ['t'],
       pool: {} as never,
       handler: () => {},
-      maxBatchSize: 3,
+      batchSize: 3,
       ...opts.options,
-    } as KafkaConsumerOptions),
+    } as KafkaConsumerOptions).kafka,
     inbox,
-    maxAttempts: 2,
     retryDelayMs: () => 11,
     hasIdOf: false,
     ...(opts.lease === undefined ? {} : { lease: opts.lease }),
     logger: silentLogger,
-    events: new KafkaConsumerEvents(silentLogger),
+    events: new TypedEmitter<KafkaConsumerEventMap>(silentLogger),
     state: () => state,
     generation: () => 1,
     owns: () => true,
     isStopping: () => false,
+    isFetching: () => true,
     committedMetadata: async () => opts.metadata ?? null,
     deadLetter: async (_t, _p, m) => {
       log.push(`dlq ${m.offset}`);
@@ -106,16 +139,8 @@ function harness(
     retryLater: (_t, _p, offset, delayMs) => {
       log.push(`retryLater ${offset} ${delayMs}`);
     },
-    doom: (e, starts) => {
-      doomed.push(`${e.source.offset}:${starts}`);
-    },
     gate: new Gate(),
-    noteStart: async (e) => {
-      const n = (starts.get(e.id!) ?? 0) + 1;
-      starts.set(e.id!, n);
-      log.push(`start ${e.source.offset} #${n}`);
-      return n;
-    },
+    counter: counter as never,
   };
   const payloadOf = (msgs: KafkaMessage[]): EachBatchPayload =>
     ({
@@ -208,12 +233,12 @@ describe('runPartitionBatch', () => {
     await h.run(messages(5, 3));
     expect(h.log).toEqual([
       'commit 5 {"end":"6"}',
-      'start 5 #1',
       'process 5 attempt=1 redelivered=true',
+      'start 5 #1',
       'resolve 5',
       'commit 6 {"end":"6"}',
-      'start 6 #1',
       'process 6 attempt=1 redelivered=true',
+      'start 6 #1',
       'resolve 6',
       'commit 7 {"end":"7"}',
       'process 7 attempt=1 redelivered=false',
@@ -225,8 +250,8 @@ describe('runPartitionBatch', () => {
   it('refuses to start a message that killed the consumer maxAttempts times', async () => {
     const h = harness({ metadata: encodeMarker({ end: '9' }), starts: { 'id-5': 2 } });
     await h.run(messages(5, 1));
-    expect(h.doomed).toEqual(['5:2']);
-    expect(h.log.slice(1, 3)).toEqual(['start 5 #3', 'process 5 attempt=3 redelivered=true']);
+    expect(h.doomed).toEqual(['5:3']);
+    expect(h.log.slice(1, 4)).toEqual(['process 5 attempt=1 redelivered=true', 'start 5 #3', 'dlq 5']);
   });
 
   it('a replayed message runs alone in the consumer: a fresh slice of another partition waits for it', async () => {
@@ -248,7 +273,7 @@ describe('runPartitionBatch', () => {
   });
 
   it('message mode: one transaction per message', async () => {
-    const h = harness({ options: { processing: 'message', crashReplay: false } });
+    const h = harness({ options: { batch: false, crashReplay: false } });
     await h.run(messages(0, 2));
     expect(h.log).toEqual([
       'process 0 attempt=1 redelivered=false',
@@ -259,7 +284,7 @@ describe('runPartitionBatch', () => {
   });
 
   describe('lease mode: one clock', () => {
-    const leaseOptions = { processing: 'message', crashReplay: false, heartbeatIntervalMs: 20_000 } as const;
+    const leaseOptions = { batch: false, crashReplay: false, heartbeatIntervalMs: 20_000 } as const;
 
     it("each extend() of core's lease clock is a heartbeat of the message's batch", async () => {
       const beats: string[] = [];

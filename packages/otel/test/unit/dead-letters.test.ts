@@ -34,24 +34,24 @@ function consumerWith<M extends object>(name: string, options: object) {
 describe('dead letters', () => {
   it('Kafka: message:dead-lettered, by topic, reason and whether a dead-letter topic took it', async () => {
     const { consumer, events } = consumerWith<{
-      'message:dead-lettered': { topic: string; reason: string; deadLetterTopic: string | undefined };
+      'message:dead-lettered': { source: { queue: string }; reason: string; deadLetter: string | undefined };
     }>('k', { topics: ['orders'] });
     const handle = instrument(consumer, { meterProvider: h.meterProvider, pool: false });
     events.emit('message:dead-lettered', {
-      topic: 'orders',
+      source: { queue: 'orders' },
       reason: 'max-attempts',
-      deadLetterTopic: 'orders.dlq',
+      deadLetter: 'orders.dlq',
     });
     events.emit('message:dead-lettered', {
-      topic: 'orders',
+      source: { queue: 'orders' },
       reason: 'invalid-id',
-      deadLetterTopic: undefined,
+      deadLetter: undefined,
     });
     handle.close();
     events.emit('message:dead-lettered', {
-      topic: 'orders',
+      source: { queue: 'orders' },
       reason: 'max-attempts',
-      deadLetterTopic: 'orders.dlq',
+      deadLetter: 'orders.dlq',
     });
     const m = await h.collect();
     const base = {
@@ -95,14 +95,13 @@ describe('dead letters', () => {
     });
   });
 
-  it('RabbitMQ: only settled deliveries planned as dead letters count, not acks, retries or quarantines', async () => {
+  it('RabbitMQ: only settled deliveries planned as dead letters count, not acks or retries', async () => {
     const { consumer, events } = consumerWith<{ settled: { status: string; plan: string } }>('r', {
       queue: 'emails',
     });
     const handle = instrument(consumer, { meterProvider: h.meterProvider, pool: false });
     events.emit('settled', { status: 'processed', plan: 'ack' });
     events.emit('settled', { status: 'retry', plan: 'retry' });
-    events.emit('settled', { status: 'quarantined', plan: 'quarantine' });
     events.emit('settled', { status: 'conflict', plan: 'dead-letter' });
     handle.close();
     const m = await h.collect();

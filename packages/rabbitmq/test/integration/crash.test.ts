@@ -113,7 +113,7 @@ it('a poison message that calls process.exit() among 9 good ones in the prefetch
     PREFETCH: '10',
     BATCH: '1',
     POISON_ID: poison,
-    MAX_REDELIVERIES: '2',
+    MAX_ATTEMPTS: '2',
   };
   const child = worker(env);
   let crashes = 0;
@@ -136,8 +136,11 @@ it('a poison message that calls process.exit() among 9 good ones in the prefetch
   const [dead] = await admin.drain(`${queue}.dead`);
   expect(dead!.properties.messageId).toBe(poison);
   expect(recordOf(dead!)).toMatchObject({
-    reason: 'permanent',
-    error: { message: expect.stringMatching(/redelivered 3 times without settling/) },
+    reason: 'max-attempts',
+    error: {
+      code: 'ATTEMPTS_EXHAUSTED',
+      message: expect.stringMatching(/^started 3 times \(maxAttempts 2\)/),
+    },
   });
   await child.kill();
 

@@ -28,26 +28,22 @@ const error = { name: 'Error', message: 'boom' };
 describe('envelopeOf', () => {
   it('takes properties.messageId first, then the id header', () => {
     expect(
-      envelopeOf(message({ messageId: 'm1', headers: { 'message-id': 'h1' } }), 'q', 'message-id', false).id,
+      envelopeOf(message({ messageId: 'm1', headers: { 'message-id': 'h1' } }), 'q', 'message-id').id,
     ).toBe('m1');
-    expect(envelopeOf(message({ headers: { 'message-id': 'h1' } }), 'q', 'message-id', false).id).toBe('h1');
-    expect(envelopeOf(message(), 'q', 'message-id', false).id).toBeUndefined();
+    expect(envelopeOf(message({ headers: { 'message-id': 'h1' } }), 'q', 'message-id').id).toBe('h1');
+    expect(envelopeOf(message(), 'q', 'message-id').id).toBeUndefined();
   });
 
-  it('reads attempts from our own header and redeliveries from the quarantine count', () => {
+  it("reads attempts from our own header and redelivered from the broker's flag", () => {
     const e = envelopeOf(
       message({ headers: { 'x-once-attempt': 3, 'x-delivery-count': 9 } }),
       'q',
       'message-id',
-      false,
     );
     expect(e.attempt).toBe(3);
     expect(e.redelivered).toBe(false);
-    expect(envelopeOf(message({ headers: { 'x-once-redeliveries': 1 } }), 'q', 'id', false).redelivered).toBe(
-      true,
-    );
-    expect(envelopeOf(message({ headers: { 'x-once-attempt': 'junk' } }), 'q', 'id', false).attempt).toBe(1);
-    expect(envelopeOf(message(), 'q', 'id', true)).toMatchObject({ redelivered: true, key: 'orders' });
+    expect(envelopeOf(message({ headers: { 'x-once-attempt': 'junk' } }), 'q', 'id').attempt).toBe(1);
+    expect(envelopeOf(message({}, true), 'q', 'id')).toMatchObject({ redelivered: true, key: 'orders' });
   });
 });
 

@@ -1,15 +1,15 @@
 import type { PgPoolLike } from '@once/core';
 import { describe, expect, it } from 'vitest';
 import { RabbitConsumer } from '../../src/consumer.js';
-import { resolveRabbitOptions } from '../../src/options.js';
+import { resolveRabbitConsumerOptions } from '../../src/options.js';
 import { RabbitPublisher } from '../../src/publisher.js';
 
 const pool = { connect: async () => ({}), query: async () => ({}) } as unknown as PgPoolLike;
 const base = { url: 'amqp://localhost', queue: 'q', pool, consumer: 'c', handler: () => {} };
 
-describe('resolveRabbitOptions', () => {
+describe('resolveRabbitConsumerOptions', () => {
   it('applies defaults and splits off the inbox options', () => {
-    const { rabbit, inbox } = resolveRabbitOptions({ ...base, maxAttempts: 3 });
+    const { rabbit, inbox } = resolveRabbitConsumerOptions({ ...base, maxAttempts: 3 });
     expect(rabbit).toMatchObject({
       queue: 'q',
       prefetch: 20,
@@ -36,12 +36,21 @@ describe('resolveRabbitOptions', () => {
     [{ retryTiersMs: [] }, 'options.retryTiersMs'],
     [{ retryTiersMs: [1000, -1] }, 'options.retryTiersMs[1]'],
     [{ batch: 'yes' }, 'options.batch'],
-    [{ maxRedeliveries: 0 }, 'options.maxRedeliveries'],
+    [{ maxRedeliveries: 5 }, 'options.maxRedeliveries is not an option of createRabbitConsumer'],
+    [{ prefech: 5 }, "did you mean 'prefetch'?"],
+    [{ queue: undefined }, 'options.queue is required'],
+    [{ handler: undefined }, 'options.handler is required'],
     [{ deadLetterExchange: '' }, 'options.deadLetterExchange'],
   ])('names the bad field: %j', (patch, field) => {
-    expect(() => resolveRabbitOptions({ ...base, ...(patch as object) })).toThrow(
+    expect(() => resolveRabbitConsumerOptions({ ...base, ...(patch as object) })).toThrow(
       expect.objectContaining({ code: 'INVALID_OPTION', message: expect.stringContaining(field) }),
     );
+  });
+
+  it('the consumer name defaults to the queue', () => {
+    const { consumer: _, ...rest } = base;
+    expect(resolveRabbitConsumerOptions(rest).rabbit).toMatchObject({ consumer: 'q' });
+    expect(new RabbitConsumer(rest).inbox.consumer).toBe('q');
   });
 
   it('the consumer validates its inbox options too', () => {

@@ -1,0 +1,96 @@
+import type { EnvelopeSource } from '../envelope.js';
+import type { SerializedError } from '../errors.js';
+import type { Inbox } from '../inbox.js';
+import type { FailReason } from '../outcome.js';
+
+/**
+ * Where a consumer is in its life, the same on every broker:
+ * `idle` → `starting` → `running` (⇄ `reconnecting`) → `stopping` → `stopped`; `failed` when
+ * `start()` could not reach the broker (a new consumer must be made).
+ */
+export type ConsumerState =
+  | 'idle'
+  | 'starting'
+  | 'running'
+  | 'reconnecting'
+  | 'stopping'
+  | 'stopped'
+  | 'failed';
+
+/** The part of `health()` every consumer reports; adapters add their broker's fields. */
+export interface ConsumerHealth {
+  state: ConsumerState;
+  /**
+   * True while running, the database and once's schema are usable (`available`), and nothing
+   * the adapter watches is wrong (a broker connection, a stopped partition).
+   */
+  healthy: boolean;
+  /**
+   * False while the database is unreachable or once's schema is missing or too new: the
+   * consumer then fetches nothing, and starts again once the schema checks out.
+   */
+  available: boolean;
+  /** The last error the consumer handled itself, with where it happened and when (epoch ms). */
+  lastError: (SerializedError & { where: string; at: number }) | undefined;
+}
+
+/**
+ * Events every consumer emits, whatever its broker; adapters extend the map. Per-message events
+ * (`message:processed`, …) come from the inbox: `consumer.inbox.on(...)`.
+ */
+export interface ConsumerEventMap {
+  /** The consumer moved from `previous` to `state`. */
+  'consumer:state': { state: ConsumerState; previous: ConsumerState };
+  /** The database or once's schema cannot be used: the consumer stopped fetching. */
+  'consumer:paused': { error: SerializedError };
+  /** The schema checked out again after `pausedMs`: fetching resumed. */
+  'consumer:resumed': { pausedMs: number };
+  /**
+   * A message failed for good and left the source: copied to `deadLetter` (a topic, an exchange,
+   * a queue), or, with dead-lettering off (`deadLetter` undefined), dropped with an error log line.
+   */
+  'message:dead-lettered': {
+    id: string | undefined;
+    reason: FailReason | 'conflict';
+    source: EnvelopeSource;
+    deadLetter: string | undefined;
+    /**
+     * True when a `failed` inbox row holds the message (body, error, origin; `once failed list`):
+     * reasons `permanent`, `max-attempts`, `previously-failed`. False for `invalid-id` (no id to
+     * record under) and `conflict` (the id's row is the processed message's).
+     */
+    recorded: boolean;
+  };
+  /**
+   * A message was started alone `starts` times (counted in PostgreSQL) without completing: the
+   * process died while it ran. It is not run again but recorded `failed` (`max-attempts`).
+   */
+  'message:killed-consumer': { id: string | undefined; starts: number; source: EnvelopeSource };
+  /** Something failed that the consumer retried or worked around; never thrown. */
+  error: { where: string; error: SerializedError };
+}
+
+/**
+ * What every once consumer is, whatever its broker: started and stopped once, a state, a health
+ * snapshot, the inbox it processes through, and typed events from one emitter.
+ */
+export interface Consumer<
+  R = unknown,
+  M extends ConsumerEventMap = ConsumerEventMap,
+  H extends ConsumerHealth = ConsumerHealth,
+> extends AsyncDisposable {
+  /** The inbox doing the processing; per-message events are on `inbox.on(...)`. */
+  readonly inbox: Inbox<R>;
+  readonly state: ConsumerState;
+  /**
+   * Connects and starts consuming. Rejects when the broker cannot be reached or refuses the
+   * subscription; never because of the database: while it or once's schema is not usable the
+   * consumer runs unhealthy and fetches nothing, and begins once the schema checks out.
+   */
+  start(): Promise<void>;
+  /** Stops fetching, lets in-flight messages settle (up to `stopTimeoutMs`), closes. Idempotent. */
+  stop(): Promise<void>;
+  health(): H;
+  /** Subscribes to a consumer event; returns an unsubscribe function. */
+  on<E extends keyof M>(name: E, listener: (event: M[E]) => void): () => void;
+}

@@ -1,0 +1,290 @@
+import { ErrorCode, OnceError, serializeError } from '../errors.js';
+import { TypedEmitter } from '../events.js';
+import type { Inbox } from '../inbox.js';
+import type { Logger } from '../logger.js';
+import { checkSchema } from '../migrate.js';
+import type { ConsumerEventMap, ConsumerHealth, ConsumerState } from './consumer.js';
+
+/** What a broker adapter does at each step of its consumer's life. */
+export interface LifecycleHooks {
+  /**
+   * Connects, declares, subscribes. Fetch at once only when `lifecycle.fetching` is true at the
+   * end of it; otherwise wait for `resume()`. A rejection fails `start()` (state `failed`).
+   */
+  open(): Promise<void>;
+  /** Stop taking messages from the broker: the database or the schema cannot be used. */
+  pause(): void | Promise<void>;
+  /** Take messages again. */
+  resume(): void | Promise<void>;
+  /** Stop fetching for good; resolve once everything in flight has settled with the broker. */
+  drain(): Promise<void>;
+  /** Close every client. Called after `drain`, or once `stopTimeoutMs` has passed without it. */
+  close(): Promise<void>;
+}
+
+/** What a {@link ConsumerLifecycle} needs. */
+export interface LifecycleSpec<R> {
+  /** Prefix of log lines: `once/kafka`. */
+  name: string;
+  inbox: Inbox<R>;
+  logger: Logger;
+  /** How long `stop()` waits for in-flight messages to settle, in ms. */
+  stopTimeoutMs: number;
+  /** How long `start()` waits for the first schema check, in ms. @default 5000 */
+  readyWaitMs?: number;
+}
+
+/**
+ * How long `start()` waits for the first schema check before it goes on without it, in ms: a
+ * database behind a black hole (no refusal, no answer) must not hang `start()`.
+ */
+const DEFAULT_READY_WAIT_MS = 5_000;
+
+/** Backoff between schema checks while the database or schema is unusable, in ms. */
+function probeDelayMs(attempt: number): number {
+  const base = Math.min(250 * 2 ** Math.max(0, attempt - 1), 5_000);
+  return Math.round(base * (0.8 + Math.random() * 0.4));
+}
+
+/**
+ * The start/stop life of a consumer, the same on every broker, and its one event emitter.
+ *
+ * - `start()` runs once; a second call while starting gets the same promise, later ones a
+ *   `CLOSED` error. It fails only for the broker's sake: when PostgreSQL is down or once's schema
+ *   is missing or too new, the consumer still starts, fetches nothing and reports unhealthy.
+ * - Whenever the inbox answers `not-run` / `unavailable` (the database or the schema cannot be
+ *   used), the broker is told to stop handing over messages (`pause`), and the schema is checked
+ *   with backoff until it passes; then `resume`. Nothing is dead-lettered or spent meanwhile.
+ * - `stop()` drains within `stopTimeoutMs`, then closes whatever is left; idempotent.
+ */
+export class ConsumerLifecycle<R, M extends ConsumerEventMap = ConsumerEventMap> {
+  /** The consumer's one emitter: the adapter emits its own events here too. */
+  readonly events: TypedEmitter<M>;
+  readonly #spec: LifecycleSpec<R>;
+  readonly #base: TypedEmitter<ConsumerEventMap>;
+  #hooks: LifecycleHooks | undefined;
+  #state: ConsumerState = 'idle';
+  #available = true;
+  #unavailableSince = 0;
+  /** What the broker was last told: fetch (true) or hold (false). */
+  #fetching = false;
+  #probe: NodeJS.Timeout | undefined;
+  #probeAttempt = 0;
+  #starting: Promise<void> | undefined;
+  #stopping: Promise<void> | undefined;
+  #lastError: ConsumerHealth['lastError'];
+
+  constructor(spec: LifecycleSpec<R>) {
+    this.#spec = spec;
+    this.events = new TypedEmitter<M>(spec.logger);
+    this.#base = this.events as unknown as TypedEmitter<ConsumerEventMap>;
+    this.#base.on('error', (e) => {
+      this.#lastError = { ...e.error, where: e.where, at: Date.now() };
+    });
+    spec.inbox.on('message:not-run', (e) => {
+      if (e.why === 'unavailable') this.#trip(e.error);
+    });
+  }
+
+  /** Sets the adapter's hooks; call once, in the adapter's constructor. */
+  attach(hooks: LifecycleHooks): void {
+    this.#hooks = hooks;
+  }
+
+  get state(): ConsumerState {
+    return this.#state;
+  }
+
+  /** False while the database or once's schema cannot be used. */
+  get available(): boolean {
+    return this.#available;
+  }
+
+  /** Whether the adapter should take messages from the broker now. */
+  get fetching(): boolean {
+    return this.#available && !this.stopping;
+  }
+
+  /** True once `stop()` was called (or the consumer is over): nothing new should start. */
+  get stopping(): boolean {
+    return this.#state === 'stopping' || this.#state === 'stopped' || this.#state === 'failed';
+  }
+
+  /** For adapters that reconnect: `reconnecting` while the broker is lost, `running` once back. */
+  set(state: 'running' | 'reconnecting'): void {
+    if (this.stopping || this.#state === state) return;
+    this.#move(state);
+  }
+
+  /** Records an error the consumer handled itself and emits it as `error`. */
+  noteError(where: string, err: unknown): void {
+    this.#base.emit('error', { where, error: serializeError(err) });
+  }
+
+  /** The base health fields; `ok` is the adapter's own verdict (connected, nothing stopped). */
+  health(ok: boolean): ConsumerHealth {
+    return {
+      state: this.#state,
+      healthy: this.#state === 'running' && this.#available && ok,
+      available: this.#available,
+      lastError: this.#lastError,
+    };
+  }
+
+  start(): Promise<void> {
+    if (this.#state !== 'idle') {
+      if (this.#state === 'starting' && this.#starting) return this.#starting;
+      return Promise.reject(
+        new OnceError(
+          ErrorCode.Closed,
+          `${this.#spec.name}: start() called in state '${this.#state}'; a consumer starts once: create a new one`,
+        ),
+      );
+    }
+    this.#move('starting');
+    this.#starting = this.#start();
+    return this.#starting;
+  }
+
+  async #start(): Promise<void> {
+    const hooks = this.#need();
+    const waitMs = this.#spec.readyWaitMs ?? DEFAULT_READY_WAIT_MS;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        this.#spec.inbox.ready(),
+        new Promise((_, reject) => {
+          timer = setTimeout(
+            () => reject(new OnceError(ErrorCode.Database, `no answer from PostgreSQL within ${waitMs} ms`)),
+            waitMs,
+          );
+        }),
+      ]);
+    } catch (err) {
+      this.#trip(serializeError(err));
+    } finally {
+      clearTimeout(timer);
+    }
+    this.#fetching = this.#available;
+    try {
+      await hooks.open();
+    } catch (err) {
+      clearTimeout(this.#probe);
+      await hooks.close().catch(() => {});
+      this.#move('failed');
+      throw err;
+    }
+    if (this.#state === 'starting') this.#move('running');
+    await this.#sync();
+  }
+
+  stop(): Promise<void> {
+    this.#stopping ??= this.#stop();
+    return this.#stopping;
+  }
+
+  async #stop(): Promise<void> {
+    if (this.#starting) await this.#starting.catch(() => {});
+    clearTimeout(this.#probe);
+    if (this.#state === 'idle' || this.#state === 'failed' || this.#state === 'stopped') {
+      this.#move('stopped');
+      return;
+    }
+    this.#move('stopping');
+    const hooks = this.#need();
+    const { stopTimeoutMs, logger, name } = this.#spec;
+    let timer: NodeJS.Timeout | undefined;
+    const drained = await Promise.race([
+      hooks.drain().then(
+        () => true,
+        (err: unknown) => {
+          this.noteError('stop', err);
+          return true;
+        },
+      ),
+      new Promise<false>((resolve) => {
+        timer = setTimeout(() => resolve(false), stopTimeoutMs);
+      }),
+    ]);
+    clearTimeout(timer);
+    if (!drained) {
+      const message = `in-flight messages did not settle within stopTimeoutMs (${stopTimeoutMs} ms); closing anyway: the broker redelivers them and the inbox answers for them`;
+      logger.warn(`${name}: ${message}`);
+      this.noteError('stop', new OnceError(ErrorCode.Closed, message));
+    }
+    try {
+      await hooks.close();
+    } catch (err) {
+      this.noteError('close', err);
+    }
+    this.#move('stopped');
+  }
+
+  /** The database or the schema cannot be used: hold the broker, check the schema with backoff. */
+  #trip(error: ReturnType<typeof serializeError>): void {
+    if (!this.#available || this.stopping) return;
+    this.#available = false;
+    this.#unavailableSince = Date.now();
+    this.#lastError = { ...error, where: 'database', at: Date.now() };
+    this.#spec.logger.warn(
+      `${this.#spec.name}: the database or once's schema cannot be used; fetching stops until it can`,
+      { consumer: this.#spec.inbox.consumer, error: error.message },
+    );
+    this.#base.emit('consumer:paused', { error });
+    this.#probeAttempt = 0;
+    this.#scheduleProbe();
+    void this.#sync();
+  }
+
+  #scheduleProbe(): void {
+    clearTimeout(this.#probe);
+    if (this.stopping) return;
+    this.#probe = setTimeout(() => void this.#check(), probeDelayMs(++this.#probeAttempt));
+    this.#probe.unref?.();
+  }
+
+  async #check(): Promise<void> {
+    const { pool, schema } = this.#spec.inbox.options;
+    try {
+      // Not inbox.ready(): it keeps its first success, and the database may have gone since.
+      await checkSchema(pool, schema);
+    } catch (err) {
+      this.#lastError = { ...serializeError(err), where: 'database', at: Date.now() };
+      this.#scheduleProbe();
+      return;
+    }
+    if (this.stopping || this.#available) return;
+    this.#available = true;
+    const pausedMs = Date.now() - this.#unavailableSince;
+    this.#spec.logger.info(`${this.#spec.name}: the database and schema are usable again; fetching resumes`, {
+      consumer: this.#spec.inbox.consumer,
+      pausedMs,
+    });
+    this.#base.emit('consumer:resumed', { pausedMs });
+    await this.#sync();
+  }
+
+  /** Tells the broker to fetch or hold, when that differs from what it was last told. */
+  async #sync(): Promise<void> {
+    if (this.#state !== 'running' && this.#state !== 'reconnecting') return;
+    const want = this.#available;
+    if (want === this.#fetching) return;
+    this.#fetching = want;
+    try {
+      await (want ? this.#need().resume() : this.#need().pause());
+    } catch (err) {
+      this.noteError(want ? 'resume' : 'pause', err);
+    }
+  }
+
+  #move(state: ConsumerState): void {
+    const previous = this.#state;
+    this.#state = state;
+    this.#base.emit('consumer:state', { state, previous });
+  }
+
+  #need(): LifecycleHooks {
+    if (!this.#hooks) throw new Error('ConsumerLifecycle: attach(hooks) was not called');
+    return this.#hooks;
+  }
+}

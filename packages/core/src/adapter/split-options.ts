@@ -1,0 +1,87 @@
+import type { InboxOptions } from '../options.js';
+import { nearest } from './nearest.js';
+import { checkFunction, invalidOption } from './validators.js';
+
+// Every key of InboxOptions: the Record type makes the compiler fail when core adds an option
+// and this list does not, so an adapter never rejects a real inbox option as unknown.
+const INBOX_KEY_SET: Record<keyof InboxOptions, true> = {
+  pool: true,
+  consumer: true,
+  handler: true,
+  schema: true,
+  idOf: true,
+  fingerprintOf: true,
+  conflictPolicy: true,
+  storeResult: true,
+  maxAttempts: true,
+  lockTimeoutMs: true,
+  handlerTimeoutMs: true,
+  retentionMs: true,
+  retryDelayMs: true,
+  classify: true,
+  failedBodyMaxBytes: true,
+  batchMode: true,
+  isolation: true,
+  busyDelayMs: true,
+  logger: true,
+  outbox: true,
+  fenceOf: true,
+  mode: true,
+  leaseMs: true,
+  heartbeatMs: true,
+  workerId: true,
+};
+
+/** The option names core's inbox takes; an adapter's consumer options are these plus its own. */
+export const INBOX_OPTION_KEYS: readonly (keyof InboxOptions)[] = Object.freeze(
+  Object.keys(INBOX_KEY_SET) as (keyof InboxOptions)[],
+);
+
+/** What {@link splitOptions} checks besides the inbox's own keys. */
+export interface SplitSpec<K extends string> {
+  /** What the options are for, in errors: `createKafkaConsumer`. */
+  factory: string;
+  /** The adapter's own option names. */
+  adapterKeys: readonly K[];
+  /** Names that must be given (not undefined), inbox ones included: `pool` and `handler` always are. */
+  required?: readonly string[];
+}
+
+/**
+ * Splits a consumer's options into the inbox's and the adapter's. Rejects, with `INVALID_OPTION`,
+ * a key that is neither (naming the nearest known one: a typo such as `maxAttemps` would
+ * otherwise be ignored and the default silently used) and a required key that is missing.
+ * Values are not validated here (core resolves the inbox's, the adapter its own), except that
+ * `handler` must be a function.
+ */
+export function splitOptions<O extends object, K extends keyof O & string>(
+  options: O,
+  spec: SplitSpec<K>,
+): { inbox: Omit<O, K>; adapter: Pick<O, K> } {
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    throw invalidOption('', `of ${spec.factory} must be an object, got ${JSON.stringify(options)}`);
+  }
+  const known = [...INBOX_OPTION_KEYS, ...spec.adapterKeys] as string[];
+  const adapterKeys = new Set<string>(spec.adapterKeys);
+  const inbox: Record<string, unknown> = {};
+  const adapter: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(options)) {
+    if (adapterKeys.has(key)) adapter[key] = value;
+    else if (key in INBOX_KEY_SET) inbox[key] = value;
+    else {
+      const near = nearest(key, known);
+      throw invalidOption(
+        key,
+        `is not an option of ${spec.factory}${near ? `; did you mean '${near}'?` : ''}`,
+      );
+    }
+  }
+  for (const key of ['pool', 'handler', ...(spec.required ?? [])]) {
+    if ((options as Record<string, unknown>)[key] === undefined) {
+      throw invalidOption(key, `is required by ${spec.factory}`);
+    }
+  }
+  // Checked here, not left to core: adapters wrap the handler before the inbox sees it.
+  checkFunction('handler', (options as Record<string, unknown>).handler);
+  return { inbox: inbox as Omit<O, K>, adapter: adapter as Pick<O, K> };
+}

@@ -1,0 +1,65 @@
+import { ErrorCode, OnceError } from '../errors.js';
+
+/**
+ * The small checks every adapter's `resolve*Options` needs. Each names the field it rejects
+ * (`options.<field> must be …, got …`) in an `INVALID_OPTION` error, and returns the value typed.
+ */
+
+/** An `INVALID_OPTION` error about `options.<field>`. */
+export function invalidOption(field: string, message: string): OnceError {
+  return new OnceError(ErrorCode.InvalidOption, `options${field ? `.${field}` : ''} ${message}`);
+}
+
+/** An integer of at least `min` (a count: messages, partitions, attempts). */
+export function checkInteger(field: string, value: unknown, min = 1, max = Number.MAX_SAFE_INTEGER): number {
+  if (typeof value !== 'number' || !Number.isInteger(value)) {
+    throw invalidOption(field, `must be an integer, got ${JSON.stringify(value)}`);
+  }
+  if (value < min) throw invalidOption(field, `must be at least ${min}, got ${value}`);
+  if (value > max) throw invalidOption(field, `must be at most ${max}, got ${value}`);
+  return value;
+}
+
+/** A duration in whole milliseconds, at least `minMs` (0 allowed by default). */
+export function checkDurationMs(field: string, value: unknown, minMs = 0): number {
+  if (typeof value !== 'number' || !Number.isInteger(value)) {
+    throw invalidOption(field, `must be a whole number of milliseconds, got ${JSON.stringify(value)}`);
+  }
+  if (value < minMs) throw invalidOption(field, `must be at least ${minMs} ms, got ${value}`);
+  return value;
+}
+
+/** A non-empty string of at most `maxLength` characters (a topic, queue, group or header name). */
+export function checkName(field: string, value: unknown, maxLength = 255): string {
+  if (typeof value !== 'string' || value.length === 0 || value.length > maxLength) {
+    throw invalidOption(
+      field,
+      `must be a non-empty string of at most ${maxLength} characters, got ${JSON.stringify(value)}`,
+    );
+  }
+  return value;
+}
+
+/** A boolean. */
+export function checkBoolean(field: string, value: unknown): boolean {
+  if (typeof value !== 'boolean')
+    throw invalidOption(field, `must be a boolean, got ${JSON.stringify(value)}`);
+  return value;
+}
+
+/** One of `allowed`. */
+export function checkOneOf<T extends string>(field: string, value: unknown, allowed: readonly T[]): T {
+  if (!allowed.includes(value as T)) {
+    throw invalidOption(
+      field,
+      `must be one of ${allowed.map((a) => `'${a}'`).join(', ')}, got ${JSON.stringify(value)}`,
+    );
+  }
+  return value as T;
+}
+
+/** A function. */
+export function checkFunction<F extends (...args: never[]) => unknown>(field: string, value: unknown): F {
+  if (typeof value !== 'function') throw invalidOption(field, `must be a function, got ${typeof value}`);
+  return value as F;
+}

@@ -1,0 +1,108 @@
+import { describe, expect, it } from 'vitest';
+import {
+  checkDurationMs,
+  checkInteger,
+  checkName,
+  checkOneOf,
+  splitOptions,
+} from '../../src/adapter/index.js';
+import { nearest } from '../../src/adapter/nearest.js';
+import { OnceError } from '../../src/errors.js';
+
+const spec = {
+  factory: 'createTestConsumer',
+  adapterKeys: ['queue', 'batch', 'batchSize'] as const,
+  required: ['queue'],
+};
+const base = { pool: {}, handler: () => undefined, queue: 'q' };
+interface TestOptions {
+  pool: unknown;
+  handler: unknown;
+  queue?: string;
+  batch?: boolean;
+  batchSize?: number;
+  maxAttempts?: number;
+  consumer?: string;
+}
+const split = (o: object) => splitOptions(o as TestOptions, spec);
+
+function codeAndMessage(fn: () => unknown): { code: string; message: string } {
+  try {
+    fn();
+  } catch (err) {
+    expect(OnceError.is(err)).toBe(true);
+    return { code: (err as OnceError).code, message: (err as Error).message };
+  }
+  throw new Error('did not throw');
+}
+
+describe('nearest', () => {
+  it('finds a typo, a swap and a case slip, and stays quiet for a stranger', () => {
+    const known = ['maxAttempts', 'batch', 'batchSize', 'concurrency', 'deadLetterTopic'];
+    expect(nearest('maxAttemps', known)).toBe('maxAttempts');
+    expect(nearest('bacth', known)).toBe('batch');
+    expect(nearest('BatchSize', known)).toBe('batchSize');
+    expect(nearest('concurency', known)).toBe('concurrency');
+    expect(nearest('zzzzzzzz', known)).toBeUndefined();
+  });
+});
+
+describe('splitOptions', () => {
+  it("splits the inbox's keys from the adapter's", () => {
+    const { inbox, adapter } = split({ ...base, batch: true, maxAttempts: 3, consumer: 'c' });
+    expect(adapter).toEqual({ queue: 'q', batch: true });
+    expect(Object.keys(inbox).sort()).toEqual(['consumer', 'handler', 'maxAttempts', 'pool']);
+  });
+
+  it('rejects an unknown key with INVALID_OPTION, naming it and the nearest known one', () => {
+    const e = codeAndMessage(() => split({ ...base, maxAttemps: 3 }));
+    expect(e.code).toBe('INVALID_OPTION');
+    expect(e.message).toContain('options.maxAttemps is not an option of createTestConsumer');
+    expect(e.message).toContain("did you mean 'maxAttempts'?");
+    const adapterTypo = codeAndMessage(() => split({ ...base, batchsize: 3 }));
+    expect(adapterTypo.message).toContain("did you mean 'batchSize'?");
+    // An unknown key is refused even when undefined: it is still a typo.
+    const undef = codeAndMessage(() => split({ ...base, bogusOptionName: undefined }));
+    expect(undef.message).toContain('options.bogusOptionName is not an option');
+    expect(undef.message).not.toContain('did you mean');
+  });
+
+  it('rejects a missing required key, pool and handler included', () => {
+    for (const key of ['handler', 'pool', 'queue']) {
+      const o: Record<string, unknown> = { ...base };
+      delete o[key];
+      const e = codeAndMessage(() => split(o));
+      expect(e.code).toBe('INVALID_OPTION');
+      expect(e.message).toBe(`options.${key} is required by createTestConsumer`);
+    }
+  });
+
+  it('rejects what is not an object', () => {
+    expect(codeAndMessage(() => split(null as unknown as object)).code).toBe('INVALID_OPTION');
+  });
+});
+
+describe('validators', () => {
+  it('name the field and say what was wrong', () => {
+    expect(checkInteger('batchSize', 5)).toBe(5);
+    expect(codeAndMessage(() => checkInteger('batchSize', 0)).message).toBe(
+      'options.batchSize must be at least 1, got 0',
+    );
+    expect(codeAndMessage(() => checkInteger('batchSize', 1.5)).message).toContain('must be an integer');
+    expect(codeAndMessage(() => checkInteger('prefetch', 70_000, 1, 65_535)).message).toContain(
+      'at most 65535',
+    );
+    expect(checkDurationMs('stopTimeoutMs', 0)).toBe(0);
+    expect(codeAndMessage(() => checkDurationMs('stopTimeoutMs', -1)).message).toContain('at least 0 ms');
+    expect(codeAndMessage(() => checkDurationMs('stopTimeoutMs', '5s')).message).toContain('milliseconds');
+    expect(checkName('queue', 'q')).toBe('q');
+    expect(codeAndMessage(() => checkName('queue', '')).message).toContain(
+      'options.queue must be a non-empty string',
+    );
+    expect(codeAndMessage(() => checkName('queue', 'x'.repeat(256))).message).toContain('at most 255');
+    expect(checkOneOf('idFrom', 'header', ['header', 'offset'])).toBe('header');
+    expect(codeAndMessage(() => checkOneOf('idFrom', 'x', ['header', 'offset'])).message).toBe(
+      "options.idFrom must be one of 'header', 'offset', got \"x\"",
+    );
+  });
+});
