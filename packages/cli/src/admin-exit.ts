@@ -3,7 +3,8 @@ import { CliError } from './cli-error.js';
 import { ExitCode } from './exit-codes.js';
 
 /**
- * What the CLI says for core's admin refusals (nothing was changed): not found is exit 5, a
+ * What the CLI says for core's admin refusals (nothing was changed): not found (or not failed,
+ * not done) is exit 5, a
  * retry that needs another flag or cannot republish is exit 2. Codes stay core's, except that an
  * outbox row that is not failed is `NOT_FAILED` like an inbox row.
  */
@@ -31,13 +32,20 @@ export function cliErrorOf(err: AdminError): CliError {
       );
     case AdminErrorCode.NotFailed:
       return notFound(d.code, `${which} in schema ${schema} is ${d.status}, not failed: nothing to do`);
+    case AdminErrorCode.NotDone:
+      return notFound(
+        d.code,
+        d.status === 'failed'
+          ? `${which} in schema ${schema} is failed, not done: nothing to forget (\`once failed retry\` deletes a failed record so the next delivery is processed afresh)`
+          : `${which} in schema ${schema} is in progress (a lease-mode worker holds it), not done: nothing to forget`,
+      );
     case AdminErrorCode.HasSteps: {
       const n = d.steps.length;
       return new CliError(
         ExitCode.Usage,
         d.code,
         `${which} has ${n} recorded step${n === 1 ? '' : 's'} ` +
-          `(${d.steps.join(', ')}); retrying deletes them and their effects run again. Nothing was changed. ` +
+          `(${d.steps.join(', ')}); deleting its record deletes them and their effects run again. Nothing was changed. ` +
           'Pass --forget-steps to do it anyway',
         { cause: err },
       );

@@ -12,6 +12,10 @@ export const ExitCode = {
   Schema: 4,
   /** Not found: an unknown consumer, message id or outbox id, or no failed record for it. */
   NotFound: 5,
+  /** Stopped by Ctrl-C (SIGINT) between batches; what was done so far is reported. 128 + 2, as shells do. */
+  Interrupted: 130,
+  /** Stopped by SIGTERM between batches. 128 + 15. */
+  Terminated: 143,
 } as const;
 /** One of {@link ExitCode}'s values. */
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
@@ -24,4 +28,6 @@ Exit codes:
   2  usage error (bad command, flag or value; a request that cannot be done as asked)
   3  database unreachable (connection refused, authentication, unknown database)
   4  schema not installed, older than needed (run \`once migrate\`) or too new
-  5  not found (unknown consumer, message id or outbox id; no failed record)`;
+  5  not found (unknown consumer, message id or outbox id; no failed or done record)
+  130  interrupted by Ctrl-C (purge, forget --since: stopped between batches)
+  143  stopped by SIGTERM (as 130)`;

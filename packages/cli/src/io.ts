@@ -7,6 +7,12 @@ export interface OutputLike {
   readonly columns?: number | undefined;
 }
 
+/** Where `forget` reads its confirmation: `process.stdin`, or a test's stream. */
+export interface InputLike extends NodeJS.ReadableStream {
+  /** Only on a terminal does the CLI ask; elsewhere it needs `--yes`. */
+  readonly isTTY?: boolean | undefined;
+}
+
 /** Everything `run` touches outside itself, injected so tests run commands in-process. */
 export interface CliIo {
   /** Results: tables, JSON documents, message bodies. */
@@ -15,6 +21,11 @@ export interface CliIo {
   readonly stderr: OutputLike;
   /** Where `DATABASE_URL` is read from. */
   readonly env: Readonly<Record<string, string | undefined>>;
-  /** Aborting stops `purge` between batches (bin.ts wires it to SIGINT and SIGTERM). */
+  /**
+   * Aborting stops `purge` and `forget --since` between batches (bin.ts wires it to SIGINT and
+   * SIGTERM, with the signal's name as the reason: the exit code is 130 or 143).
+   */
   readonly signal?: AbortSignal | undefined;
+  /** Answers to confirmations. @default none: commands that ask need `--yes` */
+  readonly stdin?: InputLike | undefined;
 }

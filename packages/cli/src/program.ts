@@ -6,6 +6,7 @@ import {
   failedListCommand,
   failedRetryCommand,
 } from './commands/failed.js';
+import { checkForgetOptions, forgetCommand } from './commands/forget.js';
 import { inspectCommand } from './commands/inspect.js';
 import { migrateCommand } from './commands/migrate.js';
 import { checkOutboxRetryOptions, outboxRetryCommand, outboxStatusCommand } from './commands/outbox.js';
@@ -15,6 +16,7 @@ import type { Database } from './database.js';
 import { EXIT_CODES_HELP } from './exit-codes.js';
 import type { CliIo } from './io.js';
 import { integerAtLeast } from './parse-args.js';
+import { parseTime } from './parse-time.js';
 import type { Report } from './report.js';
 
 /** The options every command accepts, before or after its name. */
@@ -53,11 +55,14 @@ export function buildProgram(io: CliIo, execute: Execute, quietErrors: () => boo
     .option('--schema <name>', "once's schema (lower-case letters, digits, _)", 'once')
     .option('--json', 'print machine-readable JSON (errors too, on stderr)')
     .exitOverride()
+    // Every subcommand's --help lists these too: they are accepted after the command's name.
+    .configureHelp({ showGlobalOptions: true })
     .configureOutput({
       writeOut: (s) => io.stdout.write(s),
-      writeErr: (s) => io.stderr.write(s),
-      outputError: (s, write) => {
-        if (!quietErrors()) write(s);
+      // Under --json, commander's own words (errors, the help a missing subcommand shows) give
+      // way to the one JSON line `run` writes.
+      writeErr: (s) => {
+        if (!quietErrors()) io.stderr.write(s);
       },
     })
     .showSuggestionAfterError()
@@ -137,6 +142,41 @@ export function buildProgram(io: CliIo, execute: Execute, quietErrors: () => boo
     .argument('<id>', 'message id')
     .action(async (consumer: string, id: string, _o, cmd: Command) =>
       execute(cmd, (db) => failedDiscardCommand(db, consumer, id)),
+    );
+
+  program
+    .command('forget')
+    .description('forget processed (done) ids so their next delivery runs the handler again, after a bug fix')
+    .argument('<consumer>', 'consumer name')
+    .argument('[id]', 'one message id (or --since for a range)')
+    .option(
+      '--since <time>',
+      'every id the consumer processed from this time: ISO 8601, or ago (90m, 2h, 1d)',
+      parseTime(),
+    )
+    .option('--until <time>', 'with --since: only ids processed before this time (default: now)', parseTime())
+    .option('--forget-steps', 'lease mode: forget ids with recorded steps too (their effects run again)')
+    .option('-y, --yes', 'do not ask for confirmation (required without a terminal)')
+    .option('--batch-size <n>', 'with --since: rows per DELETE', integerAtLeast(1), 1000)
+    .addHelpText(
+      'after',
+      '\nOnly done rows are forgotten. Failed rows stay (`once failed retry` is for those), rows in\n' +
+        'progress stay (a lease-mode worker holds them), and rows with recorded steps stay unless\n' +
+        '--forget-steps. Nothing is sent: an id runs again when the broker delivers it again (replay\n' +
+        'the topic or queue). Safe with consumers running. Asks first on a terminal; --yes otherwise.',
+    )
+    .action(
+      async (
+        consumer: string,
+        id: string | undefined,
+        o: { since?: Date; until?: Date; forgetSteps?: boolean; yes?: boolean; batchSize: number },
+        cmd: Command,
+      ) =>
+        execute(
+          cmd,
+          (db, g) => forgetCommand(db, io, g.json === true, consumer, id, o),
+          () => checkForgetOptions(id, o),
+        ),
     );
 
   program

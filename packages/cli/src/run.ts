@@ -15,6 +15,7 @@ import type { Report } from './report.js';
 export async function run(argv: readonly string[], io: CliIo): Promise<number> {
   // Known before parsing succeeds, so even a usage error is reported as JSON under --json.
   let json = argv.includes('--json');
+  let exitCode: ExitCode = ExitCode.Ok;
   const execute: Execute = async (command, body, check) => {
     const globals = command.optsWithGlobals<GlobalOptions>();
     json = globals.json === true;
@@ -29,7 +30,9 @@ export async function run(argv: readonly string[], io: CliIo): Promise<number> {
     }
     const db = await openDatabase({ url, schema: globals.schema });
     try {
-      print(io, json, await body(db, globals));
+      const report = await body(db, globals);
+      print(io, json, report);
+      exitCode = report.exitCode ?? ExitCode.Ok;
     } finally {
       await db.pool.end().catch(() => {});
     }
@@ -37,7 +40,7 @@ export async function run(argv: readonly string[], io: CliIo): Promise<number> {
   const program = buildProgram(io, execute, () => json);
   try {
     await program.parseAsync([...argv], { from: 'user' });
-    return ExitCode.Ok;
+    return exitCode;
   } catch (err) {
     if (err instanceof CommanderError) return commanderExit(io, json, err);
     const report = exitOf(err);
@@ -55,16 +58,31 @@ function print(io: CliIo, json: boolean, report: Report): void {
   else (report.stream === 'stderr' ? io.stderr : io.stdout).write(`${report.text}\n`);
 }
 
+/** Commander's usage errors by its code, as the CLI's own codes: scripts see one vocabulary. */
+const USAGE_CODES: Readonly<Record<string, string>> = Object.freeze({
+  'commander.unknownOption': 'UNKNOWN_OPTION',
+  'commander.unknownCommand': 'UNKNOWN_COMMAND',
+  'commander.missingArgument': 'MISSING_ARGUMENT',
+  'commander.excessArguments': 'EXCESS_ARGUMENTS',
+  'commander.optionMissingArgument': 'MISSING_OPTION_VALUE',
+  'commander.missingMandatoryOptionValue': 'MISSING_OPTION_VALUE',
+  'commander.invalidArgument': 'INVALID_ARGUMENT',
+  'commander.conflictingOption': 'CONFLICTING_OPTIONS',
+  'commander.help': 'MISSING_SUBCOMMAND',
+});
+
 /**
  * Help and version are exit 0. Commander has already printed its message (unless --json), and
  * `commander.help` is help shown because a subcommand was missing: a usage error like the rest.
+ * Under --json the error carries the CLI's own code, never commander's.
  */
 function commanderExit(io: CliIo, json: boolean, err: CommanderError): number {
   if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version') return ExitCode.Ok;
   if (json) {
     const message =
       err.code === 'commander.help' ? 'a subcommand is missing' : err.message.replace(/^error: /, '');
-    io.stderr.write(`${JSON.stringify({ error: { code: err.code, exitCode: ExitCode.Usage, message } })}\n`);
+    const code = USAGE_CODES[err.code] ?? 'USAGE';
+    io.stderr.write(`${JSON.stringify({ error: { code, exitCode: ExitCode.Usage, message } })}\n`);
   }
   return ExitCode.Usage;
 }

@@ -9,6 +9,7 @@ export const Attr = {
   consumer: 'once.consumer',
   outcome: 'once.outcome',
   failReason: 'once.fail.reason',
+  notRunReason: 'once.not_run.reason',
   conflictAction: 'once.conflict.action',
   deadLetterReason: 'once.dead_letter.reason',
   deadLetterTarget: 'once.dead_letter.target',
@@ -59,4 +60,28 @@ export function messageAttributes(consumer: string, source: EnvelopeSource): Att
 /** `error.type`: the error's code when it has one (low cardinality), else its class name. */
 export function errorTypeOf(error: { name: string; code?: string | undefined }): string {
   return error.code ?? error.name;
+}
+
+/** `messaging.operation.name` of the process operation: once processes each delivered message. */
+export const PROCESS_OPERATION = 'process';
+
+/**
+ * The attributes of the semantic-convention metrics (`messaging.process.duration`,
+ * `messaging.client.consumed.messages`): the required `messaging.system` and
+ * `messaging.operation.name`, the destination, the Kafka consumer group when known (an SQS
+ * message group is per message, not a consumer group), `error.type` when the operation failed,
+ * and `once.consumer` to tell inboxes on one destination apart.
+ */
+export function semconvAttributes(
+  consumer: string,
+  source: EnvelopeSource,
+  errorType: string | undefined,
+): Attributes {
+  const attrs: Attributes = {
+    ...messageAttributes(consumer, source),
+    [Attr.operationName]: PROCESS_OPERATION,
+  };
+  if (source.broker === 'kafka' && source.group !== undefined) attrs[Attr.consumerGroup] = source.group;
+  if (errorType !== undefined) attrs[Attr.errorType] = errorType;
+  return attrs;
 }

@@ -1,30 +1,56 @@
 import type { OnceEventMap } from '@once/core';
 import type { Attributes } from '@opentelemetry/api';
-import { Attr, errorTypeOf, messageAttributes } from './attributes.js';
+import { Attr, errorTypeOf, messageAttributes, semconvAttributes } from './attributes.js';
 import type { EventInstruments } from './instruments.js';
 import type { InboxLike } from './targets.js';
 
-type Outcome = 'processed' | 'duplicate' | 'conflict' | 'failed' | 'retry' | 'busy';
+type Outcome = 'processed' | 'duplicate' | 'conflict' | 'failed' | 'retry' | 'not-run' | 'busy';
 type OutcomeEvent<O extends Outcome> = OnceEventMap[`message:${O}`];
 
 /**
- * Feeds `once.messages`, `once.process.duration`, `once.handler.duration` and
- * `once.lease.takeovers` from an inbox's events. Returns the function that unsubscribes.
+ * Feeds `once.messages`, `once.process.duration`, `once.handler.duration`,
+ * `once.lease.takeovers` and the semantic conventions' `messaging.process.duration` and
+ * `messaging.client.consumed.messages` from an inbox's events. Every delivery reaches exactly one
+ * outcome event, so each is counted once. Returns the function that unsubscribes.
  */
 export function subscribeInbox(inbox: InboxLike, m: EventInstruments): () => void {
-  const outcome = <O extends Outcome>(status: O, extra?: (e: OutcomeEvent<O>) => Attributes) => {
+  const outcome = <O extends Outcome>(
+    status: O,
+    extra?: (e: OutcomeEvent<O>) => Attributes,
+    errorOf?: (e: OutcomeEvent<O>) => string,
+  ) => {
     return inbox.on(`message:${status}`, (e: OutcomeEvent<O>) => {
       const attrs = { ...messageAttributes(e.consumer, e.source), [Attr.outcome]: status, ...extra?.(e) };
+      const seconds = e.durationMs / 1000;
       m.messages.add(1, attrs);
-      m.processDuration.record(e.durationMs / 1000, attrs);
+      m.processDuration.record(seconds, attrs);
+      // error.type if and only if the process operation failed (the conventions' rule).
+      const semconv = semconvAttributes(e.consumer, e.source, errorOf?.(e));
+      m.messagingConsumedMessages.add(1, semconv);
+      m.messagingProcessDuration.record(seconds, semconv);
     });
   };
   const off = [
     outcome('processed'),
     outcome('duplicate'),
     outcome('conflict', (e) => ({ [Attr.conflictAction]: e.action })),
-    outcome('failed', (e) => ({ [Attr.failReason]: e.reason, [Attr.errorType]: errorTypeOf(e.error) })),
-    outcome('retry', (e) => ({ [Attr.errorType]: errorTypeOf(e.error) })),
+    outcome(
+      'failed',
+      (e) => ({ [Attr.failReason]: e.reason, [Attr.errorType]: errorTypeOf(e.error) }),
+      (e) => errorTypeOf(e.error),
+    ),
+    outcome(
+      'retry',
+      (e) => ({ [Attr.errorType]: errorTypeOf(e.error) }),
+      (e) => errorTypeOf(e.error),
+    ),
+    // The handler never started (behind a message to retry first, or the database unavailable):
+    // an outcome of its own, never a retry, whose attempts it does not spend.
+    outcome(
+      'not-run',
+      (e) => ({ [Attr.notRunReason]: e.why, [Attr.errorType]: errorTypeOf(e.error) }),
+      (e) => errorTypeOf(e.error),
+    ),
     outcome('busy'),
     inbox.on('handler:settled', (e) => {
       const attrs = messageAttributes(e.consumer, e.source);

@@ -107,7 +107,14 @@ export async function failedRetryCommand(
       save: async ({ body }) => {
         if (body === null) return;
         if (options.out !== undefined && options.out !== '-') await writeFile(options.out, body);
-        else if (!json && (!options.republish || options.out === '-')) io.stdout.write(body);
+        else if (!json && (!options.republish || options.out === '-')) {
+          io.stdout.write(body);
+          // On a terminal the status line follows on stderr: start it on a line of its own.
+          // Redirected (or with --out -) the bytes stay exactly the stored body.
+          if (options.out === undefined && io.stdout.isTTY === true && body.at(-1) !== 0x0a) {
+            io.stdout.write('\n');
+          }
+        }
       },
     });
   } catch (err) {

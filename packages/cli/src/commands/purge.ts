@@ -1,5 +1,6 @@
 import { countExpired, purge } from '@once/core/admin';
 import { type Database, requireSchema } from '../database.js';
+import { interruptedExit } from '../interrupted.js';
 import type { CliIo } from '../io.js';
 import { createProgress } from '../progress.js';
 import type { Report } from '../report.js';
@@ -17,7 +18,7 @@ export interface PurgeCommandOptions {
 /**
  * `once purge`: deletes expired inbox rows in small batches (core's `purge`). Progress goes to
  * stderr: a bar on a terminal, plain lines otherwise, nothing under `--json`. An abort (Ctrl-C)
- * stops between batches and reports what was deleted.
+ * stops between batches, reports what was deleted and exits 130 (143 for SIGTERM).
  */
 export async function purgeCommand(
   db: Database,
@@ -45,9 +46,12 @@ export async function purgeCommand(
   } finally {
     if (total > 0 || deleted > 0) progress?.finish(deleted);
   }
-  const stopped = io.signal?.aborted === true;
+  const exitCode = interruptedExit(io.signal);
+  const stopped = exitCode !== undefined;
   return {
     data: { schema: db.schema, deleted, expiredBefore: expired, stopped },
     text: `${stopped ? 'stopped: ' : ''}purged ${deleted} expired row${deleted === 1 ? '' : 's'} from schema ${db.schema}`,
+    // Interrupted: the work done is reported, and the exit code says it is not all.
+    ...(exitCode === undefined ? {} : { exitCode }),
   };
 }

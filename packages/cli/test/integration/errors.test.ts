@@ -33,6 +33,7 @@ const EVERY_COMMAND: readonly (readonly string[])[] = [
   ['failed', 'list'],
   ['failed', 'retry', 'c', 'id', '--out', '/dev/null'],
   ['failed', 'discard', 'c', 'id'],
+  ['forget', 'c', 'id', '--yes'],
   ['purge'],
   ['outbox', 'status'],
   ['outbox', 'retry', '--all-failed'],
@@ -131,11 +132,27 @@ describe('usage errors are exit 2', () => {
     }
   });
 
-  it('--json turns a usage error into a JSON line on stderr', async () => {
-    const r = await cli(['--json', 'status', '--bogus']);
-    expect(r.code).toBe(2);
-    expect(r.errorJson().error).toMatchObject({ code: 'commander.unknownOption', exitCode: 2 });
-  });
+  it.each([
+    [['status', '--bogus'], 'UNKNOWN_OPTION', "unknown option '--bogus'"],
+    [['nope'], 'UNKNOWN_COMMAND', "unknown command 'nope'"],
+    [['inspect', 'only-consumer'], 'MISSING_ARGUMENT', "missing required argument 'id'"],
+    [['status', 'extra'], 'EXCESS_ARGUMENTS', 'too many arguments'],
+    [['purge', '--batch-size'], 'MISSING_OPTION_VALUE', "option '--batch-size <n>' argument missing"],
+    [['purge', '--batch-size', 'ten'], 'INVALID_ARGUMENT', 'must be a whole number >= 1'],
+    [['failed'], 'MISSING_SUBCOMMAND', 'a subcommand is missing'],
+  ])(
+    "--json: %j is one JSON line on stderr with the CLI's own code %s, never commander's",
+    async (argv, code, message) => {
+      const r = await cli(['--json', ...argv]);
+      expect(r.code).toBe(2);
+      expect(r.stdout).toBe('');
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+      const { error } = r.errorJson();
+      expect(error).toMatchObject({ code, exitCode: 2 });
+      expect(error.message).toContain(message);
+      expect(error.code).not.toMatch(/^commander\./);
+    },
+  );
 });
 
 describe('--help everywhere, with the exit codes', () => {
@@ -148,6 +165,7 @@ describe('--help everywhere, with the exit codes', () => {
     [['failed', 'list']],
     [['failed', 'retry']],
     [['failed', 'discard']],
+    [['forget']],
     [['purge']],
     [['outbox']],
     [['outbox', 'status']],
@@ -159,6 +177,17 @@ describe('--help everywhere, with the exit codes', () => {
     expect(r.stdout).toContain('Exit codes:');
     expect(r.stdout).toContain('5  not found');
   });
+
+  it.each([[['failed', 'list']], [['purge']], [['forget']], [['outbox', 'retry']], [['status']]])(
+    '%j --help lists the global options too',
+    async (argv) => {
+      const r = await cli([...argv, '--help'], { env: {} });
+      expect(r.stdout).toContain('Global Options:');
+      for (const flag of ['--database-url <url>', '--schema <name>', '--json', '-V, --version']) {
+        expect(r.stdout).toContain(flag);
+      }
+    },
+  );
 
   it('help <command> and --version', async () => {
     expect((await cli(['help', 'purge'])).stdout).toContain('--batch-size <n>');

@@ -171,6 +171,14 @@ describe('once failed retry', () => {
     expect(r.stderr).toContain('written to stdout');
   });
 
+  it('no --out, stdout a terminal: the body ends with a newline before the status line', async () => {
+    await db.process('orders', poison, [envelope('o10', body('o10'))]);
+    const r = await cli(at('failed', 'retry', 'orders', 'o10'), { stdoutTty: true });
+    expect(r.code).toBe(0);
+    expect(r.stdoutBytes.equals(Buffer.concat([body('o10'), Buffer.from('\n')]))).toBe(true);
+    expect(r.stderr).toMatch(/^deleted the failed record of "o10"/);
+  });
+
   it('--json: the body as base64 in the result', async () => {
     const r = await cli(at('--json', 'failed', 'retry', 'orders', 'o5'));
     expect(r.code).toBe(0);

@@ -1,5 +1,7 @@
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { quoteIdent } from '../../../../test/support/index.js';
+import { quoteIdent, serviceEnv } from '../../../../test/support/index.js';
 import { cli, freshOnce } from './fixtures/cli.js';
 
 let db: Awaited<ReturnType<typeof freshOnce>>;
@@ -72,15 +74,23 @@ describe('once purge', () => {
     expect(await remaining()).toEqual({ expired: 18, live: 5 });
   });
 
-  it('an abort (Ctrl-C in bin.ts) stops between batches and says so', async () => {
+  it('an abort (Ctrl-C in bin.ts) stops between batches, says so and exits 130; SIGTERM 143', async () => {
     const stop = new AbortController();
     const r = await cli(at('purge', '--batch-size', '10'), {
       signal: stop.signal,
-      onStderr: () => stop.abort(),
+      onStderr: () => stop.abort('SIGINT'),
     });
-    expect(r.code).toBe(0);
+    expect(r.code).toBe(130);
     expect(r.stdout.trim()).toBe(`stopped: purged 10 expired rows from schema ${db.schema}`);
     expect(await remaining()).toEqual({ expired: 15, live: 5 });
+
+    // SIGTERM (bin.ts aborts with the signal's name) is 143.
+    await seed(25);
+    const aborted = new AbortController();
+    aborted.abort('SIGTERM');
+    const t = await cli(at('--json', 'purge'), { signal: aborted.signal });
+    expect(t.code).toBe(143);
+    expect(t.json()).toMatchObject({ stopped: true, deleted: 0 });
   });
 
   it('nothing expired: no progress, 0 purged', async () => {
@@ -90,4 +100,35 @@ describe('once purge', () => {
     expect(r.stderr).toBe('');
     expect(r.stdout.trim()).toBe(`purged 0 expired rows from schema ${db.schema}`);
   });
+
+  it('the built bin, Ctrl-C (SIGINT) mid-purge: stops between batches, reports, exits 130', async () => {
+    await seed(200);
+    const bin = fileURLToPath(new URL('../../dist/bin.js', import.meta.url));
+    const child = spawn(
+      process.execPath,
+      [bin, '--schema', db.schema, 'purge', '--batch-size', '10', '--pause-ms', '300'],
+      {
+        env: { ...process.env, DATABASE_URL: serviceEnv('DATABASE_URL') },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => {
+      stdout += c.toString();
+    });
+    child.stderr.on('data', (c: Buffer) => {
+      stderr += c.toString();
+      // After the first batch, during its pause: the purge is under way.
+      if (stderr.includes('purged 10/200 rows') && !child.killed) child.kill('SIGINT');
+    });
+    const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
+    expect(code, stderr).toBe(130);
+    expect(stderr).toContain('once: interrupted, stopping');
+    const purged = Number(/^stopped: purged (\d+) expired rows/.exec(stdout)?.[1]);
+    expect(purged).toBeGreaterThanOrEqual(10);
+    expect(purged).toBeLessThan(200);
+    // Stopped between batches: exactly what it reported is gone.
+    expect(await remaining()).toEqual({ expired: 200 - purged, live: 5 });
+  }, 30_000);
 });

@@ -124,7 +124,7 @@ describe('run without a database', () => {
     const lines = i.err.join('').trim().split('\n');
     expect(lines).toHaveLength(1);
     expect(JSON.parse(lines[0] ?? '')).toMatchObject({
-      error: { code: 'commander.invalidArgument', exitCode: 2 },
+      error: { code: 'INVALID_ARGUMENT', exitCode: 2 },
     });
   });
 

@@ -9,7 +9,9 @@ export const AdminErrorCode = {
   UnknownMessage: 'UNKNOWN_MESSAGE',
   /** The inbox row exists but is not a parked failure: nothing to retry or discard. */
   NotFailed: 'NOT_FAILED',
-  /** A lease-mode failure has recorded steps, whose effects would run again: pass `forgetSteps`. */
+  /** The inbox row is not `done` (failed, or in progress in lease mode): nothing to forget. */
+  NotDone: 'NOT_DONE',
+  /** A lease-mode message has recorded steps, whose effects would run again: pass `forgetSteps`. */
   HasSteps: 'HAS_STEPS',
   /** Republish: no body was stored for the failed message. */
   NoBody: 'NO_BODY',
@@ -34,6 +36,13 @@ export type AdminErrorDetail =
       messageId: string;
       /** What the row is instead; `gone` when it vanished between two reads. */
       status: 'done' | 'in_progress' | 'gone';
+    }
+  | {
+      code: typeof AdminErrorCode.NotDone;
+      consumer: string;
+      messageId: string;
+      /** What the row is instead. */
+      status: 'failed' | 'in_progress';
     }
   | { code: typeof AdminErrorCode.HasSteps; consumer: string; messageId: string; steps: string[] }
   | { code: typeof AdminErrorCode.NoBody; consumer: string; messageId: string }
@@ -86,8 +95,10 @@ function messageOf(d: AdminErrorDetail): string {
       return `no ${which}`;
     case AdminErrorCode.NotFailed:
       return `${which} is ${d.status}, not failed: nothing to do`;
+    case AdminErrorCode.NotDone:
+      return `${which} is ${d.status}, not done: nothing to forget`;
     case AdminErrorCode.HasSteps:
-      return `${which} has recorded steps (${d.steps.join(', ')}): retrying deletes them and their effects run again; pass forgetSteps to do it anyway`;
+      return `${which} has recorded steps (${d.steps.join(', ')}): deleting them means their effects run again; pass forgetSteps to do it anyway`;
     case AdminErrorCode.NoBody:
       return `cannot republish ${which}: no body was stored for it`;
     case AdminErrorCode.BodyTruncated:

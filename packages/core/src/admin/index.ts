@@ -21,6 +21,17 @@ export {
   type RetryFailedResult,
   retryFailed,
 } from './failed.js';
+export {
+  countForgetRange,
+  type ForgetOptions,
+  type ForgetRange,
+  type ForgetRangeCount,
+  type ForgetRangeOptions,
+  type ForgetRangeResult,
+  type ForgetResult,
+  forgetMessage,
+  forgetRange,
+} from './forget.js';
 export { type InboxGauges, type OutboxGauges, readInboxGauges, readOutboxGauges } from './gauges.js';
 export {
   consumerExists,

@@ -8,6 +8,8 @@
 export function adminSql(schema: string) {
   const inbox = `${schema}.inbox`;
   const outbox = `${schema}.outbox`;
+  const steps = `${schema}.steps`;
+  const starts = `${schema}.starts`;
   // The relay publishes a row under message_id when set, else its UUID; operators may quote either.
   // The CASE keeps a non-UUID string away from the cast.
   const byMessageId = `id = CASE WHEN $1 ~* '^[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}$' THEN $1::uuid END OR message_id = $1`;
@@ -15,6 +17,8 @@ export function adminSql(schema: string) {
     begin: 'BEGIN',
     commit: 'COMMIT',
     rollback: 'ROLLBACK',
+    /** The database's clock. */
+    now: 'SELECT now() AS now',
 
     /** One row per consumer; ages come from the server's clock, not the caller's. */
     inboxByConsumer: `SELECT consumer,
@@ -49,10 +53,10 @@ export function adminSql(schema: string) {
     /** $1 {@link stepsRelation}. Whether lease mode's steps table exists (schema version 3 on). */
     hasSteps: 'SELECT to_regclass($1) IS NOT NULL AS found',
     /** The steps table's qualified name, a parameter of {@link hasSteps}. */
-    stepsRelation: `${schema}.steps`,
+    stepsRelation: steps,
 
     /** $1 consumer, $2 message id. Only when {@link hasSteps}. */
-    steps: `SELECT step, seq, attempt, result, recorded_at FROM ${schema}.steps
+    steps: `SELECT step, seq, attempt, result, recorded_at FROM ${steps}
       WHERE consumer = $1 AND message_id = $2 ORDER BY seq, step`,
 
     /** $1 consumer or null for all, $2 limit. Served by the partial index on failed rows. */
@@ -84,6 +88,69 @@ export function adminSql(schema: string) {
      */
     discardFailed: `UPDATE ${inbox} SET status = 'done'
       WHERE consumer = $1 AND message_id = $2 AND status = 'failed'`,
+
+    /**
+     * Forget one processed id, so its next delivery is processed afresh. $1 consumer, $2 message
+     * id, $3 also when it has recorded steps (lease mode; they go with it, ON DELETE CASCADE).
+     * Only a `done` row: a failed row keeps its body for `retryFailed`, and an `in_progress` row
+     * is a live lease whose holder is still running. Its start count (`Inbox.noteStart`) goes
+     * too, so the next delivery starts counting from zero. A single statement: a consumer's claim
+     * of the id that arrives meanwhile waits on the deleted row, and inserts once this commits.
+     * Returns one row: `removed` (0 or 1), `steps` deleted with it.
+     */
+    forgetOne: `WITH gone AS (
+        DELETE FROM ${inbox} AS i WHERE i.consumer = $1 AND i.message_id = $2 AND i.status = 'done'
+          AND ($3::boolean OR NOT EXISTS (SELECT 1 FROM ${steps} AS s
+            WHERE s.consumer = i.consumer AND s.message_id = i.message_id))
+        RETURNING i.message_id),
+      starts AS (DELETE FROM ${starts} AS st USING gone AS g
+        WHERE st.consumer = $1 AND st.message_id = g.message_id RETURNING 1)
+      SELECT (SELECT count(*) FROM gone)::int AS removed,
+        (SELECT count(*) FROM ${steps} AS s JOIN gone AS g ON s.consumer = $1 AND s.message_id = g.message_id)::int
+          AS steps`,
+
+    /**
+     * What {@link forgetRangeStep} would remove, counted. $1 consumer, $2 since (inclusive), $3
+     * until (exclusive) or null for now. Returns the database's `now()` as `as_of`, the upper
+     * bound the steps then use, so rows processed after the count are not taken.
+     */
+    forgetRangeCount: `SELECT now() AS as_of,
+        count(*) FILTER (WHERE status = 'done' AND NOT has_steps)::float8 AS done,
+        count(*) FILTER (WHERE status = 'done' AND has_steps)::float8 AS done_with_steps,
+        count(*) FILTER (WHERE status = 'failed')::float8 AS failed,
+        count(*) FILTER (WHERE status = 'in_progress')::float8 AS in_progress
+      FROM (SELECT i.status, EXISTS (SELECT 1 FROM ${steps} AS s
+          WHERE s.consumer = i.consumer AND s.message_id = i.message_id) AS has_steps
+        FROM ${inbox} AS i
+        WHERE i.consumer = $1 AND i.created_at >= $2 AND i.created_at < coalesce($3, now())) AS r`,
+
+    /**
+     * One batch of a range forget: up to $6 `done` rows of consumer $1 created in [$2, $3), after
+     * message id $4 in key order (keyset: each batch walks the primary key on from the last, so
+     * the whole range is read once), with their steps when $5 and their start counts. Candidates
+     * are picked without locks and deleted by key with the conditions checked again, so a row a
+     * consumer holds is waited for and then judged on what it became. `last` is the greatest
+     * candidate id (the next cursor), null when there were none: the range is done.
+     */
+    forgetRangeStep: `WITH batch AS (
+        SELECT i.message_id FROM ${inbox} AS i
+        WHERE i.consumer = $1 AND i.message_id > $4 AND i.status = 'done'
+          AND i.created_at >= $2 AND i.created_at < $3
+          AND ($5::boolean OR NOT EXISTS (SELECT 1 FROM ${steps} AS s
+            WHERE s.consumer = i.consumer AND s.message_id = i.message_id))
+        ORDER BY i.message_id LIMIT $6),
+      gone AS (
+        DELETE FROM ${inbox} AS i USING batch AS b
+        WHERE i.consumer = $1 AND i.message_id = b.message_id AND i.status = 'done'
+          AND ($5::boolean OR NOT EXISTS (SELECT 1 FROM ${steps} AS s
+            WHERE s.consumer = i.consumer AND s.message_id = i.message_id))
+        RETURNING i.message_id),
+      starts AS (DELETE FROM ${starts} AS st USING gone AS g
+        WHERE st.consumer = $1 AND st.message_id = g.message_id RETURNING 1)
+      SELECT (SELECT max(message_id) FROM batch) AS last,
+        (SELECT count(*) FROM gone)::int AS removed,
+        (SELECT count(*) FROM ${steps} AS s JOIN gone AS g ON s.consumer = $1 AND s.message_id = g.message_id)::int
+          AS steps`,
 
     /** Rows a purge would delete now. */
     expiredCount: `SELECT count(*)::float8 AS n FROM ${inbox} WHERE expires_at < now()`,

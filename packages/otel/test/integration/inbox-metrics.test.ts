@@ -9,6 +9,7 @@ import {
   migrate,
   type OutboxPublisher,
   PermanentError,
+  silentLogger,
 } from '@once/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestPool, dropSchema, freshSchemaName } from '../../../../test/support/index.js';
@@ -113,6 +114,38 @@ describe('instrument(inbox)', () => {
     expect(sum).toBeLessThan(1);
   });
 
+  it("records the semantic conventions' messaging.process.duration and messaging.client.consumed.messages too", async () => {
+    const m = await h.collect();
+    const semconv = {
+      'messaging.system': 'aws_sqs',
+      'messaging.destination.name': 'payments',
+      'messaging.operation.name': 'process',
+      'once.consumer': 'payments',
+    };
+    // The seven deliveries of the test above, each once.
+    expect(m.get('messaging.client.consumed.messages')?.descriptor.unit).toBe('{message}');
+    expect(sumOf(m, 'messaging.client.consumed.messages', semconv)).toBe(7);
+    expect(m.get('messaging.process.duration')?.descriptor.unit).toBe('s');
+    expect(histogramCount(m, 'messaging.process.duration', semconv)).toBe(7);
+    // error.type if and only if the operation failed: the permanent failure and the retry.
+    expect(histogramCount(m, 'messaging.process.duration', { 'error.type': 'PERMANENT' })).toBe(1);
+    expect(histogramCount(m, 'messaging.process.duration', { 'error.type': 'ETIMEDOUT' })).toBe(1);
+    const ok = pointsOf(m, 'messaging.client.consumed.messages').filter(
+      (p) => !('error.type' in p.attributes),
+    );
+    expect(ok.reduce((n, p) => n + (p.value as number), 0)).toBe(5);
+    // Only the conventions' attributes (and once.consumer): no once.outcome on these.
+    for (const p of pointsOf(m, 'messaging.process.duration')) {
+      expect(Object.keys(p.attributes).sort()).toEqual(
+        Object.keys({ ...semconv, ...('error.type' in p.attributes ? { 'error.type': '' } : {}) }).sort(),
+      );
+    }
+    // The same durations as once.process.duration, in seconds.
+    const total = (name: string) =>
+      pointsOf(m, name).reduce((n, p) => n + (p.value as { sum: number }).sum, 0);
+    expect(total('messaging.process.duration')).toBeCloseTo(total('once.process.duration'), 9);
+  });
+
   it('reads inbox rows and purge lag from PostgreSQL at collection time', async () => {
     await pool.query(`ANALYZE ${inboxTable}`);
     const rows = Number((await pool.query(`SELECT count(*) AS n FROM ${inboxTable}`)).rows[0].n);
@@ -152,6 +185,59 @@ describe('instrument(inbox)', () => {
       histogramCount(before, 'once.handler.duration'),
     );
     expect(queries.filter((q) => q.includes('reltuples'))).toEqual([]);
+  });
+});
+
+describe('a message that did not run is not-run, never a retry', () => {
+  const h = metricsHarness();
+  afterAll(() => h.shutdown());
+
+  it('behind a retried message in its batch, and with the database unavailable', async () => {
+    const inbox = createInbox({ pool, schema, consumer: 'ledger', handler, maxAttempts: 3 });
+    const missing = createInbox({
+      pool,
+      schema: freshSchemaName('otel_missing'),
+      consumer: 'ledger',
+      handler,
+      logger: silentLogger,
+    });
+    const instrumentations = [inbox, missing].map((i) =>
+      instrument(i, { meterProvider: h.meterProvider, pool: false }),
+    );
+    const kafka = (id: string, kind: string): Envelope => ({
+      ...envelope(id, { kind }),
+      source: {
+        broker: 'kafka',
+        queue: 'ledger-topic',
+        partition: 0,
+        offset: String(++seq),
+        group: 'ledger-group',
+      },
+    });
+    const batch = await inbox.processBatch([kafka('n1', 'ok'), kafka('n2', 'transient'), kafka('n3', 'ok')]);
+    expect(batch.map((o) => o.status)).toEqual(['processed', 'retry', 'not-run']);
+    expect((await missing.process(kafka('n4', 'ok'))).status).toBe('not-run');
+    for (const i of instrumentations) i.close();
+
+    const m = await h.collect();
+    const count = (outcome: string) => sumOf(m, 'once.messages', { 'once.outcome': outcome });
+    expect(count('retry')).toBe(1);
+    expect(count('not-run')).toBe(2);
+    expect(sumOf(m, 'once.messages')).toBe(4);
+    expect(sumOf(m, 'once.messages', { 'once.outcome': 'not-run', 'once.not_run.reason': 'behind' })).toBe(1);
+    expect(
+      sumOf(m, 'once.messages', { 'once.outcome': 'not-run', 'once.not_run.reason': 'unavailable' }),
+    ).toBe(1);
+    // Delivered to the application all the same: consumed once each, with Kafka's consumer group.
+    expect(
+      sumOf(m, 'messaging.client.consumed.messages', {
+        'messaging.system': 'kafka',
+        'messaging.destination.name': 'ledger-topic',
+        'messaging.consumer.group.name': 'ledger-group',
+        'messaging.operation.name': 'process',
+      }),
+    ).toBe(4);
+    expect(histogramCount(m, 'messaging.process.duration')).toBe(4);
   });
 });
 
