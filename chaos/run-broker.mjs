@@ -259,6 +259,9 @@ async function run(o, cleanups) {
         },
       );
     if (kind === 'sigkill' || kind === 'sigkill-commit') {
+      // A victim with work in flight: an armed kill on an idle consumer (one a rebalance left
+      // without partitions) may see no COMMIT before its deadline and land outside the window.
+      await steer(anyInflight);
       const victim = pick();
       if (kind === 'sigkill-commit') {
         victim.send('arm-commit-kill');
