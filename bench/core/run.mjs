@@ -7,7 +7,7 @@
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import pg from 'pg';
-import { createInbox, migrate } from '../../packages/core/dist/index.js';
+import { createInbox, migrate } from '@once/core';
 import { countingPool } from '../support/counting-pool.mjs';
 
 const N = Number(process.env.BENCH_N ?? 5000);

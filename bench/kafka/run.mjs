@@ -14,8 +14,8 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { Kafka, logLevel } from 'kafkajs';
 import pg from 'pg';
-import { migrate } from '../../packages/core/dist/index.js';
-import { createKafkaConsumer } from '../../packages/kafka/dist/index.js';
+import { migrate } from '@once/core';
+import { createKafkaConsumer } from '@once/kafka';
 import { countingPool } from '../support/counting-pool.mjs';
 
 const N = Number(process.env.BENCH_MESSAGES ?? 20_000);

@@ -11,8 +11,8 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import amqp from 'amqplib';
 import pg from 'pg';
-import { migrate } from '../../packages/core/dist/index.js';
-import { createRabbitConsumer } from '../../packages/rabbitmq/dist/index.js';
+import { migrate } from '@once/core';
+import { createRabbitConsumer } from '@once/rabbitmq';
 import { countingPool } from '../support/counting-pool.mjs';
 
 const N = Number(process.env.BENCH_MESSAGES ?? 10_000);

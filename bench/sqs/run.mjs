@@ -18,8 +18,8 @@ import {
   SQSClient,
 } from '@aws-sdk/client-sqs';
 import pg from 'pg';
-import { migrate } from '../../packages/core/dist/index.js';
-import { createSqsConsumer } from '../../packages/sqs/dist/index.js';
+import { migrate } from '@once/core';
+import { createSqsConsumer } from '@once/sqs';
 import { countingPool } from '../support/counting-pool.mjs';
 
 const N = Number(process.env.BENCH_SQS_N ?? 4000);
