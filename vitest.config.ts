@@ -7,7 +7,7 @@ import { defineConfig } from 'vitest/config';
 // aliases come from every package's `exports` map (`./dist/x/index.d.ts` → `src/x/index.ts`), so
 // a new subpath cannot silently load dist/.
 const packagesDir = fileURLToPath(new URL('./packages/', import.meta.url));
-const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
 const alias = readdirSync(packagesDir)
   .filter((dir) => existsSync(`${packagesDir}${dir}/package.json`))
   .flatMap((dir) => {
@@ -22,7 +22,7 @@ const alias = readdirSync(packagesDir)
       }
       const specifier = subpath === '.' ? pkg.name : `${pkg.name}/${subpath.slice(2)}`;
       return {
-        find: new RegExp(`^${escape(specifier)}$`),
+        find: new RegExp(`^${escapeRegExp(specifier)}$`),
         replacement: `${packagesDir}${dir}/src/${types.slice('./dist/'.length, -'.d.ts'.length)}.ts`,
       };
     });
