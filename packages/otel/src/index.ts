@@ -6,7 +6,7 @@
  *
  * ```ts
  * const consumer = createKafkaConsumer({ kafka, pool, groupId: 'billing', topics: ['orders'],
- *   handler: traced(async (message, { tx }) => { await tx.query(...) }) });
+ *   handler: traced(async (message, { tx }) => { await saveOrder(tx, message) }) });
  * const instrumentation = instrument(consumer, { pool });
  * ```
  */
