@@ -1,5 +1,5 @@
 /**
- * `@once/cli`: the `once` command (migrate, status, inspect, failed, retry, purge, forget,
+ * `@once/cli`: the `once` command (migrate, status, inspect, failed, forget, purge,
  * outbox). Its library surface runs the same program in-process, for tests and wrappers: `run`
  * takes the arguments and the streams and resolves to the exit code; it never calls
  * `process.exit`.
