@@ -66,7 +66,7 @@ async function buildOnce() {
   const common = { pool, schema: cfg.schema, consumer: 'chaos', handler, logger };
   if (cfg.broker === 'kafka') {
     const { Kafka, logLevel } = await import('kafkajs');
-    const { createKafkaConsumer } = await import('../packages/kafka/dist/index.js');
+    const { createKafkaConsumer } = await import('@once/kafka');
     const c = createKafkaConsumer({
       kafka: kafkaClient(Kafka, logLevel),
       groupId: cfg.groupId,
@@ -81,7 +81,7 @@ async function buildOnce() {
     return c;
   }
   if (cfg.broker === 'sqs') {
-    const { createSqsConsumer } = await import('../packages/sqs/dist/index.js');
+    const { createSqsConsumer } = await import('@once/sqs');
     return createSqsConsumer({
       client: await sqsClient(),
       queueUrl: cfg.queueUrl,
@@ -91,7 +91,7 @@ async function buildOnce() {
       ...common,
     });
   }
-  const { createRabbitConsumer } = await import('../packages/rabbitmq/dist/index.js');
+  const { createRabbitConsumer } = await import('@once/rabbitmq');
   const c = createRabbitConsumer({
     url: cfg.amqpUrl,
     queue: cfg.queue,

@@ -46,7 +46,7 @@ async function run(o, cleanups) {
   const pool = new pg.Pool({ connectionString: cluster.url, max: 3, application_name: 'chaos-campaign' });
   pool.on('error', () => {});
   cleanups.push(() => pool.end());
-  const { migrate } = await import('../packages/core/dist/index.js');
+  const { migrate } = await import('@once/core');
   await migrate(pool, { schema: 'once' });
   for (const t of ['effects', 'naive_effects']) {
     await pool.query(`CREATE TABLE IF NOT EXISTS public.${t} (

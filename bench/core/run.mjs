@@ -6,8 +6,8 @@
 // no ratios, duplicate cost, storm or results file (those need every variant).
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
+import { createInbox, migrate } from '@once/core';
 import pg from 'pg';
-import { createInbox, migrate } from '../../packages/core/dist/index.js';
 import { countingPool } from '../support/counting-pool.mjs';
 
 const N = Number(process.env.BENCH_N ?? 5000);

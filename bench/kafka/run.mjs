@@ -12,10 +12,10 @@
 // Size: BENCH_MESSAGES (default 20000; the full size is 200000).
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
+import { migrate } from '@once/core';
+import { createKafkaConsumer } from '@once/kafka';
 import { Kafka, logLevel } from 'kafkajs';
 import pg from 'pg';
-import { migrate } from '../../packages/core/dist/index.js';
-import { createKafkaConsumer } from '../../packages/kafka/dist/index.js';
 import { countingPool } from '../support/counting-pool.mjs';
 
 const N = Number(process.env.BENCH_MESSAGES ?? 20_000);

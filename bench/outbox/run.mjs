@@ -12,13 +12,13 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { CreateQueueCommand, DeleteQueueCommand, PurgeQueueCommand, SQSClient } from '@aws-sdk/client-sqs';
+import { createOutbox, createRelay, migrate } from '@once/core';
+import { createKafkaPublisher } from '@once/kafka';
+import { createRabbitPublisher } from '@once/rabbitmq';
+import { createSqsPublisher } from '@once/sqs';
 import amqp from 'amqplib';
 import { Kafka, logLevel } from 'kafkajs';
 import pg from 'pg';
-import { createOutbox, createRelay, migrate } from '../../packages/core/dist/index.js';
-import { createKafkaPublisher } from '../../packages/kafka/dist/index.js';
-import { createRabbitPublisher } from '../../packages/rabbitmq/dist/index.js';
-import { createSqsPublisher } from '../../packages/sqs/dist/index.js';
 
 const ROWS = Number(process.env.BENCH_ROWS ?? 10_000);
 const BATCH = Number(process.env.BENCH_BATCH ?? 100);

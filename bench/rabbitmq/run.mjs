@@ -9,10 +9,10 @@
 // (default 1, best kept), BENCH_ONLY=name,name to run a subset.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
+import { migrate } from '@once/core';
+import { createRabbitConsumer } from '@once/rabbitmq';
 import amqp from 'amqplib';
 import pg from 'pg';
-import { migrate } from '../../packages/core/dist/index.js';
-import { createRabbitConsumer } from '../../packages/rabbitmq/dist/index.js';
 import { countingPool } from '../support/counting-pool.mjs';
 
 const N = Number(process.env.BENCH_MESSAGES ?? 10_000);

@@ -17,9 +17,9 @@ import {
   SendMessageBatchCommand,
   SQSClient,
 } from '@aws-sdk/client-sqs';
+import { migrate } from '@once/core';
+import { createSqsConsumer } from '@once/sqs';
 import pg from 'pg';
-import { migrate } from '../../packages/core/dist/index.js';
-import { createSqsConsumer } from '../../packages/sqs/dist/index.js';
 import { countingPool } from '../support/counting-pool.mjs';
 
 const N = Number(process.env.BENCH_SQS_N ?? 4000);

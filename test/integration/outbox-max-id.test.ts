@@ -2,11 +2,12 @@ import { ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import { createInbox, createRelay, type Envelope, MAX_ID_LENGTH, PermanentError } from '@once/core';
 import { createKafkaPublisher } from '@once/kafka';
 import { createRabbitPublisher } from '@once/rabbitmq';
-import { createSqsPublisher, envelopeOf } from '@once/sqs';
+import { createSqsPublisher } from '@once/sqs';
 import type pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { cli } from '../../packages/cli/test/integration/fixtures/cli.js';
 import { readTopic } from '../../packages/kafka/test/integration/fixtures/kafka.js';
+import { envelopeOf } from '../../packages/sqs/src/envelope-of.js';
 import { quoteIdent, serviceUrls, uniqueName } from '../support/index.js';
 import {
   amqpAdmin,

@@ -1,4 +1,17 @@
-export { Connection } from './connection.js';
+/**
+ * `@once/core`: effectively-once message processing on PostgreSQL. The inbox records a message's
+ * id in the same transaction as the handler's writes; the outbox queues messages to publish in
+ * the caller's transaction and the relay publishes them after COMMIT. Broker adapters
+ * (`@once/kafka`, `@once/sqs`, `@once/rabbitmq`) build on it; their kit is `@once/core/adapter`,
+ * operators' tools use `@once/core/admin`, handler tests `@once/core/testing`.
+ *
+ * ```ts
+ * await migrate(pool);
+ * const inbox = createInbox({ pool, consumer: 'billing.orders',
+ *   handler: async (message, { tx }) => { await tx.query('INSERT INTO charges ...', [...]) } });
+ * const outcome = await inbox.process({ id: 'order-1', body, headers: {}, source, attempt: 1, redelivered: false });
+ * ```
+ */
 export {
   type Envelope,
   type EnvelopeSource,
@@ -18,7 +31,7 @@ export {
   serializeError,
 } from './errors.js';
 export { type OnceEventListener, type OnceEventMap, type OnceEventName, TypedEmitter } from './events.js';
-export { type Fence, type FenceOf, type FencePosition, resolveFence } from './fence.js';
+export type { Fence, FenceOf, FencePosition } from './fence.js';
 export { fingerprint } from './fingerprint.js';
 export type { Handler, HandlerContext, Tx } from './handler.js';
 export { quoteIdentifier } from './identifier.js';
@@ -67,6 +80,7 @@ export {
   type DuplicateOutcome,
   type FailedOutcome,
   type FailReason,
+  type NotRunOutcome,
   type Outcome,
   type ProcessedOutcome,
   type RetryOutcome,

@@ -8,8 +8,7 @@
  * ```
  */
 export { jsonHandler } from '@once/core/adapter';
-export { type DeadLetterOutcome, deadLetterMessage } from './dead-letter.js';
-export { type EnvelopeContext, envelopeOf, type MappedMessage } from './envelope-of.js';
+export type { DeadLetterOutcome } from './dead-letter.js';
 export { KafkaErrorCode } from './errors.js';
 export type { KafkaConsumerEventListener, KafkaConsumerEventMap, KafkaConsumerEventName } from './events.js';
 export {
@@ -30,6 +29,4 @@ export {
   type KafkaConsumerOptions,
   type KafkaIdSource,
   type ResolvedKafkaConsumerOptions,
-  resolveKafkaConsumerOptions,
 } from './options.js';
-export { decodeMarker, encodeMarker, type ReplayMarker } from './replay-marker.js';

@@ -9,15 +9,12 @@
  * ```
  */
 export { jsonHandler } from '@once/core/adapter';
-export { type AckKind, type AckTarget, AckWatermark } from './ack-watermark.js';
-export { ConfirmedPublisher } from './confirmed-publish.js';
 export {
   createRabbitConsumer,
   RabbitConsumer,
   type RabbitConsumerHealth,
   type RabbitConsumerState,
 } from './consumer.js';
-export { envelopeOf } from './envelope-of.js';
 export { RabbitErrorCode } from './errors.js';
 export type {
   RabbitConsumerEventListener,
@@ -30,7 +27,6 @@ export {
   type QueueType,
   type RabbitConsumerOptions,
   type ResolvedRabbitConsumerOptions,
-  resolveRabbitConsumerOptions,
 } from './options.js';
 export {
   createRabbitPublisher,
@@ -39,4 +35,3 @@ export {
   type RabbitPublisherOptions,
 } from './publisher.js';
 export type { SocketOptionsLike } from './socket-options.js';
-export { type Topology, tierFor, topologyOf } from './topology.js';

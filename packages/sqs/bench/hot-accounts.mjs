@@ -26,9 +26,9 @@ import {
   SendMessageBatchCommand,
   SQSClient,
 } from '@aws-sdk/client-sqs';
+import { migrate } from '@once/core';
+import { createSqsConsumer } from '@once/sqs';
 import pg from 'pg';
-import { migrate } from '../../core/dist/index.js';
-import { createSqsConsumer } from '../dist/index.js';
 
 const N = Number(process.env.BENCH_HOT_N ?? 600);
 const ACCOUNTS = Number(process.env.BENCH_HOT_ACCOUNTS ?? 10);

@@ -1,6 +1,5 @@
 export { createSqsConsumer, SqsConsumer, type SqsConsumerHealth, type SqsConsumerState } from './consumer.js';
-export { decodeOverflowValue, encodeOverflowValue, readDeadLetter } from './dead-letter.js';
-export { type EnvelopeSettings, envelopeOf } from './envelope-of.js';
+export { readDeadLetter } from './dead-letter.js';
 export type { SqsEventListener, SqsEventMap, SqsEventName } from './events.js';
 export { jsonHandler } from './json-handler.js';
 export {
@@ -8,7 +7,6 @@ export {
   type DeadLetter,
   type IdSource,
   type ResolvedSqsConsumerOptions,
-  resolveSqsConsumerOptions,
   type SqsConsumerOptions,
 } from './options.js';
 export {
@@ -18,6 +16,5 @@ export {
   type PublishResult,
   type SqsPublisher,
   type SqsPublisherOptions,
-  sqsToken,
 } from './publisher.js';
-export { type QueueInfo, queueInfo, SqsErrorCode } from './queue-info.js';
+export { type QueueInfo, SqsErrorCode } from './queue-info.js';

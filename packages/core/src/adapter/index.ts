@@ -6,6 +6,11 @@
  * process-wide isolation gate), `jsonHandler`, settle plans and the dead-letter record. It names
  * no broker. See docs/adapters.md. Stability: 0.x, like every package here; a minor version may
  * change it, and each change is listed in CHANGELOG.md.
+ *
+ * ```ts
+ * const { inbox, adapter } = splitOptions(options, { factory: 'createNatsConsumer', adapterKeys: ['subject'] });
+ * const plan = settlePlanOf(await inbox.process(envelope), inbox.options.consumer); // what to tell the broker
+ * ```
  */
 
 export { type FenceRecord, readFence } from '../fence.js';

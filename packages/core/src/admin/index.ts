@@ -4,6 +4,11 @@
  * or the handler's `tx`, where no transaction of its own is needed) and the schema name, and
  * returns typed rows; what cannot be done as asked throws an {@link AdminError} with a `code`
  * and typed `detail`, and nothing is changed. 0.x: it may change between minors.
+ *
+ * ```ts
+ * const { total, failed } = await listFailed(pool, 'once', { consumer: 'billing.orders' });
+ * for (const f of failed) await retryFailed(pool, 'once', f); // the next delivery runs afresh
+ * ```
  */
 
 export { checkSchema } from '../migrate.js';

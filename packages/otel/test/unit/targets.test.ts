@@ -1,6 +1,7 @@
 import { OnceError } from '@once/core';
 import { describe, expect, it } from 'vitest';
-import { destinationOf, type InstrumentTarget, instrument, systemOf } from '../../src/index.js';
+import { destinationOf, systemOf } from '../../src/attributes.js';
+import { type InstrumentTarget, instrument } from '../../src/index.js';
 import { kindOf } from '../../src/targets.js';
 
 const on = () => () => {};

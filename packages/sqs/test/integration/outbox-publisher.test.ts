@@ -1,7 +1,8 @@
 import { createOutbox, createRelay, MAX_ID_LENGTH, OnceError } from '@once/core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { FaultProxy } from '../../../../test/support/index.js';
-import { BODY_ENCODING_ATTRIBUTE, createSqsPublisher, envelopeOf } from '../../src/index.js';
+import { envelopeOf } from '../../src/envelope-of.js';
+import { BODY_ENCODING_ATTRIBUTE, createSqsPublisher } from '../../src/index.js';
 import { type Db, drain, freshDb, queues, SQS_ENDPOINT, sqsClient, unique } from './fixtures/env.js';
 
 // The SQS publisher against ElasticMQ: bodies that are not SQS text arrive as the same bytes,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { envelopeOf } from '../../src/index.js';
+import { envelopeOf } from '../../src/envelope-of.js';
 
 const settings = { queueUrl: 'http://h/q.fifo', idFrom: 'attribute' as const, idAttribute: 'message-id' };
 const message = {

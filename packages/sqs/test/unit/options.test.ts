@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { resolveSqsConsumerOptions, type SqsConsumerOptions } from '../../src/index.js';
+import type { SqsConsumerOptions } from '../../src/index.js';
+import { resolveSqsConsumerOptions } from '../../src/options.js';
 import { fakeClient } from './fake-client.js';
 
 const pool = { connect: async () => ({}) as never, query: async () => ({ rows: [], rowCount: 0 }) };
