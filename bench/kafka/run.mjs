@@ -5,11 +5,16 @@
 //   once/msg   createKafkaConsumer({ batch: false }): one transaction per message.
 //   once/batch createKafkaConsumer({ batch: true, batchSize: BENCH_SLICE }).
 //   fenced/batch the same with offsetFencing: a fence row per partition instead of inbox rows.
+//   floor/msg, floor/batch  the floor (bench/support/floor.mjs, a frozen hand-written inbox) in
+//              B1/msg's and B1/batch's consumers: same settings, its claim before the effect,
+//              offsets committed after COMMIT.
+// BENCH_REPS interleaved repetitions (default 7), each variant on a fresh consumer group per
+// repetition; per variant the median; ratios are the median of per-repetition paired ratios [min–max].
 // All variants read BENCH_MESSAGES messages pre-produced to one 6-partition topic, each with a
 // fresh consumer group, 3 partitions at a time, and write the same effect row per message.
 // Latency is per message from the start of its transaction (or slice) to its COMMIT: the messages
 // are pre-produced, so produce-to-effect time would only measure the backlog.
-// Size: BENCH_MESSAGES (default 20000; the issue's full size is 200000).
+// Size: BENCH_MESSAGES (default 20000; the issue's full size is 200000), BENCH_ONLY=name,name.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { migrate } from '@once/core';
@@ -17,10 +22,13 @@ import { createKafkaConsumer } from '@once/kafka';
 import { Kafka, logLevel } from 'kafkajs';
 import pg from 'pg';
 import { countingPool } from '../support/counting-pool.mjs';
+import { createFloorTable, floorBatch, floorOne } from '../support/floor.mjs';
+import { fmtRatio, gitCommit, median, pairedRatio } from '../support/report.mjs';
 
 const N = Number(process.env.BENCH_MESSAGES ?? 20_000);
 const SLICE = Number(process.env.BENCH_SLICE ?? 500);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 3);
+const REPS = Number(process.env.BENCH_REPS ?? 7);
 const PARTITIONS = 6;
 const BROKERS = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',');
 const DB_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -37,6 +45,7 @@ await migrate(raw, { schema: SCHEMA });
 await raw.query(
   `CREATE TABLE ${SCHEMA}.effects (variant text NOT NULL, id text NOT NULL, amount int NOT NULL)`,
 );
+await createFloorTable(raw, SCHEMA);
 const EFFECT = `INSERT INTO ${SCHEMA}.effects (variant, id, amount) VALUES ($1, $2, $3)`;
 
 const kafka = new Kafka({ clientId: RUN, brokers: BROKERS, logLevel: logLevel.NOTHING });
@@ -70,8 +79,8 @@ const consumerSettings = {
 };
 
 /** Runs one variant until it has handled N messages; returns its measurements. */
-async function measure(name, start) {
-  await raw.query(`TRUNCATE ${SCHEMA}.effects, ${SCHEMA}.inbox CASCADE`);
+async function measure(name, start, tag) {
+  await raw.query(`TRUNCATE ${SCHEMA}.effects, ${SCHEMA}.inbox, ${SCHEMA}.floor_inbox CASCADE`);
   const latencies = [];
   let done = 0;
   let finish;
@@ -89,7 +98,7 @@ async function measure(name, start) {
   }, 100);
   const rt0 = counter.trips;
   const cpu0 = process.cpuUsage();
-  const stop = await start(progress);
+  const stop = await start(progress, tag);
   const t0 = performance.now();
   await finished;
   const seconds = (performance.now() - t0) / 1000;
@@ -122,9 +131,32 @@ function plainConsumer(name) {
   return kafka.consumer({ groupId: `${RUN}-${name}`, ...consumerSettings });
 }
 
+/** B1/batch's loop over a kafkajs batch: `work(slice)` in one transaction per slice, offsets after. */
+function sliced(work, progress) {
+  return async ({ batch, resolveOffset, commitOffsetsIfNecessary, heartbeat }) => {
+    for (let i = 0; i < batch.messages.length; i += SLICE) {
+      const slice = batch.messages.slice(i, i + SLICE);
+      const t = performance.now();
+      await work(slice);
+      const last = slice[slice.length - 1].offset;
+      resolveOffset(last);
+      await commitOffsetsIfNecessary({
+        topics: [
+          {
+            topic: batch.topic,
+            partitions: [{ partition: batch.partition, offset: String(BigInt(last) + 1n) }],
+          },
+        ],
+      });
+      progress(slice.length, performance.now() - t);
+      await heartbeat();
+    }
+  };
+}
+
 const variants = {
-  raw: async (progress) => {
-    const c = plainConsumer('raw');
+  raw: async (progress, tag) => {
+    const c = plainConsumer(`raw${tag}`);
     await c.connect();
     await c.subscribe({ topics: [TOPIC], fromBeginning: true });
     await c.run({
@@ -133,8 +165,8 @@ const variants = {
     });
     return () => c.disconnect();
   },
-  'B1/msg': async (progress) => {
-    const c = plainConsumer('b1msg');
+  'B1/msg': async (progress, tag) => {
+    const c = plainConsumer(`b1msg${tag}`);
     await c.connect();
     await c.subscribe({ topics: [TOPIC], fromBeginning: true });
     await c.run({
@@ -155,43 +187,73 @@ const variants = {
     });
     return () => c.disconnect();
   },
-  'B1/batch': async (progress) => {
-    const c = plainConsumer('b1batch');
+  'B1/batch': async (progress, tag) => {
+    const c = plainConsumer(`b1batch${tag}`);
     await c.connect();
     await c.subscribe({ topics: [TOPIC], fromBeginning: true });
     await c.run({
       autoCommit: false,
       eachBatchAutoResolve: false,
       partitionsConsumedConcurrently: CONCURRENCY,
-      eachBatch: async ({ batch, resolveOffset, commitOffsetsIfNecessary, heartbeat }) => {
-        for (let i = 0; i < batch.messages.length; i += SLICE) {
-          const slice = batch.messages.slice(i, i + SLICE);
-          const t = performance.now();
-          const client = await pool.connect();
-          try {
-            await client.query('BEGIN');
-            for (const m of slice) {
-              const body = JSON.parse(m.value.toString());
-              await client.query(EFFECT, ['b1batch', m.headers['message-id'].toString(), body.amount]);
-            }
-            await client.query('COMMIT');
-          } finally {
-            client.release();
+      eachBatch: sliced(async (slice) => {
+        const client = await pool.connect();
+        try {
+          await client.query('BEGIN');
+          for (const m of slice) {
+            const body = JSON.parse(m.value.toString());
+            await client.query(EFFECT, ['b1batch', m.headers['message-id'].toString(), body.amount]);
           }
-          const last = slice[slice.length - 1].offset;
-          resolveOffset(last);
-          await commitOffsetsIfNecessary({
-            topics: [
-              {
-                topic: batch.topic,
-                partitions: [{ partition: batch.partition, offset: String(BigInt(last) + 1n) }],
-              },
-            ],
-          });
-          progress(slice.length, performance.now() - t);
-          await heartbeat();
+          await client.query('COMMIT');
+        } finally {
+          client.release();
         }
+      }, progress),
+    });
+    return () => c.disconnect();
+  },
+  'floor/msg': async (progress, tag) => {
+    const c = plainConsumer(`floormsg${tag}`);
+    await c.connect();
+    await c.subscribe({ topics: [TOPIC], fromBeginning: true });
+    await c.run({
+      partitionsConsumedConcurrently: CONCURRENCY,
+      eachMessage: async ({ message }) => {
+        const t = performance.now();
+        const body = JSON.parse(message.value.toString());
+        const id = message.headers['message-id'].toString();
+        await floorOne(pool, SCHEMA, 'floor-kafka', id, (q) =>
+          q.query(EFFECT, ['floormsg', id, body.amount]),
+        );
+        progress(1, performance.now() - t);
       },
+    });
+    return () => c.disconnect();
+  },
+  'floor/batch': async (progress, tag) => {
+    const c = plainConsumer(`floorbatch${tag}`);
+    await c.connect();
+    await c.subscribe({ topics: [TOPIC], fromBeginning: true });
+    await c.run({
+      autoCommit: false,
+      eachBatchAutoResolve: false,
+      partitionsConsumedConcurrently: CONCURRENCY,
+      eachBatch: sliced(
+        (slice) =>
+          floorBatch(
+            pool,
+            SCHEMA,
+            'floor-kafka',
+            slice,
+            (m) => m.headers['message-id'].toString(),
+            (q, m) =>
+              q.query(EFFECT, [
+                'floorbatch',
+                m.headers['message-id'].toString(),
+                JSON.parse(m.value.toString()).amount,
+              ]),
+          ),
+        progress,
+      ),
     });
     return () => c.disconnect();
   },
@@ -202,12 +264,12 @@ for (const [name, mode, offsetFencing] of [
   ['once/batch', 'batch', false],
   ['fenced/batch', 'batch', true],
 ]) {
-  variants[name] = async (progress) => {
+  variants[name] = async (progress, tag) => {
     const variant = `${offsetFencing ? 'fenced' : 'once'}${mode}`;
     const c = createKafkaConsumer({
       offsetFencing,
       kafka,
-      groupId: `${RUN}-${variant}`,
+      groupId: `${RUN}-${variant}${tag}`,
       topics: [TOPIC],
       pool,
       schema: SCHEMA,
@@ -234,47 +296,80 @@ const produceMs = await produce();
 console.log(
   `kafka bench: ${N} messages on ${PARTITIONS} partitions (produced in ${Math.round(produceMs)} ms), slice ${SLICE}, ${CONCURRENCY} partitions at a time, ${os.cpus().length} cores`,
 );
-const results = {};
 const only = process.env.BENCH_ONLY?.split(',');
-for (const [name, start] of Object.entries(variants)) {
-  if (only && !only.includes(name)) continue;
-  results[name] = await measure(name, start);
-  console.log(`  ${name.padEnd(10)} ${String(results[name].msgsPerSec).padStart(7)} msgs/s`);
+const names = Object.keys(variants).filter((n) => !only || only.includes(n));
+const runs = Object.fromEntries(names.map((n) => [n, []]));
+for (let rep = 0; rep < REPS; rep++) {
+  // Interleaved, in a rotating order, so a noisy neighbour slows every variant alike.
+  const order = names.slice(rep % names.length).concat(names.slice(0, rep % names.length));
+  for (const name of order) {
+    const r = await measure(name, variants[name], `-${rep}`);
+    runs[name].push(r);
+    console.log(`  rep ${rep + 1} ${name.padEnd(12)} ${String(r.msgsPerSec).padStart(7)} msgs/s`);
+  }
+}
+const results = {};
+for (const [name, list] of Object.entries(runs)) {
+  const med = (k) => Number(median(list.map((r) => r[k])).toFixed(2));
+  results[name] = {
+    name,
+    msgsPerSec: Math.round(median(list.map((r) => r.msgsPerSec))),
+    seconds: med('seconds'),
+    p50Ms: med('p50Ms'),
+    p99Ms: med('p99Ms'),
+    roundTripsPerMsg: med('roundTripsPerMsg'),
+    cpuUsPerMsg: Math.round(median(list.map((r) => r.cpuUsPerMsg))),
+    peakRssMb: Math.max(...list.map((r) => r.peakRssMb)),
+    repMsgsPerSec: list.map((r) => r.msgsPerSec),
+    repCpuUsPerMsg: list.map((r) => r.cpuUsPerMsg),
+  };
 }
 
-const ratio = (a, b) =>
-  results[a] && results[b] ? Number((results[a].msgsPerSec / results[b].msgsPerSec).toFixed(2)) : Number.NaN;
-const ratios = {
-  'once/batch ÷ B1/batch': { value: ratio('once/batch', 'B1/batch'), target: 0.8 },
-  'once/batch ÷ once/msg': { value: ratio('once/batch', 'once/msg'), target: 4 },
-  'once/msg ÷ B1/msg': { value: ratio('once/msg', 'B1/msg'), target: 0.75 },
-  'once/batch ÷ raw': { value: ratio('once/batch', 'raw'), target: undefined },
-  'fenced/batch ÷ once/batch': { value: ratio('fenced/batch', 'once/batch'), target: undefined },
-  'fenced/batch ÷ B1/batch': { value: ratio('fenced/batch', 'B1/batch'), target: undefined },
-};
+// Each ratio: the median of per-repetition paired ratios, with min–max.
+const paired = (a, b, value = (r) => r.msgsPerSec) => pairedRatio(runs[a], runs[b], value);
+const cpu = (r) => r.cpuUsPerMsg;
+const ratioDefs = [
+  ['once/msg ÷ floor/msg', paired('once/msg', 'floor/msg'), 0.9, '≥'],
+  ['once/batch ÷ floor/batch', paired('once/batch', 'floor/batch'), 0.9, '≥'],
+  ['once/msg ÷ floor/msg, CPU µs/msg', paired('once/msg', 'floor/msg', cpu), 1.15, '≤'],
+  ['once/batch ÷ floor/batch, CPU µs/msg', paired('once/batch', 'floor/batch', cpu), 1.15, '≤'],
+  ['once/batch ÷ B1/batch', paired('once/batch', 'B1/batch'), 0.8, '≥'],
+  ['once/batch ÷ once/msg', paired('once/batch', 'once/msg'), 4, '≥'],
+  ['once/msg ÷ B1/msg', paired('once/msg', 'B1/msg'), 0.75, '≥'],
+  ['floor/msg ÷ B1/msg', paired('floor/msg', 'B1/msg'), undefined, '≥'],
+  ['floor/batch ÷ B1/batch', paired('floor/batch', 'B1/batch'), undefined, '≥'],
+  ['floor/batch ÷ floor/msg', paired('floor/batch', 'floor/msg'), undefined, '≥'],
+  ['once/batch ÷ raw', paired('once/batch', 'raw'), undefined, '≥'],
+  ['fenced/batch ÷ once/batch', paired('fenced/batch', 'once/batch'), undefined, '≥'],
+  ['fenced/batch ÷ B1/batch', paired('fenced/batch', 'B1/batch'), undefined, '≥'],
+];
+const ratios = {};
+for (const [label, r, target, cmp] of ratioDefs) {
+  if (!r) continue;
+  const met = target === undefined ? undefined : cmp === '≥' ? r.median >= target : r.median <= target;
+  ratios[label] = { value: Number(r.median.toFixed(2)), min: r.min, max: r.max, reps: r.n, target, cmp, met };
+}
 
 console.log('');
-console.log('variant      msgs/s   p50 ms   p99 ms   RT/msg   CPU µs/msg   peak RSS MB');
+console.log(`medians of ${REPS} repetitions`);
+console.log('variant        msgs/s   p50 ms   p99 ms   RT/msg   CPU µs/msg   peak RSS MB');
 for (const r of Object.values(results)) {
   console.log(
-    `${r.name.padEnd(10)} ${String(r.msgsPerSec).padStart(8)} ${String(r.p50Ms).padStart(8)} ${String(r.p99Ms).padStart(8)} ${String(r.roundTripsPerMsg).padStart(8)} ${String(r.cpuUsPerMsg).padStart(12)} ${String(r.peakRssMb).padStart(13)}`,
+    `${r.name.padEnd(12)} ${String(r.msgsPerSec).padStart(8)} ${String(r.p50Ms).padStart(8)} ${String(r.p99Ms).padStart(8)} ${String(r.roundTripsPerMsg).padStart(8)} ${String(r.cpuUsPerMsg).padStart(12)} ${String(r.peakRssMb).padStart(13)}`,
   );
 }
 console.log('');
 for (const [name, r] of Object.entries(ratios)) {
-  const verdict =
-    r.target === undefined
-      ? ''
-      : r.value >= r.target
-        ? `(target ≥ ${r.target}: met)`
-        : `(target ≥ ${r.target}: MISSED)`;
-  console.log(`${name.padEnd(24)} ${r.value.toFixed(2)}× ${verdict}`);
+  const verdict = r.target === undefined ? '' : `(target ${r.cmp} ${r.target}: ${r.met ? 'met' : 'MISSED'})`;
+  console.log(
+    `${name.padEnd(38)} ${fmtRatio({ median: r.value, min: r.min, max: r.max }).padEnd(20)} ${verdict}`,
+  );
 }
 
 mkdirSync(new URL('../results/', import.meta.url), { recursive: true });
 writeFileSync(
   new URL('../results/kafka.json', import.meta.url),
-  `${JSON.stringify({ when: new Date().toISOString(), messages: N, partitions: PARTITIONS, slice: SLICE, concurrency: CONCURRENCY, cores: os.cpus().length, results, ratios }, null, 2)}\n`,
+  `${JSON.stringify({ when: new Date().toISOString(), commit: gitCommit(), messages: N, partitions: PARTITIONS, slice: SLICE, concurrency: CONCURRENCY, reps: REPS, cores: os.cpus().length, results, ratios }, null, 2)}\n`,
 );
 await admin.deleteTopics({ topics: [TOPIC] }).catch(() => {});
 await admin.disconnect();

@@ -4,9 +4,12 @@
 //   B1/batch  plain amqplib, one transaction for the deliveries waiting in the window, one multiple ack.
 //   once/msg  createRabbitConsumer, per-message transactions.
 //   once/batch createRabbitConsumer({ batch: true }).
+//   floor/msg, floor/batch  the floor (bench/support/floor.mjs, a frozen hand-written inbox) in
+//             B1's consumers: same prefetch and concurrency, its claim before the effect, ack after COMMIT.
 // Every variant consumes BENCH_MESSAGES persistent messages pre-published to its own quorum queue.
 // Size: BENCH_MESSAGES (default 10000; the issue's full size is 100000), BENCH_REPS interleaved runs
-// (default 1, best kept), BENCH_ONLY=name,name to run a subset.
+// (default 7; per variant the median, ratios the median of per-repetition paired ratios with
+// min–max), BENCH_ONLY=name,name to run a subset.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { migrate } from '@once/core';
@@ -14,12 +17,14 @@ import { createRabbitConsumer } from '@once/rabbitmq';
 import amqp from 'amqplib';
 import pg from 'pg';
 import { countingPool } from '../support/counting-pool.mjs';
+import { createFloorTable, floorBatch, floorOne } from '../support/floor.mjs';
+import { fmtRatio, gitCommit, median, pairedRatio } from '../support/report.mjs';
 
 const N = Number(process.env.BENCH_MESSAGES ?? 10_000);
 const PREFETCH = Number(process.env.BENCH_PREFETCH ?? 200);
 const MSG_CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 8);
 const BATCH = Number(process.env.BENCH_BATCH ?? 100);
-const REPS = Number(process.env.BENCH_REPS ?? 1);
+const REPS = Number(process.env.BENCH_REPS ?? 7);
 const AMQP_URL = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
 const DB_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const SCHEMA = 'once_bench_rabbitmq';
@@ -34,6 +39,7 @@ await migrate(raw, { schema: SCHEMA });
 await raw.query(
   `CREATE TABLE ${SCHEMA}.effects (variant text NOT NULL, id text NOT NULL, amount int NOT NULL)`,
 );
+await createFloorTable(raw, SCHEMA);
 const EFFECT = `INSERT INTO ${SCHEMA}.effects (variant, id, amount) VALUES ($1, $2, $3)`;
 
 const conn = await amqp.connect(AMQP_URL, { clientProperties: { connection_name: RUN } });
@@ -94,6 +100,56 @@ async function measure(name, queue, consume) {
   return r;
 }
 
+/** B1/msg's consumer: up to MSG_CONCURRENCY deliveries at once, `work(m)` each, ack after it. */
+async function perMessage(queue, onDone, work) {
+  const ch = await plainChannel(PREFETCH);
+  const buffer = [];
+  let active = 0;
+  const pump = () => {
+    while (active < MSG_CONCURRENCY && buffer.length > 0) {
+      const m = buffer.shift();
+      active++;
+      work(m)
+        .then(() => {
+          // Out-of-order completion: a plain ack of one tag (no multiple) is safe.
+          ch.ack(m);
+          onDone();
+        })
+        .finally(() => {
+          active--;
+          pump();
+        });
+    }
+  };
+  await ch.consume(queue, (m) => {
+    buffer.push(m);
+    pump();
+  });
+  return () => ch.close();
+}
+
+/** B1/batch's consumer: `work(take)` for up to BATCH waiting deliveries, then one multiple ack. */
+async function batched(queue, onDone, work) {
+  const ch = await plainChannel(PREFETCH);
+  const buffer = [];
+  let running = false;
+  const pump = async () => {
+    if (running || buffer.length === 0) return;
+    running = true;
+    const take = buffer.splice(0, BATCH);
+    await work(take);
+    ch.ack(take[take.length - 1], true);
+    for (const _ of take) onDone();
+    running = false;
+    setImmediate(pump);
+  };
+  await ch.consume(queue, (m) => {
+    buffer.push(m);
+    void pump();
+  });
+  return () => ch.close();
+}
+
 async function plainChannel(prefetch) {
   const ch = await conn.createChannel();
   ch.on('error', () => {});
@@ -112,48 +168,22 @@ const variants = {
       return () => ch.close();
     }),
   'B1/msg': (queue) =>
-    measure('B1/msg', queue, async (onDone) => {
-      const ch = await plainChannel(PREFETCH);
-      const buffer = [];
-      let active = 0;
-      const pump = () => {
-        while (active < MSG_CONCURRENCY && buffer.length > 0) {
-          const m = buffer.shift();
-          active++;
-          (async () => {
-            const c = await pool.connect();
-            try {
-              const body = JSON.parse(m.content.toString());
-              await c.query('BEGIN');
-              await c.query(EFFECT, [queue, m.properties.messageId, body.amount]);
-              await c.query('COMMIT');
-            } finally {
-              c.release();
-            }
-            // Out-of-order completion: a plain ack of one tag (no multiple) is safe.
-            ch.ack(m);
-            onDone();
-          })().finally(() => {
-            active--;
-            pump();
-          });
+    measure('B1/msg', queue, (onDone) =>
+      perMessage(queue, onDone, async (m) => {
+        const c = await pool.connect();
+        try {
+          const body = JSON.parse(m.content.toString());
+          await c.query('BEGIN');
+          await c.query(EFFECT, [queue, m.properties.messageId, body.amount]);
+          await c.query('COMMIT');
+        } finally {
+          c.release();
         }
-      };
-      await ch.consume(queue, (m) => {
-        buffer.push(m);
-        pump();
-      });
-      return () => ch.close();
-    }),
+      }),
+    ),
   'B1/batch': (queue) =>
-    measure('B1/batch', queue, async (onDone) => {
-      const ch = await plainChannel(PREFETCH);
-      const buffer = [];
-      let running = false;
-      const pump = async () => {
-        if (running || buffer.length === 0) return;
-        running = true;
-        const take = buffer.splice(0, BATCH);
+    measure('B1/batch', queue, (onDone) =>
+      batched(queue, onDone, async (take) => {
         const c = await pool.connect();
         try {
           await c.query('BEGIN');
@@ -165,17 +195,29 @@ const variants = {
         } finally {
           c.release();
         }
-        ch.ack(take[take.length - 1], true);
-        for (const _ of take) onDone();
-        running = false;
-        setImmediate(pump);
-      };
-      await ch.consume(queue, (m) => {
-        buffer.push(m);
-        void pump();
-      });
-      return () => ch.close();
-    }),
+      }),
+    ),
+  'floor/msg': (queue) =>
+    measure('floor/msg', queue, (onDone) =>
+      perMessage(queue, onDone, (m) =>
+        floorOne(pool, SCHEMA, queue, m.properties.messageId, (q) =>
+          q.query(EFFECT, [queue, m.properties.messageId, JSON.parse(m.content.toString()).amount]),
+        ),
+      ),
+    ),
+  'floor/batch': (queue) =>
+    measure('floor/batch', queue, (onDone) =>
+      batched(queue, onDone, (take) =>
+        floorBatch(
+          pool,
+          SCHEMA,
+          queue,
+          take,
+          (m) => m.properties.messageId,
+          (q, m) => q.query(EFFECT, [queue, m.properties.messageId, JSON.parse(m.content.toString()).amount]),
+        ),
+      ),
+    ),
   'once/msg': (queue) => onceVariant('once/msg', queue, false),
   'once/batch': (queue) => onceVariant('once/batch', queue, true),
 };
@@ -211,42 +253,58 @@ function onceVariant(name, queue, batch) {
 }
 
 console.log(
-  `RabbitMQ bench: ${N} persistent messages per variant, prefetch ${PREFETCH}, per-message concurrency ${MSG_CONCURRENCY}, batch ${BATCH}`,
+  `RabbitMQ bench: ${N} persistent messages per variant, prefetch ${PREFETCH}, per-message concurrency ${MSG_CONCURRENCY}, batch ${BATCH}, ${REPS} interleaved repetitions`,
 );
-const results = {};
 const only = process.env.BENCH_ONLY?.split(',');
-const runs = {};
-// Repetitions interleave the variants, so a noisy neighbour slows all of them alike; the best run of
-// each is kept (interference only ever slows a run down).
+const names = Object.keys(variants).filter((n) => !only || only.includes(n));
+const runs = Object.fromEntries(names.map((n) => [n, []]));
+// Repetitions interleave the variants in a rotating order, so a noisy neighbour slows all alike.
 for (let rep = 0; rep < REPS; rep++) {
-  for (const [name, run] of Object.entries(variants)) {
-    if (only && !only.includes(name)) continue;
-    runs[name] ??= [];
-    runs[name].push(await run(`${RUN}-${name.replace('/', '-')}-${rep}`));
-  }
+  const order = names.slice(rep % names.length).concat(names.slice(0, rep % names.length));
+  for (const name of order) runs[name].push(await variants[name](`${RUN}-${name.replace('/', '-')}-${rep}`));
 }
+const results = {};
 for (const [name, list] of Object.entries(runs)) {
-  const best = list.reduce((x, y) => (y.msgsPerSec > x.msgsPerSec ? y : x));
-  results[name] = { ...best, reps: list.map((r) => Math.round(r.msgsPerSec)) };
+  const med = (k) => median(list.map((r) => r[k]));
+  results[name] = {
+    variant: list[0].variant,
+    msgsPerSec: med('msgsPerSec'),
+    roundTripsPerMsg: med('roundTripsPerMsg'),
+    cpuUsPerMsg: med('cpuUsPerMsg'),
+    rssMiB: Math.max(...list.map((r) => r.rssMiB)),
+    reps: list.map((r) => Math.round(r.msgsPerSec)),
+    repCpuUsPerMsg: list.map((r) => Math.round(r.cpuUsPerMsg)),
+  };
 }
-if (REPS > 1) {
-  console.log('\n  best of', REPS);
-  for (const r of Object.values(results))
-    console.log(
-      `  ${r.variant.padEnd(11)} ${r.msgsPerSec.toFixed(0).padStart(7)} msg/s  runs ${r.reps.join(', ')}`,
-    );
-}
-const ratio = (a, b) => (results[a]?.msgsPerSec ?? Number.NaN) / (results[b]?.msgsPerSec ?? Number.NaN);
+console.log(`\n  medians of ${REPS}`);
+console.log('  variant      msg/s  rt/msg  CPU µs/msg   runs (msg/s)');
+for (const r of Object.values(results))
+  console.log(
+    `  ${r.variant.padEnd(11)} ${r.msgsPerSec.toFixed(0).padStart(7)} ${r.roundTripsPerMsg.toFixed(2).padStart(7)} ${r.cpuUsPerMsg.toFixed(0).padStart(11)}   ${r.reps.join(', ')}`,
+  );
+// Each ratio: the median of per-repetition paired ratios, with min–max.
+const rate = (r) => r.msgsPerSec;
+const cpu = (r) => r.cpuUsPerMsg;
 const checks = [
-  ['once/msg ÷ B1/msg', ratio('once/msg', 'B1/msg'), 0.75],
-  ['once/batch ÷ B1/batch', ratio('once/batch', 'B1/batch'), 0.8],
-  ['once/batch ÷ once/msg', ratio('once/batch', 'once/msg'), 4],
-  ['once/batch ÷ R0 (ceiling)', ratio('once/batch', 'R0'), undefined],
-];
-console.log('\n  ratio                        measured  target');
-for (const [label, value, target] of checks) {
-  const verdict = target === undefined ? '' : value >= target ? `≥ ${target} ok` : `< ${target} MISSED`;
-  console.log(`  ${label.padEnd(28)} ${value.toFixed(2).padStart(8)}  ${verdict}`);
+  ['once/msg ÷ floor/msg', 'once/msg', 'floor/msg', rate, 0.9, '≥'],
+  ['once/batch ÷ floor/batch', 'once/batch', 'floor/batch', rate, 0.9, '≥'],
+  ['once/msg ÷ floor/msg, CPU µs/msg', 'once/msg', 'floor/msg', cpu, 1.15, '≤'],
+  ['once/batch ÷ floor/batch, CPU µs/msg', 'once/batch', 'floor/batch', cpu, 1.15, '≤'],
+  ['once/msg ÷ B1/msg', 'once/msg', 'B1/msg', rate, 0.75, '≥'],
+  ['once/batch ÷ B1/batch', 'once/batch', 'B1/batch', rate, 0.8, '≥'],
+  ['once/batch ÷ once/msg', 'once/batch', 'once/msg', rate, 4, '≥'],
+  ['floor/msg ÷ B1/msg', 'floor/msg', 'B1/msg', rate, undefined, '≥'],
+  ['floor/batch ÷ B1/batch', 'floor/batch', 'B1/batch', rate, undefined, '≥'],
+  ['floor/batch ÷ floor/msg', 'floor/batch', 'floor/msg', rate, undefined, '≥'],
+  ['once/batch ÷ R0 (ceiling)', 'once/batch', 'R0', rate, undefined, '≥'],
+]
+  .map(([label, a, b, value, target, cmp]) => [label, pairedRatio(runs[a], runs[b], value), target, cmp])
+  .filter(([, r]) => r);
+console.log('\n  ratio (median of paired repetitions [min–max])          target');
+for (const [label, r, target, cmp] of checks) {
+  const ok = cmp === '≥' ? r.median >= target : r.median <= target;
+  const verdict = target === undefined ? '' : ok ? `${cmp} ${target} ok` : `${cmp} ${target} MISSED`;
+  console.log(`  ${label.padEnd(38)} ${fmtRatio(r).padEnd(20)} ${verdict}`);
 }
 const dupes = await raw.query(
   `SELECT variant, count(*)::int AS n FROM (SELECT variant, id FROM ${SCHEMA}.effects GROUP BY 1, 2 HAVING count(*) > 1) d GROUP BY 1`,
@@ -259,13 +317,20 @@ writeFileSync(
   `${JSON.stringify(
     {
       at: new Date().toISOString(),
+      commit: gitCommit(),
       messages: N,
+      reps: REPS,
       prefetch: PREFETCH,
       concurrency: MSG_CONCURRENCY,
       batch: BATCH,
       machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version },
       results: Object.values(results),
-      ratios: Object.fromEntries(checks.map(([l, v, t]) => [l, { measured: v, target: t ?? null }])),
+      ratios: Object.fromEntries(
+        checks.map(([l, r, t, cmp]) => [
+          l,
+          { measured: r.median, min: r.min, max: r.max, reps: r.n, target: t ?? null, cmp },
+        ]),
+      ),
     },
     null,
     2,

@@ -4,9 +4,11 @@
 // parallel, one group's messages one after another), writes the same effect and deletes each
 // receive's messages in one DeleteMessageBatch: per message (one transaction each) and batched
 // (one transaction per receive). ElasticMQ is the ceiling here, so once's own cost is also shown
-// as Node CPU and Postgres round trips per message.
+// as Node CPU and Postgres round trips per message. The floor (bench/support/floor.mjs, a frozen
+// hand-written inbox) runs in B1's receive loops, its claim before the effect, deleting after COMMIT.
 // Size: BENCH_SQS_N messages over BENCH_SQS_GROUPS groups (default 4000 over 50; the issue's full
-// size is 20000: BENCH_SQS_N=20000), BENCH_SQS_REPS repetitions (median). Run after `npm run build`.
+// size is 20000: BENCH_SQS_N=20000), BENCH_SQS_REPS interleaved repetitions (default 7; per variant
+// the median, ratios the median of per-repetition paired ratios with min–max). Run after `npm run build`.
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import {
@@ -21,15 +23,17 @@ import { migrate } from '@once/core';
 import { createSqsConsumer } from '@once/sqs';
 import pg from 'pg';
 import { countingPool } from '../support/counting-pool.mjs';
+import { createFloorTable, floorBatch, floorOne } from '../support/floor.mjs';
+import { fmtRatio, gitCommit, pairedRatio } from '../support/report.mjs';
 
 const N = Number(process.env.BENCH_SQS_N ?? 4000);
 const GROUPS = Number(process.env.BENCH_SQS_GROUPS ?? 50);
-const REPS = Number(process.env.BENCH_SQS_REPS ?? 3);
+const REPS = Number(process.env.BENCH_SQS_REPS ?? 7);
 // B1 loops receive, process and delete in turn, so it needs several. once keeps receiving while it
 // processes; it runs with its default of one receiver and with as many as B1.
 const RECEIVERS = Number(process.env.BENCH_SQS_RECEIVERS ?? 4);
 const MAX_IN_FLIGHT = Number(process.env.BENCH_SQS_MAX_IN_FLIGHT ?? RECEIVERS * 10);
-/** Comma-separated substrings; only variants whose name contains one run (B1 baselines always run). */
+/** Comma-separated substrings; only variants whose name contains one run (B1 and floor always run). */
 const ONLY = process.env.BENCH_SQS_ONLY?.split(',');
 const CONCURRENCY = 10;
 const DB_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -67,6 +71,7 @@ const { pool, counter } = countingPool(raw);
 await raw.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
 await migrate(raw, { schema: SCHEMA });
 await raw.query(`CREATE TABLE ${SCHEMA}.effects (id text NOT NULL, grp text, n int NOT NULL)`);
+await createFloorTable(raw, SCHEMA);
 const EFFECT = `INSERT INTO ${SCHEMA}.effects (id, grp, n) VALUES ($1, $2, $3)`;
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -102,8 +107,11 @@ async function filledQueue() {
 const effectsCount = async () =>
   Number((await raw.query(`SELECT count(*) AS n FROM ${SCHEMA}.effects`)).rows[0].n);
 
-/** B1: receive, effect without dedup, delete the receive's messages in one batch call. */
-async function baseline(url, batched) {
+/**
+ * B1: receive, effect without dedup, delete the receive's messages in one batch call. With
+ * `floor`, the same loops with the floor's claim around the effect (its consumer name: `floor`).
+ */
+async function baseline(url, batched, floor) {
   let stop = false;
   let done = 0;
   const loop = async () => {
@@ -124,7 +132,16 @@ async function baseline(url, batched) {
         m.Attributes.MessageGroupId,
         JSON.parse(m.Body).n,
       ];
-      if (batched) {
+      if (floor && batched) {
+        await floorBatch(
+          pool,
+          SCHEMA,
+          floor,
+          msgs,
+          (m) => row(m)[0],
+          (q, m) => q.query(EFFECT, row(m)),
+        );
+      } else if (batched) {
         const c = await pool.connect();
         try {
           await c.query('BEGIN');
@@ -143,6 +160,10 @@ async function baseline(url, batched) {
         await Promise.all(
           [...byGroup.values()].map(async (list) => {
             for (const m of list) {
+              if (floor) {
+                await floorOne(pool, SCHEMA, floor, row(m)[0], (q) => q.query(EFFECT, row(m)));
+                continue;
+              }
               const c = await pool.connect();
               try {
                 await c.query('BEGIN');
@@ -197,26 +218,31 @@ async function once(url, batch, receivers) {
 
 const variants = [
   { name: 'B1 no-dedup/msg', run: (url) => baseline(url, false), pair: 'msg' },
+  { name: 'floor/msg', run: (url) => baseline(url, false, `floor-${url}`), pair: 'msg' },
   { name: 'once/msg, 1 receiver', run: (url) => once(url, false, 1), pair: 'msg' },
   { name: `once/msg, ${RECEIVERS} receivers`, run: (url) => once(url, false, RECEIVERS), pair: 'msg' },
   { name: 'B1 no-dedup/batch', run: (url) => baseline(url, true), pair: 'batch' },
+  { name: 'floor/batch', run: (url) => baseline(url, true, `floor-${url}`), pair: 'batch' },
   { name: 'once/batch, 1 receiver', run: (url) => once(url, true, 1), pair: 'batch' },
   { name: `once/batch, ${RECEIVERS} receivers`, run: (url) => once(url, true, RECEIVERS), pair: 'batch' },
 ];
 
+const isBase = (v) => v.name.startsWith('B1') || v.name.startsWith('floor');
 if (ONLY) {
   for (let i = variants.length - 1; i >= 0; i--) {
     const v = variants[i];
-    if (!v.name.startsWith('B1') && !ONLY.some((o) => v.name.includes(o))) variants.splice(i, 1);
+    if (!isBase(v) && !ONLY.some((o) => v.name.includes(o))) variants.splice(i, 1);
   }
   for (let i = variants.length - 1; i >= 0; i--) {
     const v = variants[i];
-    if (v.name.startsWith('B1') && !variants.some((o) => o.pair === v.pair && o !== v)) variants.splice(i, 1);
+    if (isBase(v) && !variants.some((o) => o.pair === v.pair && !isBase(o))) variants.splice(i, 1);
   }
 }
 const results = new Map(variants.map((v) => [v.name, []]));
 for (let rep = 0; rep < REPS; rep++) {
-  for (const v of variants) {
+  // Interleaved, in a rotating order, so a noisy neighbour slows every variant alike.
+  const order = variants.slice(rep % variants.length).concat(variants.slice(0, rep % variants.length));
+  for (const v of order) {
     const url = await filledQueue();
     await raw.query(`TRUNCATE ${SCHEMA}.effects`);
     counter.trips = 0;
@@ -243,6 +269,8 @@ for (let rep = 0; rep < REPS; rep++) {
 }
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const rate = (r) => r.msgsPerSec;
+const cpu = (r) => r.cpuUsPerMsg;
 const rows = variants.map((v) => {
   const rs = results.get(v.name);
   return {
@@ -257,11 +285,36 @@ const rows = variants.map((v) => {
     rssMiB: Math.max(...rs.map((r) => r.rssMiB)),
   };
 });
+// Ratios: the median of per-repetition paired ratios (min–max beside it).
 for (const r of rows) {
   const base = rows.find((b) => b.pair === r.pair && b.variant.startsWith('B1'));
-  r.vsB1 = r.msgsPerSec / base.msgsPerSec;
+  const floor = rows.find((b) => b.pair === r.pair && b.variant.startsWith('floor'));
+  const own = results.get(r.variant);
+  const b1 = pairedRatio(own, results.get(base.variant), rate);
+  r.vsB1 = b1.median;
+  r.vsB1Range = [b1.min, b1.max];
   r.cpuOverB1UsPerMsg = r.cpuUsPerMsg - base.cpuUsPerMsg;
+  r.vsFloor = pairedRatio(own, results.get(floor.variant), rate);
+  r.cpuVsFloor = pairedRatio(own, results.get(floor.variant), cpu);
+  r.repMsgsPerSec = own.map((x) => Math.round(x.msgsPerSec));
+  r.repCpuUsPerMsg = own.map((x) => Math.round(x.cpuUsPerMsg));
 }
+// The hand-written baselines' own batched ÷ per-message ratios (the SQS target is relative to them).
+const batchOverMsg = (a, b) => pairedRatio(results.get(a), results.get(b), rate);
+const scaling = Object.fromEntries(
+  [
+    ['B1 batch ÷ msg', 'B1 no-dedup/batch', 'B1 no-dedup/msg'],
+    ['floor batch ÷ msg', 'floor/batch', 'floor/msg'],
+    ['once batch ÷ msg, 1 receiver', 'once/batch, 1 receiver', 'once/msg, 1 receiver'],
+    [
+      `once batch ÷ msg, ${RECEIVERS} receivers`,
+      `once/batch, ${RECEIVERS} receivers`,
+      `once/msg, ${RECEIVERS} receivers`,
+    ],
+  ]
+    .filter(([, a, b]) => results.has(a) && results.has(b))
+    .map(([l, a, b]) => [l, batchOverMsg(a, b)]),
+);
 
 console.log(
   `SQS (ElasticMQ FIFO), ${N} messages over ${GROUPS} groups, ${REPS} rep(s), B1 ${RECEIVERS} receive loops; once holds up to ${MAX_IN_FLIGHT}`,
@@ -271,6 +324,8 @@ console.table(
     variant: r.variant,
     'msg/s': Math.round(r.msgsPerSec),
     'x B1': r.vsB1.toFixed(2),
+    'x floor [min–max]': fmtRatio(r.vsFloor),
+    'cpu x floor': fmtRatio(r.cpuVsFloor),
     'cpu µs/msg': Math.round(r.cpuUsPerMsg),
     'pg round trips/msg': r.roundTripsPerMsg.toFixed(2),
     'sqs calls/msg': r.sqsCallsPerMsg.toFixed(2),
@@ -279,11 +334,14 @@ console.table(
     'rss MiB': Math.round(r.rssMiB),
   })),
 );
+console.log(`once ÷ floor targets: msgs/s ≥ 0.9, CPU µs/msg ≤ 1.15 (medians of ${REPS} paired repetitions)`);
+for (const [l, r] of Object.entries(scaling)) console.log(`${l.padEnd(32)} ${fmtRatio(r)}`);
 writeFileSync(
   new URL('../results/sqs.json', import.meta.url),
   `${JSON.stringify(
     {
       at: new Date().toISOString(),
+      commit: gitCommit(),
       n: N,
       groups: GROUPS,
       reps: REPS,
@@ -292,6 +350,7 @@ writeFileSync(
       concurrency: CONCURRENCY,
       machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version },
       results: rows,
+      batchOverMessage: scaling,
     },
     null,
     2,
