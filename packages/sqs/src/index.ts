@@ -1,15 +1,15 @@
+export { jsonHandler } from '@once/core/adapter';
 export { createSqsConsumer, SqsConsumer, type SqsConsumerHealth, type SqsConsumerState } from './consumer.js';
 export { decodeOverflowValue, encodeOverflowValue, readDeadLetter } from './dead-letter.js';
 export { type EnvelopeSettings, envelopeOf } from './envelope-of.js';
-export type { SqsEventListener, SqsEventMap, SqsEventName } from './events.js';
-export { jsonHandler } from './json-handler.js';
+export { SqsErrorCode } from './errors.js';
+export type { SqsConsumerEventListener, SqsConsumerEventMap, SqsConsumerEventName } from './events.js';
 export {
   DEFAULT_SQS_CONSUMER_OPTIONS,
-  type DeadLetter,
-  type IdSource,
   type ResolvedSqsConsumerOptions,
   resolveSqsConsumerOptions,
   type SqsConsumerOptions,
+  type SqsIdSource,
 } from './options.js';
 export {
   BODY_ENCODING_ATTRIBUTE,
@@ -20,4 +20,4 @@ export {
   type SqsPublisherOptions,
   sqsToken,
 } from './publisher.js';
-export { type QueueInfo, queueInfo, SqsErrorCode } from './queue-info.js';
+export { type QueueInfo, queueInfo } from './queue-info.js';
