@@ -157,7 +157,10 @@ it('when PostgreSQL goes away mid-run the consumer stops receiving, and receives
   await send(url, second);
   await waitFor(() => seen.paused > 0, 30_000, 'the consumer to pause');
   expect(c.health()).toMatchObject({ healthy: false, available: false });
-  // Held: whatever was received when it paused goes back unrun; then nothing more is received.
+  // Held: whatever was received when it paused goes back unrun, and so does what a receive in
+  // flight then (a long poll of waitTimeSeconds, 1 s) still brings; then nothing more is received.
+  await waitFor(() => c.health().held === 0, 30_000, 'held messages to go back');
+  await sleep(1_500);
   await waitFor(() => c.health().held === 0, 30_000, 'held messages to go back');
   const received = seen.received;
   const notRun = seen.notRun;
