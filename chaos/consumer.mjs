@@ -85,7 +85,7 @@ async function buildOnce() {
     return createSqsConsumer({
       client: await sqsClient(),
       queueUrl: cfg.queueUrl,
-      deadLetter: { queueUrl: cfg.dlqUrl },
+      deadLetterQueueUrl: cfg.dlqUrl,
       waitTimeSeconds: 1,
       visibilityTimeoutS: 3,
       ...common,

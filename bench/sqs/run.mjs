@@ -199,7 +199,7 @@ async function once(url, batch, receivers) {
     schema: SCHEMA,
     consumer: `bench-${url}`,
     batch,
-    deadLetter: 'discard',
+    deadLetterQueueUrl: false,
     receivers,
     maxInFlight: MAX_IN_FLIGHT,
     ...(process.env.BENCH_SQS_LINGER_MS ? { settleLingerMs: Number(process.env.BENCH_SQS_LINGER_MS) } : {}),

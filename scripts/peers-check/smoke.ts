@@ -153,7 +153,7 @@ async function sqs(): Promise<string> {
     consumer: 'peers.sqs',
     schema,
     pool,
-    deadLetter: 'discard',
+    deadLetterQueueUrl: false,
     waitTimeSeconds: 1,
     handler: traced(handled),
   });

@@ -176,8 +176,8 @@ it(`a ${MAX_ID_LENGTH}-character id republished to Kafka and SQS arrives whole; 
   expect(received.Messages).toHaveLength(1);
   const envelope = envelopeOf(received.Messages![0]!, {
     queueUrl,
-    idFrom: 'attribute',
-    idAttribute: 'message-id',
+    idFrom: 'header',
+    idHeader: 'message-id',
   });
   expect(envelope.id).toBe(sqsId);
   expect(envelope.key).toBe('k1');

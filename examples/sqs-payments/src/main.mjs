@@ -26,9 +26,9 @@ const consumer = createPaymentsConsumer({ client, pool, schema: SCHEMA, queueUrl
 const seen = { processed: 0, duplicate: 0, deadLettered: 0 };
 consumer.inbox.on('message:processed', () => seen.processed++);
 consumer.inbox.on('message:duplicate', () => seen.duplicate++);
-consumer.on('dead-letter', (e) => {
+consumer.on('message:dead-lettered', (e) => {
   seen.deadLettered++;
-  console.log(`dead-lettered ${e.id ?? e.messageId}: ${e.reason}`);
+  console.log(`dead-lettered ${e.id ?? '(no id)'}: ${e.reason}`);
 });
 await consumer.start();
 

@@ -30,7 +30,7 @@ export function createPaymentsConsumer({
     pool,
     schema,
     consumer: consumer ?? 'example.payments',
-    deadLetter: { queueUrl: deadLetterUrl },
+    deadLetterQueueUrl: deadLetterUrl,
     // Short polls so a stop or the end of a run is not held by a 20 s long poll.
     waitTimeSeconds: 1,
     // One transaction per receive (up to ten messages, each group in order): fewer commits.

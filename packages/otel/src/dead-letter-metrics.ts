@@ -27,8 +27,11 @@ export function subscribeSqsDeadLetters(c: SqsConsumerLike, m: EventInstruments)
     [Attr.system]: 'aws_sqs',
     [Attr.destination]: destinationOf('sqs', c.options.queueUrl),
   };
-  return c.on('dead-letter', (e) => {
-    m.deadLetters.add(1, { ...base, [Attr.deadLetterReason]: e.reason, [Attr.deadLetterTarget]: e.target });
+  return c.on('message:dead-lettered', (e) => {
+    // A URL is a queue once copied it to; an ARN (or 'redrive') is the queue's redrive policy.
+    const target =
+      e.deadLetter === undefined ? 'discard' : /^https?:/.test(e.deadLetter) ? 'queue' : 'redrive';
+    m.deadLetters.add(1, { ...base, [Attr.deadLetterReason]: e.reason, [Attr.deadLetterTarget]: target });
   });
 }
 

@@ -39,17 +39,18 @@ export interface KafkaConsumerLike {
   on(name: 'message:dead-lettered', listener: (event: KafkaDeadLetteredEvent) => void): () => void;
 }
 
-/** The `dead-letter` event of @once/sqs's consumer. */
+/** The `message:dead-lettered` event of @once/sqs's consumer (the adapter kit's shape). */
 export interface SqsDeadLetterEvent {
   reason: string;
-  target: string;
+  /** The dead-letter queue's URL, the redrive target's ARN, or undefined when deleted. */
+  deadLetter: string | undefined;
 }
 
 /** An `SqsConsumer` from @once/sqs. */
 export interface SqsConsumerLike {
   readonly inbox: InboxLike;
   readonly options: { readonly queueUrl: string };
-  on(name: 'dead-letter', listener: (event: SqsDeadLetterEvent) => void): () => void;
+  on(name: 'message:dead-lettered', listener: (event: SqsDeadLetterEvent) => void): () => void;
 }
 
 /** The `settled` event of @once/rabbitmq's consumer. */

@@ -93,7 +93,7 @@ async function run({ fifo, batch, keyed }) {
     consumer: `hot-${url}`,
     batch,
     ...(keyed ? { keyOf: (e) => String(JSON.parse(e.body.toString()).account) } : {}),
-    deadLetter: 'discard',
+    deadLetterQueueUrl: false,
     receivers: RECEIVERS,
     maxInFlight: RECEIVERS * 10,
     concurrency: CONCURRENCY,

@@ -4,37 +4,43 @@ import {
   type Envelope,
   type Inbox,
   OnceError,
-  type SerializedError,
   serializeError,
   warnIfRetentionShort,
 } from '@once/core';
-import { processGate } from '@once/core/adapter';
+import {
+  type Consumer,
+  type ConsumerHealth,
+  ConsumerLifecycle,
+  type ConsumerState,
+  KeyedSerializer,
+  Limiter,
+  processGate,
+  StartCounter,
+} from '@once/core/adapter';
 import { envelopeOf } from './envelope-of.js';
-import { type SqsEventListener, type SqsEventName, SqsEvents } from './events.js';
+import { SqsErrorCode } from './errors.js';
+import type { SqsConsumerEventListener, SqsConsumerEventMap, SqsConsumerEventName } from './events.js';
 import type { Held } from './held.js';
 import { KeyLanes } from './key-lanes.js';
-import { KeyedSerializer } from './keyed-serializer.js';
-import { Limiter } from './limiter.js';
 import {
-  type DeadLetter,
+  queueNameOf,
   type ResolvedSqsConsumerOptions,
   resolveSqsConsumerOptions,
   type SqsConsumerOptions,
 } from './options.js';
 import { planChains } from './plan-chains.js';
-import { type QueueInfo, queueInfo, SqsErrorCode } from './queue-info.js';
+import { type QueueInfo, queueInfo } from './queue-info.js';
 import { type ChainContext, runBatch, runChain } from './run-chain.js';
-import { RunCounter } from './run-counter.js';
 import { type DeadLetterTarget, Settler, toSeconds } from './settler.js';
 
-/** Lifecycle of a consumer. */
-export type SqsConsumerState = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped' | 'failed';
+/** Where the consumer is in its life (the kit's states; an SQS consumer is never `reconnecting`). */
+export type SqsConsumerState = ConsumerState;
 
-/** What {@link SqsConsumer.health} reports. */
-export interface SqsConsumerHealth {
-  state: SqsConsumerState;
-  /** Running, and receives are not failing `unhealthyAfterErrors` times in a row. */
-  healthy: boolean;
+/**
+ * A snapshot for health checks. `healthy`: running, the database and schema usable, and receives
+ * not failing `unhealthyAfterErrors` times in a row.
+ */
+export interface SqsConsumerHealth extends ConsumerHealth {
   queueUrl: string;
   /** Messages received and not yet settled. */
   held: number;
@@ -43,19 +49,24 @@ export interface SqsConsumerHealth {
   /** Epoch ms of the last successful receive. */
   lastReceiveAt: number | undefined;
   consecutiveReceiveErrors: number;
-  lastError: SerializedError | undefined;
 }
+
+/** Longest wait for the start count of a redelivered message, in ms (see StartCounter). */
+const START_COUNT_WAIT_MS = 5_000;
 
 /**
  * Polls one SQS queue and processes each message effectively once through a core inbox: the
  * handler's writes and the message's claim commit together, and the message is deleted only
- * after that commit. Create it with {@link createSqsConsumer}; `start()`, `stop()`, `health()`.
+ * after that commit. While the database or once's schema cannot be used it receives nothing, and
+ * begins again once the schema checks out. Create it with {@link createSqsConsumer}.
  */
-export class SqsConsumer<R = unknown> {
-  readonly options: ResolvedSqsConsumerOptions<R>;
+export class SqsConsumer<R = unknown> implements Consumer<R, SqsConsumerEventMap, SqsConsumerHealth> {
+  /** The SQS options after defaults. */
+  readonly options: ResolvedSqsConsumerOptions;
   /** The core inbox; subscribe to message outcomes with `consumer.inbox.on('message:processed', ...)`. */
   readonly inbox: Inbox<R>;
-  readonly #events: SqsEvents;
+  readonly #life: ConsumerLifecycle<R, SqsConsumerEventMap>;
+  readonly #counter: StartCounter<R>;
   readonly #held = new Map<string, Held>();
   readonly #limiter: Limiter;
   readonly #serializer = new KeyedSerializer();
@@ -64,39 +75,66 @@ export class SqsConsumer<R = unknown> {
   readonly #settler: Settler;
   readonly #chainContext: ChainContext<R>;
   readonly #tasks = new Set<Promise<unknown>>();
+  /** Aborted by stop(): ends a long poll in flight and any backoff sleep. */
   readonly #abort = new AbortController();
-  #state: SqsConsumerState = 'idle';
   #queue: QueueInfo | undefined;
   #reserved = 0;
   #capacityWaiters: (() => void)[] = [];
+  /** Receivers waiting for the lifecycle to fetch again (the database is back). */
+  #resumeWaiters: (() => void)[] = [];
   #receivers: Promise<void>[] = [];
   #heartbeat: NodeJS.Timeout | undefined;
-  #stopping: Promise<void> | undefined;
   #lastReceiveAt: number | undefined;
   #receiveErrors = 0;
-  #lastError: SerializedError | undefined;
 
-  constructor(options: ResolvedSqsConsumerOptions<R>) {
-    this.options = options;
-    this.#events = new SqsEvents(options.logger);
-    this.#limiter = new Limiter(options.concurrency);
-    // Attempts are the handler's runs, counted in Postgres; a redelivered message started more
-    // than maxAttempts times is the one that keeps killing the process: it is failed unrun.
-    const runs = new RunCounter<R>({
-      maxAttempts: options.maxAttempts,
+  constructor(options: SqsConsumerOptions<R>) {
+    const { sqs, inbox } = resolveSqsConsumerOptions(options);
+    this.options = sqs;
+    this.#limiter = new Limiter(sqs.concurrency);
+    // SQS counts receives, not runs: a message's attempt is its starts counted in Postgres, and a
+    // redelivered message started more than maxAttempts times (it keeps killing the process) is
+    // failed unrun.
+    this.#counter = new StartCounter<R>({
       inbox: () => this.inbox,
-      logger: options.logger,
-      waitMs: 5_000,
+      waitMs: START_COUNT_WAIT_MS,
+      attemptIsStarts: true,
+      onExhausted: (envelope, starts) =>
+        this.#life.events.emit('message:killed-consumer', {
+          id: envelope.id,
+          starts,
+          source: envelope.source,
+        }),
     });
-    this.inbox = createInbox({ ...options.inbox, handler: runs.guard(options.inbox.handler) });
+    this.inbox = createInbox<R>({
+      ...inbox,
+      consumer: sqs.consumer,
+      handler: this.#counter.wrap(inbox.handler),
+    });
+    const logger = this.inbox.options.logger;
+    this.#life = new ConsumerLifecycle<R, SqsConsumerEventMap>({
+      name: 'once/sqs',
+      inbox: this.inbox,
+      logger,
+      stopTimeoutMs: sqs.stopTimeoutMs,
+    });
+    this.#life.attach({
+      open: () => this.#open(),
+      // Receivers check `fetching` before each receive; a poll in flight still lands and its
+      // messages come back `not-run` (made visible again after core's delay), nothing spent.
+      pause: () => {},
+      resume: () => this.#wakeReceivers(),
+      drain: () => this.#drain(),
+      close: () => this.#close(),
+    });
     this.#settler = new Settler({
-      client: options.client,
-      queueUrl: options.queueUrl,
-      consumer: this.inbox.options.consumer,
-      idAttribute: options.idAttribute,
-      lingerMs: options.settleLingerMs,
-      logger: options.logger,
-      events: this.#events,
+      client: sqs.client,
+      queueUrl: sqs.queueUrl,
+      consumer: sqs.consumer,
+      idHeader: sqs.idHeader,
+      lingerMs: sqs.settleLingerMs,
+      logger,
+      events: this.#life.events,
+      noteError: (where, err) => this.#life.noteError(where, err),
       retryDelayMs: (attempt) => this.inbox.options.retryDelayMs(Math.max(1, attempt)),
       forget: (e) => this.#forget(e),
       track: (p) => this.#track(p),
@@ -106,19 +144,17 @@ export class SqsConsumer<R = unknown> {
       limiter: this.#limiter,
       settler: this.#settler,
       gate: processGate(),
-      runs,
-      logger: options.logger,
+      counter: this.#counter,
+      logger,
       forget: (e) => this.#forget(e),
-      onFault: (error) => {
-        this.#lastError = error;
-      },
+      noteError: (where, err) => this.#life.noteError(where, err),
     };
     this.#lanes =
-      options.batch && options.keyOf
+      sqs.batch && sqs.keyOf
         ? new KeyLanes({
             // Room for two batches of ten per lane among the messages held: one running, the next
             // one filling meanwhile. More lanes would only split them into smaller batches.
-            lanes: Math.max(1, Math.min(options.concurrency, Math.round(options.maxInFlight / 20))),
+            lanes: Math.max(1, Math.min(sqs.concurrency, Math.round(sqs.maxInFlight / 20))),
             maxBatch: 10,
             run: (entries, batch) => this.#runLane(entries, batch),
             track: (p) => this.#track(p),
@@ -130,17 +166,17 @@ export class SqsConsumer<R = unknown> {
   #runLane(entries: Held[], batch: boolean): Promise<void> {
     const run = batch ? runBatch(this.#chainContext, entries) : runChain(this.#chainContext, entries);
     return run.catch((err: unknown) => {
-      this.options.logger.error('once/sqs: a batch failed unexpectedly', { error: String(err) });
+      this.inbox.options.logger.error('once/sqs: a batch failed unexpectedly', { error: String(err) });
     });
   }
 
-  /** Subscribe to an SQS-side event; returns an unsubscribe function. */
-  on<E extends SqsEventName>(name: E, listener: SqsEventListener<E>): () => void {
-    return this.#events.on(name, listener);
+  /** Subscribe to a consumer event; returns an unsubscribe function. */
+  on<E extends SqsConsumerEventName>(name: E, listener: SqsConsumerEventListener<E>): () => void {
+    return this.#life.events.on(name, listener);
   }
 
   get state(): SqsConsumerState {
-    return this.#state;
+    return this.#life.state;
   }
 
   /** The queue's attributes as read at start. */
@@ -149,62 +185,24 @@ export class SqsConsumer<R = unknown> {
   }
 
   /**
-   * Checks the schema and the queue (it must exist; a `deduplication-id` id needs a FIFO queue
-   * without content-based deduplication; the dead-letter policy must be usable), then starts
-   * receiving. Throws a named OnceError when any check fails; nothing is left running then.
+   * Checks the queue (it must exist; a `deduplication-id` id needs a FIFO queue without
+   * content-based deduplication; the dead-letter queue must exist), then starts receiving. Rejects
+   * with a named OnceError when a check fails (`SQS_QUEUE_NOT_FOUND`, `SQS_UNREACHABLE`,
+   * `SQS_QUEUE_MISMATCH`); state `failed` then. Never for the database: while PostgreSQL is down or
+   * once's schema is missing or too new, the consumer runs unhealthy and receives nothing, and
+   * begins once the schema checks out.
    */
-  async start(): Promise<void> {
-    if (this.#state !== 'idle')
-      throw new OnceError('INVALID_STATE', `start() called on a consumer that is ${this.#state}`);
-    this.#state = 'starting';
-    try {
-      await this.inbox.ready();
-      this.#queue = await queueInfo(this.options.client, this.options.queueUrl);
-      this.#checkIdSource(this.#queue);
-      if (this.#queue.retentionS !== undefined && Number.isFinite(this.#queue.retentionS)) {
-        warnIfRetentionShort(this.inbox.options.logger, {
-          consumer: this.inbox.options.consumer,
-          retentionMs: this.inbox.options.retentionMs,
-          horizonMs: this.#queue.retentionS * 1000,
-          source: `SQS queue ${this.options.queueUrl} (MessageRetentionPeriod)`,
-        });
-      }
-      this.#settler.target = await this.#resolveDeadLetter(this.#queue, this.options.deadLetter);
-    } catch (err) {
-      this.#state = 'failed';
-      throw err;
-    }
-    if (this.#state !== 'starting') return; // stop() was called meanwhile
-    this.#state = 'running';
-    if (this.options.heartbeat) {
-      this.#heartbeat = setInterval(() => this.#beat(), this.options.heartbeatIntervalMs);
-      this.#heartbeat.unref?.();
-    }
-    for (let i = 0; i < this.options.receivers; i++) this.#receivers.push(this.#receiveLoop());
+  start(): Promise<void> {
+    return this.#life.start();
   }
 
   /**
-   * Graceful stop: no new receives (a long poll in flight is aborted), every message already
-   * held is processed and settled, then the heartbeat ends. The client and pool stay open.
+   * Graceful stop: no new receives (a long poll in flight is aborted), messages already held are
+   * processed and settled (within `stopTimeoutMs`), then the heartbeat ends. The client and pool
+   * stay open. Idempotent.
    */
   stop(): Promise<void> {
-    if (this.#state === 'idle' || this.#state === 'stopped' || this.#state === 'failed') {
-      this.#state = this.#state === 'idle' ? 'stopped' : this.#state;
-      return Promise.resolve();
-    }
-    this.#stopping ??= this.#stop();
-    return this.#stopping;
-  }
-
-  async #stop(): Promise<void> {
-    this.#state = 'stopping';
-    this.#abort.abort();
-    for (const wake of this.#capacityWaiters.splice(0)) wake();
-    await Promise.all(this.#receivers);
-    while (this.#tasks.size > 0) await Promise.allSettled([...this.#tasks]);
-    await this.#settler.drain();
-    clearInterval(this.#heartbeat);
-    this.#state = 'stopped';
+    return this.#life.stop();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
@@ -213,24 +211,59 @@ export class SqsConsumer<R = unknown> {
 
   health(): SqsConsumerHealth {
     return {
-      state: this.#state,
-      healthy:
-        this.#state === 'running' &&
-        this.#receiveErrors < this.options.unhealthyAfterErrors &&
-        this.inbox.available,
+      ...this.#life.health(this.#receiveErrors < this.options.unhealthyAfterErrors),
       queueUrl: this.options.queueUrl,
       held: this.#held.size,
       running: this.#limiter.active,
       lastReceiveAt: this.#lastReceiveAt,
       consecutiveReceiveErrors: this.#receiveErrors,
-      lastError: this.#lastError,
     };
   }
 
-  // ---------------------------------------------------------------- start checks
+  // ---------------------------------------------------------------- life
+
+  async #open(): Promise<void> {
+    const o = this.options;
+    this.#queue = await queueInfo(o.client, o.queueUrl);
+    this.#checkIdSource(this.#queue);
+    if (this.#queue.retentionS !== undefined && Number.isFinite(this.#queue.retentionS)) {
+      warnIfRetentionShort(this.inbox.options.logger, {
+        consumer: this.inbox.options.consumer,
+        retentionMs: this.inbox.options.retentionMs,
+        horizonMs: this.#queue.retentionS * 1000,
+        source: `SQS queue ${o.queueUrl} (MessageRetentionPeriod)`,
+      });
+    }
+    this.#settler.target = await this.#resolveDeadLetter(this.#queue);
+    if (o.heartbeat) {
+      this.#heartbeat = setInterval(() => this.#beat(), o.heartbeatIntervalMs);
+      this.#heartbeat.unref?.();
+    }
+    for (let i = 0; i < o.receivers; i++) this.#receivers.push(this.#receiveLoop());
+  }
+
+  async #drain(): Promise<void> {
+    this.#abort.abort();
+    this.#wakeReceivers();
+    for (const wake of this.#capacityWaiters.splice(0)) wake();
+    await Promise.all(this.#receivers);
+    while (this.#tasks.size > 0) await Promise.allSettled([...this.#tasks]);
+    await this.#settler.drain();
+  }
+
+  async #close(): Promise<void> {
+    // Past the stop deadline too: held messages are no longer extended and come back to the queue.
+    this.#abort.abort();
+    this.#wakeReceivers();
+    clearInterval(this.#heartbeat);
+  }
+
+  #wakeReceivers(): void {
+    for (const wake of this.#resumeWaiters.splice(0)) wake();
+  }
 
   #checkIdSource(queue: QueueInfo): void {
-    if (this.options.idFrom !== 'deduplication-id' || this.options.inbox.idOf) return;
+    if (this.options.idFrom !== 'deduplication-id' || this.inbox.options.idOf) return;
     if (!queue.fifo) {
       throw new OnceError(
         SqsErrorCode.QueueMismatch,
@@ -242,23 +275,29 @@ export class SqsConsumer<R = unknown> {
         SqsErrorCode.QueueMismatch,
         `idFrom 'deduplication-id' refused: ${queue.url} uses content-based deduplication, so the id is a hash of the ` +
           'body and two separate messages with the same body would collapse into one. Publish a message-id attribute ' +
-          '(idFrom "attribute") or pass idOf',
+          "(idFrom 'header') or pass idOf",
       );
     }
   }
 
-  async #resolveDeadLetter(queue: QueueInfo, option: DeadLetter | undefined): Promise<DeadLetterTarget> {
-    if (option === 'discard') return 'discard';
-    if (option === undefined || option === 'redrive') {
-      if (queue.redrive) return 'redrive';
+  async #resolveDeadLetter(queue: QueueInfo): Promise<DeadLetterTarget> {
+    const option = this.options.deadLetterQueueUrl;
+    if (option === false) return 'discard';
+    if (option === undefined && queue.redrive)
+      return { redrive: queue.redrive.deadLetterTargetArn ?? 'redrive' };
+    const url = option ?? defaultDeadLetterUrl(queue);
+    try {
+      const target = await queueInfo(this.options.client, url, 'deadLetterQueueUrl');
+      return { url: target.url, fifo: target.fifo };
+    } catch (err) {
+      if (option !== undefined || !OnceError.is(err) || err.code !== SqsErrorCode.QueueNotFound) throw err;
       throw new OnceError(
-        option === undefined ? 'INVALID_OPTION' : SqsErrorCode.QueueMismatch,
-        `options.deadLetter: ${queue.url} has no redrive policy, so failed messages have nowhere to go; pass ` +
-          "{ queueUrl } of a dead-letter queue, configure a redrive policy, or pass 'discard'",
+        SqsErrorCode.QueueNotFound,
+        `the default dead-letter queue ${url} does not exist and ${queue.url} has no redrive policy: create it, ` +
+          'pass deadLetterQueueUrl, or pass deadLetterQueueUrl: false to delete failed messages (their inbox rows keep them)',
+        { cause: err },
       );
     }
-    const target = await queueInfo(this.options.client, option.queueUrl, 'deadLetter.queueUrl');
-    return { url: target.url, fifo: target.fifo };
   }
 
   // ---------------------------------------------------------------- receiving
@@ -266,9 +305,18 @@ export class SqsConsumer<R = unknown> {
   async #receiveLoop(): Promise<void> {
     const o = this.options;
     let backoffMs = o.receiveBackoffMs;
-    while (this.#state === 'running') {
+    while (!this.#life.stopping) {
+      if (!this.#life.fetching) {
+        // The database or schema cannot be used: take nothing until the lifecycle resumes.
+        await new Promise<void>((resolve) => this.#resumeWaiters.push(resolve));
+        continue;
+      }
       const want = await this.#reserve();
       if (want === 0) break;
+      if (!this.#life.fetching) {
+        this.#reserved -= want;
+        continue;
+      }
       let messages: Message[];
       try {
         const res = await o.client.send(
@@ -285,17 +333,14 @@ export class SqsConsumer<R = unknown> {
         messages = res.Messages ?? [];
       } catch (err) {
         this.#reserved -= want;
-        if (this.#state !== 'running') break;
+        if (this.#life.stopping) break;
         this.#receiveErrors++;
-        this.#lastError = serializeError(err);
-        this.#events.emit('receive:error', {
-          error: this.#lastError,
-          consecutive: this.#receiveErrors,
-          backoffMs,
-        });
-        o.logger.warn('once/sqs: receive failed; retrying', {
+        const error = serializeError(err);
+        this.#life.noteError('receive', err);
+        this.#life.events.emit('receive:error', { error, consecutive: this.#receiveErrors, backoffMs });
+        this.inbox.options.logger.warn('once/sqs: receive failed; retrying', {
           queueUrl: o.queueUrl,
-          error: this.#lastError.message,
+          error: error.message,
           backoffMs,
         });
         await this.#sleep(backoffMs);
@@ -306,7 +351,7 @@ export class SqsConsumer<R = unknown> {
       this.#receiveErrors = 0;
       backoffMs = o.receiveBackoffMs;
       this.#lastReceiveAt = Date.now();
-      this.#events.emit('received', {
+      this.#life.events.emit('received', {
         count: messages.length,
         redelivered: messages.filter((m) => Number(m.Attributes?.ApproximateReceiveCount ?? 1) > 1).length,
       });
@@ -318,7 +363,7 @@ export class SqsConsumer<R = unknown> {
   /** Waits until there is room below `maxInFlight` and reserves it; 0 once stopping. */
   async #reserve(): Promise<number> {
     for (;;) {
-      if (this.#state !== 'running') return 0;
+      if (this.#life.stopping) return 0;
       // Wait for room for a full receive: many small receives cost more requests than they save.
       const room = this.options.maxInFlight - this.#held.size - this.#reserved;
       if (room >= Math.min(10, this.options.maxInFlight)) {
@@ -381,7 +426,7 @@ export class SqsConsumer<R = unknown> {
         : () => runChain(this.#chainContext, chain.entries);
       this.#track(
         this.#serializer.run(chain.keys, run).catch((err: unknown) => {
-          this.options.logger.error('once/sqs: a chain failed unexpectedly', { error: String(err) });
+          this.inbox.options.logger.error('once/sqs: a chain failed unexpectedly', { error: String(err) });
         }),
       );
     }
@@ -395,7 +440,7 @@ export class SqsConsumer<R = unknown> {
       const key = keyOf(envelope);
       return typeof key === 'string' ? key : undefined;
     } catch (err) {
-      this.options.logger.warn('once/sqs: keyOf threw; the message is batched without a key', {
+      this.inbox.options.logger.warn('once/sqs: keyOf threw; the message is batched without a key', {
         messageId: envelope.id,
         error: serializeError(err).message,
       });
@@ -429,10 +474,10 @@ export class SqsConsumer<R = unknown> {
       const heldMs = now - e.receivedAt;
       if (heldMs >= maxHeldMs) {
         e.capped = true;
-        this.options.logger.warn('once/sqs: message held past maxHeldMs; no longer extended', {
+        this.inbox.options.logger.warn('once/sqs: message held past maxHeldMs; no longer extended', {
           messageId: e.message.MessageId,
         });
-        this.#events.emit('heartbeat:cap', { messageId: e.message.MessageId, heldMs });
+        this.#life.events.emit('heartbeat:cap', { messageId: e.message.MessageId, heldMs });
         continue;
       }
       if (now - e.extendedAt < heartbeatIntervalMs / 2) continue;
@@ -445,5 +490,14 @@ export class SqsConsumer<R = unknown> {
 
 /** Creates an {@link SqsConsumer}; validates the options and names the first bad field. Call `start()` next. */
 export function createSqsConsumer<R = unknown>(options: SqsConsumerOptions<R>): SqsConsumer<R> {
-  return new SqsConsumer(resolveSqsConsumerOptions(options));
+  return new SqsConsumer(options);
+}
+
+/** The default dead-letter queue: `<name>-dead` beside the queue (`<name>-dead.fifo` for FIFO). */
+function defaultDeadLetterUrl(queue: QueueInfo): string {
+  const name = queueNameOf(queue.url);
+  const base = name.endsWith('.fifo') ? name.slice(0, -'.fifo'.length) : name;
+  const url = new URL(queue.url);
+  url.pathname = url.pathname.replace(/[^/]+\/?$/, `${base}-dead${queue.fifo ? '.fifo' : ''}`);
+  return url.toString();
 }

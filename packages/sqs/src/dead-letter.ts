@@ -28,10 +28,10 @@ export async function sendToDeadLetter(
   target: { url: string; fifo: boolean },
   message: Message,
   record: DeadLetterRecord,
-  idAttribute: string,
+  idHeader: string,
 ): Promise<void> {
   const original = Object.entries(message.MessageAttributes ?? {}).sort(([a], [b]) =>
-    a === idAttribute ? -1 : b === idAttribute ? 1 : a < b ? -1 : a > b ? 1 : 0,
+    a === idHeader ? -1 : b === idHeader ? 1 : a < b ? -1 : a > b ? 1 : 0,
   );
   const attributes: Record<string, MessageAttributeValue> = {};
   const overflow: Record<string, string> = {};

@@ -1,13 +1,13 @@
 import type { Message } from '@aws-sdk/client-sqs';
 import type { Envelope } from '@once/core';
-import type { IdSource } from './options.js';
+import type { SqsIdSource } from './options.js';
 import { BODY_ENCODING_ATTRIBUTE } from './publisher.js';
 
 /** What {@link envelopeOf} needs to know about the queue and the id. */
 export interface EnvelopeSettings {
   queueUrl: string;
-  idFrom: IdSource;
-  idAttribute: string;
+  idFrom: SqsIdSource;
+  idHeader: string;
 }
 
 /**
@@ -16,7 +16,7 @@ export interface EnvelopeSettings {
  * `once-body-encoding: base64`) is decoded back to its bytes. ApproximateReceiveCount rises for
  * every message of a receive when a consumer dies, so anything above 1 is marked redelivered (a
  * suspect: core runs it one per transaction). It is also the first `attempt`, an upper bound of
- * the handler's runs, until the consumer's run count in Postgres replaces it (run-counter.ts).
+ * the handler's runs, until its start count in Postgres replaces it (the kit's StartCounter).
  */
 export function envelopeOf(message: Message, settings: EnvelopeSettings): Envelope {
   const attrs = message.Attributes ?? {};
@@ -35,8 +35,8 @@ export function envelopeOf(message: Message, settings: EnvelopeSettings): Envelo
   const group = attrs.MessageGroupId;
   let id: string | undefined;
   switch (settings.idFrom) {
-    case 'attribute':
-      id = headers[settings.idAttribute];
+    case 'header':
+      id = headers[settings.idHeader];
       break;
     case 'deduplication-id':
       id = attrs.MessageDeduplicationId;

@@ -1,8 +1,12 @@
 import type { SerializedError } from '@once/core';
-import { TypedEmitter } from '@once/core';
+import type { ConsumerEventMap } from '@once/core/adapter';
 
-/** Events of an SQS consumer, keyed by name. Message outcomes are core's: subscribe on `consumer.inbox`. */
-export interface SqsEventMap {
+/**
+ * Events of an {@link SqsConsumer}: the events every once consumer emits (`consumer:*`,
+ * `message:dead-lettered`, `message:killed-consumer`, `error`) plus SQS's own. Core's per-message
+ * events are on `consumer.inbox.on(...)`.
+ */
+export interface SqsConsumerEventMap extends ConsumerEventMap {
   /** A ReceiveMessage call returned `count` messages, `redelivered` of them with ApproximateReceiveCount above 1. */
   received: { count: number; redelivered: number };
   /** A ReceiveMessage call failed; the loop waits `backoffMs` and tries again. */
@@ -13,18 +17,8 @@ export interface SqsEventMap {
   'visibility:failed': { messageId: string | undefined; code: string; message: string; purpose: string };
   /** A message was held past `maxHeldMs`; it is no longer extended and comes back to whoever receives it. */
   'heartbeat:cap': { messageId: string | undefined; heldMs: number };
-  /** A message left the queue as a dead letter (or was left to the redrive policy, or discarded). */
-  'dead-letter': {
-    messageId: string | undefined;
-    id: string | undefined;
-    reason: string;
-    target: 'queue' | 'redrive' | 'discard';
-  };
-  /** Sending to the dead-letter queue failed; the message is retried later. */
-  'dead-letter:failed': { messageId: string | undefined; error: SerializedError };
 }
-export type SqsEventName = keyof SqsEventMap;
-export type SqsEventListener<E extends SqsEventName> = (event: SqsEventMap[E]) => void;
-
-/** A typed emitter whose throwing listeners are logged and ignored. */
-export class SqsEvents extends TypedEmitter<SqsEventMap> {}
+export type SqsConsumerEventName = keyof SqsConsumerEventMap;
+export type SqsConsumerEventListener<E extends SqsConsumerEventName> = (
+  event: SqsConsumerEventMap[E],
+) => void;

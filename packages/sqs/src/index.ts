@@ -1,13 +1,13 @@
+export { jsonHandler } from '@once/core/adapter';
 export { createSqsConsumer, SqsConsumer, type SqsConsumerHealth, type SqsConsumerState } from './consumer.js';
 export { readDeadLetter } from './dead-letter.js';
-export type { SqsEventListener, SqsEventMap, SqsEventName } from './events.js';
-export { jsonHandler } from './json-handler.js';
+export { SqsErrorCode } from './errors.js';
+export type { SqsConsumerEventListener, SqsConsumerEventMap, SqsConsumerEventName } from './events.js';
 export {
   DEFAULT_SQS_CONSUMER_OPTIONS,
-  type DeadLetter,
-  type IdSource,
   type ResolvedSqsConsumerOptions,
   type SqsConsumerOptions,
+  type SqsIdSource,
 } from './options.js';
 export {
   BODY_ENCODING_ATTRIBUTE,
@@ -17,4 +17,4 @@ export {
   type SqsPublisher,
   type SqsPublisherOptions,
 } from './publisher.js';
-export { type QueueInfo, SqsErrorCode } from './queue-info.js';
+export type { QueueInfo } from './queue-info.js';

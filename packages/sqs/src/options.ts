@@ -1,49 +1,48 @@
 import type { SQSClient } from '@aws-sdk/client-sqs';
+import type { Envelope, InboxOptions } from '@once/core';
 import {
-  checkNumber,
-  type Envelope,
-  type Handler,
-  type InboxOptions,
-  type Logger,
-  OnceError,
-  resolveInboxOptions,
-  silentLogger,
-} from '@once/core';
+  checkBoolean,
+  checkDurationMs,
+  checkFunction,
+  checkInteger,
+  checkName,
+  checkOneOf,
+  invalidOption,
+  splitOptions,
+} from '@once/core/adapter';
 
 /**
- * Where the message id comes from.
- * - `attribute`: the message attribute named by `idAttribute` (what once's publishers set).
+ * Where the message id comes from (`idOf`, when given, overrides all).
+ * - `header`: the message attribute named by `idHeader` (what once's publishers set).
  * - `deduplication-id`: the FIFO `MessageDeduplicationId`. Refused when the queue uses
  *   content-based deduplication: that id is a hash of the body meant for five minutes, and two
  *   genuinely separate messages with identical bodies must not collapse for days.
  * - `sqs-message-id`: SQS's own `MessageId`. It catches redeliveries of one send only, never a
  *   producer that sends the same thing twice.
  */
-export type IdSource = 'attribute' | 'deduplication-id' | 'sqs-message-id';
-
-/**
- * What happens to a message that ends `failed` (poison, invalid id) or `conflict` under `reject`.
- * - `{ queueUrl }`: send a copy there with the `once-dead-letter` record attribute, then delete it.
- * - `'redrive'`: leave it; the queue's redrive policy moves it after `maxReceiveCount` receives.
- * - `'discard'`: delete it (the inbox keeps the body of a recorded failure; an invalid-id
- *   message is not recorded anywhere, so it is lost).
- */
-export type DeadLetter = { queueUrl: string } | 'redrive' | 'discard';
+export type SqsIdSource = 'header' | 'deduplication-id' | 'sqs-message-id';
 
 /** Options of {@link createSqsConsumer}: core's inbox options plus the SQS ones. */
-export interface SqsConsumerOptions<R = unknown> extends Omit<InboxOptions<R>, 'handler'> {
+export interface SqsConsumerOptions<R = unknown> extends Omit<InboxOptions<R>, 'consumer'> {
   /** The client to receive with (`new SQSClient({ region })`). Not destroyed by `stop()`. */
   client: SQSClient;
   /** The queue to consume. Checked with GetQueueAttributes at `start()`. */
   queueUrl: string;
-  /** The message handler; its writes go through `ctx.tx`. */
-  handler: Handler<R>;
-  /** Where the id comes from (see {@link IdSource}); `idOf` overrides all. @default 'attribute' */
-  idFrom?: IdSource;
-  /** The message attribute holding the id when `idFrom` is `attribute`. @default 'message-id' */
-  idAttribute?: string;
-  /** Dead-letter policy. @default 'redrive' when the queue has a redrive policy, else start() refuses to guess */
-  deadLetter?: DeadLetter | undefined;
+  /** The name effects are recorded under in the inbox. @default the queue's name (the URL's last segment) */
+  consumer?: string | undefined;
+  /** Where the id comes from (see {@link SqsIdSource}); `idOf` overrides all. @default 'header' */
+  idFrom?: SqsIdSource;
+  /** The message attribute holding the id when `idFrom` is `header`. @default 'message-id' */
+  idHeader?: string;
+  /**
+   * Where `failed` messages and rejected `conflict`s go: a copy with the `once-dead-letter` record
+   * attribute is sent to this queue (FIFO: same group), then the original deleted. `false`: deleted
+   * and logged (a recorded failure keeps its body in the inbox, `once failed list`; an invalid-id
+   * message is kept nowhere). It must exist at `start()`. @default the queue's redrive policy when
+   * it has one (made visible again at once; SQS moves it after `maxReceiveCount` receives), else
+   * the queue `<name>-dead` (`<name>-dead.fifo` for a FIFO queue) beside it
+   */
+  deadLetterQueueUrl?: string | false | undefined;
   /** One Postgres transaction per received batch (group order kept) instead of one per message. @default false */
   batch?: boolean;
   /**
@@ -84,16 +83,20 @@ export interface SqsConsumerOptions<R = unknown> extends Omit<InboxOptions<R>, '
   receiveBackoffMaxMs?: number;
   /** Failed receives in a row after which `health()` reports unhealthy. @default 3 */
   unhealthyAfterErrors?: number;
+  /** How long `stop()` waits for held messages to settle, in ms. @default 30000 */
+  stopTimeoutMs?: number;
 }
 
-/** Options after defaults, frozen. */
-export interface ResolvedSqsConsumerOptions<R = unknown> {
+/** The SQS options after defaults, frozen. Inbox options are resolved by core. */
+export interface ResolvedSqsConsumerOptions {
   readonly client: SQSClient;
   readonly queueUrl: string;
-  readonly inbox: InboxOptions<R>;
-  readonly idFrom: IdSource;
-  readonly idAttribute: string;
-  readonly deadLetter: DeadLetter | undefined;
+  /** The inbox consumer name: the `consumer` option, else the queue's name. */
+  readonly consumer: string;
+  readonly idFrom: SqsIdSource;
+  readonly idHeader: string;
+  /** A dead-letter queue URL, `false`, or undefined: the redrive policy, else `<name>-dead` (decided at start). */
+  readonly deadLetterQueueUrl: string | false | undefined;
   readonly batch: boolean;
   readonly keyOf: ((envelope: Envelope) => string | undefined) | undefined;
   readonly receivers: number;
@@ -108,14 +111,13 @@ export interface ResolvedSqsConsumerOptions<R = unknown> {
   readonly receiveBackoffMs: number;
   readonly receiveBackoffMaxMs: number;
   readonly unhealthyAfterErrors: number;
-  readonly maxAttempts: number;
-  readonly logger: Logger;
+  readonly stopTimeoutMs: number;
 }
 
-/** The defaults of {@link SqsConsumerOptions}. */
+/** Defaults of the SQS options. */
 export const DEFAULT_SQS_CONSUMER_OPTIONS = Object.freeze({
-  idFrom: 'attribute' as IdSource,
-  idAttribute: 'message-id',
+  idFrom: 'header' as SqsIdSource,
+  idHeader: 'message-id',
   batch: false,
   receivers: 1,
   maxInFlight: 50,
@@ -128,14 +130,15 @@ export const DEFAULT_SQS_CONSUMER_OPTIONS = Object.freeze({
   receiveBackoffMs: 200,
   receiveBackoffMaxMs: 10_000,
   unhealthyAfterErrors: 3,
+  stopTimeoutMs: 30_000,
 });
 
 const SQS_KEYS = [
   'client',
   'queueUrl',
   'idFrom',
-  'idAttribute',
-  'deadLetter',
+  'idHeader',
+  'deadLetterQueueUrl',
   'batch',
   'keyOf',
   'receivers',
@@ -150,106 +153,91 @@ const SQS_KEYS = [
   'receiveBackoffMs',
   'receiveBackoffMaxMs',
   'unhealthyAfterErrors',
-] as const;
+  'stopTimeoutMs',
+] as const satisfies readonly (keyof SqsConsumerOptions)[];
 
-function invalid(field: string, message: string): OnceError {
-  return new OnceError('INVALID_OPTION', `options.${field} ${message}`);
-}
-
-function checkMax(field: string, value: number, max: number): number {
-  if (value > max) throw invalid(field, `must be at most ${max}, got ${value}`);
-  return value;
-}
+/** SQS refuses visibility past 12 hours from the receive. */
+const MAX_VISIBILITY_S = 43_200;
 
 function checkUrl(field: string, value: unknown): string {
   if (typeof value !== 'string' || !/^https?:\/\/\S+$/.test(value)) {
-    throw invalid(field, `must be an http(s) queue URL, got ${JSON.stringify(value)}`);
+    throw invalidOption(field, `must be an http(s) queue URL, got ${JSON.stringify(value)}`);
   }
   return value;
 }
 
-/** Applies defaults and validates every field, naming the first bad one (OnceError INVALID_OPTION). */
-export function resolveSqsConsumerOptions<R>(options: SqsConsumerOptions<R>): ResolvedSqsConsumerOptions<R> {
-  if (typeof options !== 'object' || options === null) throw invalid('', 'must be an object');
-  const defined = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined));
-  const o = { ...DEFAULT_SQS_CONSUMER_OPTIONS, ...defined } as SqsConsumerOptions<R> &
-    typeof DEFAULT_SQS_CONSUMER_OPTIONS;
-  const client = o.client as { send?: unknown } | undefined;
-  if (!client || typeof client.send !== 'function') throw invalid('client', 'must be an SQSClient');
+/** The queue's name: the last segment of its URL (`https://sqs…/123456789012/payments.fifo` → `payments.fifo`). */
+export function queueNameOf(queueUrl: string): string {
+  return new URL(queueUrl).pathname.split('/').filter(Boolean).pop() ?? '';
+}
+
+/**
+ * Splits the options into the inbox's and the SQS side's (refusing unknown keys and missing
+ * required ones), applies the SQS defaults and validates them, naming the first bad field.
+ */
+export function resolveSqsConsumerOptions<R>(options: SqsConsumerOptions<R>): {
+  sqs: ResolvedSqsConsumerOptions;
+  inbox: Omit<SqsConsumerOptions<R>, (typeof SQS_KEYS)[number]>;
+} {
+  const { inbox, adapter } = splitOptions(options, {
+    factory: 'createSqsConsumer',
+    adapterKeys: SQS_KEYS,
+    required: ['client', 'queueUrl'],
+  });
+  const defined = Object.fromEntries(Object.entries(adapter).filter(([, v]) => v !== undefined));
+  const o = { ...DEFAULT_SQS_CONSUMER_OPTIONS, ...defined } as typeof DEFAULT_SQS_CONSUMER_OPTIONS &
+    typeof adapter;
+  if (typeof (o.client as { send?: unknown }).send !== 'function')
+    throw invalidOption('client', 'must be an SQSClient');
   const queueUrl = checkUrl('queueUrl', o.queueUrl);
-  if (!['attribute', 'deduplication-id', 'sqs-message-id'].includes(o.idFrom)) {
-    throw invalid(
-      'idFrom',
-      `must be 'attribute', 'deduplication-id' or 'sqs-message-id', got ${JSON.stringify(o.idFrom)}`,
-    );
+  const dlq = o.deadLetterQueueUrl;
+  if (dlq !== undefined && dlq !== false) {
+    checkUrl('deadLetterQueueUrl', dlq);
+    if (dlq === queueUrl) throw invalidOption('deadLetterQueueUrl', 'must not be the consumed queue');
   }
-  if (typeof o.idAttribute !== 'string' || o.idAttribute.length === 0 || o.idAttribute.length > 256) {
-    throw invalid('idAttribute', `must be a non-empty attribute name, got ${JSON.stringify(o.idAttribute)}`);
-  }
-  const deadLetter = o.deadLetter;
-  if (deadLetter !== undefined && deadLetter !== 'redrive' && deadLetter !== 'discard') {
-    if (typeof deadLetter !== 'object' || deadLetter === null) {
-      throw invalid(
-        'deadLetter',
-        `must be { queueUrl }, 'redrive' or 'discard', got ${JSON.stringify(deadLetter)}`,
-      );
-    }
-    checkUrl('deadLetter.queueUrl', deadLetter.queueUrl);
-    if (deadLetter.queueUrl === queueUrl)
-      throw invalid('deadLetter.queueUrl', 'must not be the consumed queue');
-  }
-  for (const field of ['batch', 'heartbeat'] as const) {
-    if (typeof o[field] !== 'boolean')
-      throw invalid(field, `must be a boolean, got ${JSON.stringify(o[field])}`);
-  }
-  if (o.keyOf !== undefined && typeof o.keyOf !== 'function') {
-    throw invalid('keyOf', `must be a function (envelope) => string | undefined, got ${typeof o.keyOf}`);
-  }
-  const visibilityTimeoutS = checkMax(
-    'visibilityTimeoutS',
-    checkNumber('visibilityTimeoutS', o.visibilityTimeoutS, 1),
-    43_200,
-  );
-  const heartbeatIntervalMs = checkNumber(
+  if (o.keyOf !== undefined) checkFunction('keyOf', o.keyOf);
+  const visibilityTimeoutS = checkInteger('visibilityTimeoutS', o.visibilityTimeoutS, 1, MAX_VISIBILITY_S);
+  const heartbeat = checkBoolean('heartbeat', o.heartbeat);
+  const heartbeatIntervalMs = checkDurationMs(
     'heartbeatIntervalMs',
     o.heartbeatIntervalMs ?? Math.max(100, Math.floor((visibilityTimeoutS * 1000) / 3)),
     50,
   );
-  if (o.heartbeat && heartbeatIntervalMs >= visibilityTimeoutS * 1000) {
-    throw invalid('heartbeatIntervalMs', `must be shorter than visibilityTimeoutS (${visibilityTimeoutS} s)`);
+  if (heartbeat && heartbeatIntervalMs >= visibilityTimeoutS * 1000) {
+    throw invalidOption(
+      'heartbeatIntervalMs',
+      `must be shorter than visibilityTimeoutS (${visibilityTimeoutS} s)`,
+    );
   }
-  const receiveBackoffMs = checkNumber('receiveBackoffMs', o.receiveBackoffMs, 1);
-  const { handler: _h, ...rest } = o;
-  const inbox = Object.fromEntries(
-    Object.entries(rest).filter(
-      ([k]) => !(SQS_KEYS as readonly string[]).includes(k) && !(k in DEFAULT_SQS_CONSUMER_OPTIONS),
-    ),
-  ) as Omit<InboxOptions<R>, 'handler'>;
-  // Validate core's options now so a bad field is named at construction, not at the first message.
-  const core = resolveInboxOptions({ ...inbox, handler: o.handler });
-  return Object.freeze({
-    client: o.client,
-    queueUrl,
-    inbox: { ...inbox, handler: o.handler },
-    idFrom: o.idFrom,
-    idAttribute: o.idAttribute,
-    deadLetter,
-    batch: o.batch,
-    keyOf: o.keyOf,
-    receivers: checkMax('receivers', checkNumber('receivers', o.receivers, 1), 100),
-    maxInFlight: checkNumber('maxInFlight', o.maxInFlight, 1),
-    concurrency: checkNumber('concurrency', o.concurrency, 1),
-    waitTimeSeconds: checkMax('waitTimeSeconds', checkNumber('waitTimeSeconds', o.waitTimeSeconds, 0), 20),
-    visibilityTimeoutS,
-    heartbeat: o.heartbeat,
-    heartbeatIntervalMs,
-    // SQS refuses to extend visibility past 12 hours from the receive.
-    maxHeldMs: checkMax('maxHeldMs', checkNumber('maxHeldMs', o.maxHeldMs, 1), 43_200_000),
-    settleLingerMs: checkNumber('settleLingerMs', o.settleLingerMs, 0),
-    receiveBackoffMs,
-    receiveBackoffMaxMs: checkNumber('receiveBackoffMaxMs', o.receiveBackoffMaxMs, receiveBackoffMs),
-    unhealthyAfterErrors: checkNumber('unhealthyAfterErrors', o.unhealthyAfterErrors, 1),
-    maxAttempts: core.maxAttempts,
-    logger: core.logger ?? silentLogger,
-  });
+  const receiveBackoffMs = checkDurationMs('receiveBackoffMs', o.receiveBackoffMs, 1);
+  const consumer =
+    options.consumer === undefined
+      ? checkName('queueUrl', queueNameOf(queueUrl))
+      : checkName('consumer', options.consumer);
+  return {
+    inbox,
+    sqs: Object.freeze({
+      client: o.client,
+      queueUrl,
+      consumer,
+      idFrom: checkOneOf('idFrom', o.idFrom, ['header', 'deduplication-id', 'sqs-message-id']),
+      idHeader: checkName('idHeader', o.idHeader, 256),
+      deadLetterQueueUrl: dlq,
+      batch: checkBoolean('batch', o.batch),
+      keyOf: o.keyOf,
+      receivers: checkInteger('receivers', o.receivers, 1, 100),
+      maxInFlight: checkInteger('maxInFlight', o.maxInFlight),
+      concurrency: checkInteger('concurrency', o.concurrency),
+      waitTimeSeconds: checkInteger('waitTimeSeconds', o.waitTimeSeconds, 0, 20),
+      visibilityTimeoutS,
+      heartbeat,
+      heartbeatIntervalMs,
+      maxHeldMs: checkInteger('maxHeldMs', o.maxHeldMs, 1, MAX_VISIBILITY_S * 1000),
+      settleLingerMs: checkDurationMs('settleLingerMs', o.settleLingerMs),
+      receiveBackoffMs,
+      receiveBackoffMaxMs: checkDurationMs('receiveBackoffMaxMs', o.receiveBackoffMaxMs, receiveBackoffMs),
+      unhealthyAfterErrors: checkInteger('unhealthyAfterErrors', o.unhealthyAfterErrors),
+      stopTimeoutMs: checkDurationMs('stopTimeoutMs', o.stopTimeoutMs),
+    }),
+  };
 }

@@ -7,6 +7,7 @@ import {
 } from '@aws-sdk/client-sqs';
 import {
   checkNumber,
+  ErrorCode,
   type Logger,
   OnceError,
   type OutboxPublisher,
@@ -15,7 +16,7 @@ import {
   serializeError,
   silentLogger,
 } from '@once/core';
-import { SqsErrorCode } from './queue-info.js';
+import { SqsErrorCode } from './errors.js';
 
 /**
  * The message attribute that declares a body sent as base64 (value `base64`): bytes that SQS
@@ -45,8 +46,8 @@ export type PublishResult =
 /** Options of {@link createSqsPublisher}. */
 export interface SqsPublisherOptions {
   client: SQSClient;
-  /** The attribute carrying the id, read by once's consumers. @default 'message-id' */
-  idAttribute?: string;
+  /** The message attribute carrying the id, read by once's consumers (`idHeader` there too). @default 'message-id' */
+  idHeader?: string;
   /** Sends everything to this queue, whatever the destination is called (one publisher per relay destination). */
   queueUrl?: string;
   /** Maps a destination to a queue URL. @default `queueUrl`, else the destination is the URL */
@@ -134,14 +135,14 @@ interface Prepared {
  */
 export function createSqsPublisher(options: SqsPublisherOptions): SqsPublisher {
   if (!options || typeof (options.client as { send?: unknown })?.send !== 'function') {
-    throw new OnceError('INVALID_OPTION', 'options.client must be an SQSClient');
+    throw new OnceError(ErrorCode.InvalidOption, 'options.client must be an SQSClient');
   }
-  const idAttribute = options.idAttribute ?? 'message-id';
-  if (typeof idAttribute !== 'string' || idAttribute.length === 0) {
-    throw new OnceError('INVALID_OPTION', 'options.idAttribute must be a non-empty string');
+  const idHeader = options.idHeader ?? 'message-id';
+  if (typeof idHeader !== 'string' || idHeader.length === 0) {
+    throw new OnceError(ErrorCode.InvalidOption, 'options.idHeader must be a non-empty string');
   }
   if (options.queueUrlOf !== undefined && typeof options.queueUrlOf !== 'function') {
-    throw new OnceError('INVALID_OPTION', 'options.queueUrlOf must be a function');
+    throw new OnceError(ErrorCode.InvalidOption, 'options.queueUrlOf must be a function');
   }
   const maxRetries = checkNumber('maxRetries', options.maxRetries ?? 3, 0);
   const retryDelayMs = checkNumber('retryDelayMs', options.retryDelayMs ?? 100, 0);
@@ -149,7 +150,7 @@ export function createSqsPublisher(options: SqsPublisherOptions): SqsPublisher {
   const { client } = options;
   if (options.queueUrl !== undefined && !/^https?:\/\/\S+$/.test(options.queueUrl)) {
     throw new OnceError(
-      'INVALID_OPTION',
+      ErrorCode.InvalidOption,
       `options.queueUrl must be an http(s) queue URL, got ${JSON.stringify(options.queueUrl)}`,
     );
   }
@@ -163,7 +164,8 @@ export function createSqsPublisher(options: SqsPublisherOptions): SqsPublisher {
       retryable: false,
       error: serializeError(new OnceError(code, message)),
     });
-    if (typeof m.id !== 'string' || m.id.length === 0) return fail('INVALID_ID', 'outbox message has no id');
+    if (typeof m.id !== 'string' || m.id.length === 0)
+      return fail(ErrorCode.InvalidId, 'outbox message has no id');
     const url = urlOf(m.destination);
     const fifo = url.endsWith('.fifo');
     if (fifo && (m.key === undefined || m.key === null || m.key === '')) {
@@ -173,18 +175,18 @@ export function createSqsPublisher(options: SqsPublisherOptions): SqsPublisher {
       );
     }
     const headers = Object.entries(m.headers ?? {}).filter(
-      ([name]) => name !== idAttribute && name !== BODY_ENCODING_ATTRIBUTE,
+      ([name]) => name !== idHeader && name !== BODY_ENCODING_ATTRIBUTE,
     );
     const { text: body, base64 } = sqsBody(m.body);
     const count = headers.length + 1 + (base64 ? 1 : 0);
     if (count > MAX_ATTRIBUTES) {
       return fail(
-        'TOO_MANY_ATTRIBUTES',
+        SqsErrorCode.TooManyAttributes,
         `message ${m.id} has ${count} attributes${base64 ? ` (with ${BODY_ENCODING_ATTRIBUTE}, its body being binary)` : ''}; SQS allows ${MAX_ATTRIBUTES}`,
       );
     }
     const attributes: Record<string, MessageAttributeValue> = {
-      [idAttribute]: { DataType: 'String', StringValue: m.id },
+      [idHeader]: { DataType: 'String', StringValue: m.id },
     };
     for (const [name, value] of headers)
       attributes[name] = { DataType: 'String', StringValue: String(value) };
@@ -236,7 +238,7 @@ export function createSqsPublisher(options: SqsPublisherOptions): SqsPublisher {
         if (!p) continue;
         byId.delete(f.Id ?? '');
         const error = serializeError(
-          new OnceError(f.Code ?? 'SEND_FAILED', f.Message ?? 'SendMessageBatch entry failed'),
+          new OnceError(f.Code ?? SqsErrorCode.SendFailed, f.Message ?? 'SendMessageBatch entry failed'),
         );
         results[p.index] = { id: messages[p.index]!.id, ok: false, retryable: !f.SenderFault, error };
         if (!f.SenderFault) retry.push(p);

@@ -1,17 +1,6 @@
 import { GetQueueAttributesCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { OnceError } from '@once/core';
-
-/** Error codes this package adds to core's. */
-export const SqsErrorCode = {
-  /** The queue URL names no queue (GetQueueAttributes said QueueDoesNotExist). */
-  QueueNotFound: 'QUEUE_NOT_FOUND',
-  /** SQS could not be reached or refused the call for another reason. */
-  Unavailable: 'SQS_UNAVAILABLE',
-  /** The queue's configuration contradicts the options (e.g. content-based dedup with idFrom 'deduplication-id'). */
-  QueueMismatch: 'QUEUE_MISMATCH',
-  /** A FIFO publish without a group id (the outbox message has no key). */
-  MissingGroupId: 'MISSING_GROUP_ID',
-} as const;
+import { SqsErrorCode } from './errors.js';
 
 /** What start() learns about a queue. */
 export interface QueueInfo {
@@ -50,7 +39,7 @@ export async function queueInfo(client: SQSClient, url: string, what = 'queueUrl
       );
     }
     throw new OnceError(
-      SqsErrorCode.Unavailable,
+      SqsErrorCode.Unreachable,
       `${what} ${url}: GetQueueAttributes failed (${(err as Error)?.message ?? String(err)}); check the endpoint and credentials`,
       { retryable: true, cause: err },
     );

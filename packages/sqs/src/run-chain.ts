@@ -1,14 +1,6 @@
-import {
-  type Envelope,
-  type Inbox,
-  type Logger,
-  type Outcome,
-  type SerializedError,
-  serializeError,
-} from '@once/core';
-import type { Gate } from '@once/core/adapter';
+import type { Envelope, Inbox, Logger, Outcome } from '@once/core';
+import type { Gate, Limiter, StartCounter } from '@once/core/adapter';
 import type { Held } from './held.js';
-import type { Limiter } from './limiter.js';
 import type { Settler } from './settler.js';
 
 /** What running a chain needs from its consumer. */
@@ -23,16 +15,16 @@ export interface ChainContext<R> {
   gate: Gate;
   settler: Settler;
   /**
-   * The consumer's count of real runs in Postgres (run-counter.ts): redelivered messages about to
-   * run alone go in `alone`, and the guarded handler counts their starts once the inbox has
-   * claimed them; `settled` brings the count in line with an outcome before it is settled.
+   * The killer budget (the kit's StartCounter, counting starts as attempts): a redelivered message
+   * about to run alone is marked, and the wrapped handler counts its start once the inbox has
+   * claimed it; `settled` brings the count in line with an outcome before it is settled.
    */
-  runs: { alone: WeakSet<Envelope>; settled(outcome: Outcome<R>): Promise<void> };
+  counter: Pick<StartCounter<R>, 'mark' | 'settled'>;
   logger: Logger;
   /** Called once a held message needs nothing more from us. */
   forget: (e: Held) => void;
-  /** Reports a fault that stops every message (core threw: schema missing or too new). */
-  onFault: (error: SerializedError) => void;
+  /** Records an error the consumer handled itself (the inbox threw, which it never should). */
+  noteError: (where: string, err: unknown) => void;
 }
 
 /** One transaction per message, in the chain's (the group's) order; a retry sends the rest back behind it. */
@@ -55,15 +47,19 @@ async function runEach<R>(ctx: ChainContext<R>, entries: Held[]): Promise<void> 
     const alone = e.envelope.redelivered;
     const leave = alone ? await ctx.gate.exclusive() : await ctx.gate.shared();
     const release = await ctx.limiter.acquire();
-    let outcome: Outcome<R>;
+    let outcome: Outcome<R> | undefined;
     try {
-      if (alone) ctx.runs.alone.add(e.envelope);
+      if (alone) ctx.counter.mark(e.envelope);
       outcome = await processOne(ctx, e.envelope);
     } finally {
       release();
       leave();
     }
-    await ctx.runs.settled(outcome);
+    if (!outcome) {
+      faultRest(ctx, entries.slice(i));
+      return;
+    }
+    await ctx.counter.settled(outcome);
     const plan = await ctx.settler.settle(e, outcome);
     if (plan.kind === 'retry') {
       retryRest(ctx, entries.slice(i + 1), plan.delayMs);
@@ -103,7 +99,7 @@ async function runBatches<R>(ctx: ChainContext<R>, all: Held[]): Promise<void> {
     // Batches hold only fresh messages (planChains), so they share the gate.
     const leave = await ctx.gate.shared();
     const release = await ctx.limiter.acquire();
-    let outcomes: Outcome<R>[];
+    let outcomes: Outcome<R>[] | undefined;
     try {
       outcomes = await processMany(
         ctx,
@@ -113,7 +109,11 @@ async function runBatches<R>(ctx: ChainContext<R>, all: Held[]): Promise<void> {
       release();
       leave();
     }
-    await Promise.all(outcomes.map((o) => ctx.runs.settled(o)));
+    if (!outcomes) {
+      faultRest(ctx, run);
+      return;
+    }
+    await Promise.all(outcomes.map((o) => ctx.counter.settled(o)));
     const again: Held[] = [];
     for (let k = 0; k < run.length; k++) {
       const e = run[k]!;
@@ -134,29 +134,35 @@ async function runBatches<R>(ctx: ChainContext<R>, all: Held[]): Promise<void> {
   }
 }
 
-async function processOne<R>(ctx: ChainContext<R>, envelope: Envelope): Promise<Outcome<R>> {
+// Core never throws for a message's sake (a database or schema fault is a `not-run` outcome it
+// emits itself); a throw is a bug, reported, and the messages go back to the queue unchanged.
+
+async function processOne<R>(ctx: ChainContext<R>, envelope: Envelope): Promise<Outcome<R> | undefined> {
   try {
     return await ctx.inbox.process(envelope);
   } catch (err) {
-    return unprocessable(ctx, envelope, err);
+    ctx.noteError('inbox', err);
+    return undefined;
   }
 }
 
-async function processMany<R>(ctx: ChainContext<R>, envelopes: Envelope[]): Promise<Outcome<R>[]> {
+async function processMany<R>(
+  ctx: ChainContext<R>,
+  envelopes: Envelope[],
+): Promise<Outcome<R>[] | undefined> {
   try {
     return await ctx.inbox.processBatch(envelopes);
   } catch (err) {
-    return envelopes.map((e) => unprocessable(ctx, e, err));
+    ctx.noteError('inbox', err);
+    return undefined;
   }
 }
 
-/** Core throws only for configuration faults (schema missing or too new): retry later, loudly. */
-function unprocessable<R>(ctx: ChainContext<R>, envelope: Envelope, err: unknown): Outcome<R> {
-  const error = serializeError(err);
-  ctx.onFault(error);
-  ctx.logger.error('once/sqs: cannot process messages', { error: error.message });
-  const delayMs = ctx.inbox.options.retryDelayMs(Math.max(1, envelope.attempt));
-  return { status: 'not-run', id: envelope.id, envelope, why: 'unavailable', error, delayMs };
+/** Messages the inbox could not take (it threw): back to the queue after core's retry delay. */
+function faultRest<R>(ctx: ChainContext<R>, entries: Held[]): void {
+  ctx.logger.error('once/sqs: the inbox threw; the messages go back to the queue', { count: entries.length });
+  for (const e of entries)
+    ctx.settler.delay(e, ctx.inbox.options.retryDelayMs(Math.max(1, e.envelope.attempt)), 'retry');
 }
 
 /** Later messages of a group whose earlier one must be retried: back after it, in order. */

@@ -4,15 +4,24 @@ import {
   DeleteMessageBatchCommand,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
-import { type Logger, type Outcome, serializeError } from '@once/core';
-import { type DeadLetterRecord, type SettlePlan, settlePlanOf } from '@once/core/adapter';
+import { type Logger, type Outcome, serializeError, type TypedEmitter } from '@once/core';
+import {
+  type DeadLetterOutcome,
+  type DeadLetterRecord,
+  isRecordedFailed,
+  type SettlePlan,
+  settlePlanOf,
+} from '@once/core/adapter';
 import { sendToDeadLetter } from './dead-letter.js';
 import { EntryBatcher, type EntryResult } from './entry-batcher.js';
-import type { SqsEvents } from './events.js';
+import type { SqsConsumerEventMap } from './events.js';
 import type { Held } from './held.js';
 
-/** Where failed messages go, resolved at start. */
-export type DeadLetterTarget = { url: string; fifo: boolean } | 'redrive' | 'discard';
+/**
+ * Where failed messages go, resolved at start: a queue once copies them to, the queue's redrive
+ * policy (`redrive`: its dead-letter target's ARN), or nowhere (`discard`: deleted and logged).
+ */
+export type DeadLetterTarget = { url: string; fifo: boolean } | { redrive: string } | 'discard';
 
 const MAX_VISIBILITY_S = 43_200;
 
@@ -26,11 +35,13 @@ interface SettlerDeps {
   /** The inbox's consumer name, for the dead-letter record. */
   consumer: string;
   /** The id attribute: first among the originals a dead-letter copy carries. */
-  idAttribute: string;
+  idHeader: string;
   /** See `settleLingerMs`. */
   lingerMs: number;
   logger: Logger;
-  events: SqsEvents;
+  events: TypedEmitter<SqsConsumerEventMap>;
+  /** Records an error the consumer handled itself (the kit's `error` event and `lastError`). */
+  noteError: (where: string, err: unknown) => void;
   /** Redelivery delay for a failed dead-letter send, in ms. */
   retryDelayMs: (attempt: number) => number;
   /** Called once a held message needs nothing more from us. */
@@ -81,7 +92,7 @@ export class Settler {
     if (plan.kind === 'ack') this.delete(e);
     else if (plan.kind === 'retry') this.delay(e, plan.delayMs, 'retry');
     else if (plan.kind === 'rerun') this.delay(e, 0, 'retry');
-    else await this.#deadLetter(e, plan.record);
+    else await this.#deadLetter(e, plan.record, outcome as DeadLetterOutcome);
     return plan;
   }
 
@@ -196,36 +207,53 @@ export class Settler {
     });
   }
 
-  async #deadLetter(e: Held, record: DeadLetterRecord): Promise<void> {
+  async #deadLetter(e: Held, record: DeadLetterRecord, outcome: DeadLetterOutcome): Promise<void> {
     const { reason, id } = record;
     const messageId = e.message.MessageId;
     const target = this.target;
-    if (target === 'redrive') {
-      // Visible again at once: each receive counts, and the redrive policy moves it at maxReceiveCount.
-      this.#d.events.emit('dead-letter', { messageId, id, reason, target: 'redrive' });
-      this.delay(e, 0, 'redrive');
-      return;
-    }
+    const done = (deadLetter: string | undefined) =>
+      this.#d.events.emit('message:dead-lettered', {
+        id,
+        reason,
+        source: e.envelope.source,
+        deadLetter,
+        recorded: isRecordedFailed(outcome),
+      });
     if (target === 'discard') {
-      this.#d.logger.warn('once/sqs: discarding a failed message', { messageId, id, reason });
-      this.#d.events.emit('dead-letter', { messageId, id, reason, target: 'discard' });
+      const where = isRecordedFailed(outcome)
+        ? 'its failed inbox row holds the body and error (once failed list)'
+        : 'it is NOT recorded anywhere but this log line';
+      this.#d.logger.error(
+        `once/sqs: message failed (${reason}) and dead-lettering is off; ${where}; deleted`,
+        {
+          messageId,
+          id,
+          reason,
+        },
+      );
+      done(undefined);
       this.delete(e);
       return;
     }
+    if ('redrive' in target) {
+      // Visible again at once: each receive counts, and the redrive policy moves it at maxReceiveCount.
+      done(target.redrive);
+      this.delay(e, 0, 'redrive');
+      return;
+    }
     try {
-      await sendToDeadLetter(this.#d.client, target, e.message, record, this.#d.idAttribute);
+      await sendToDeadLetter(this.#d.client, target, e.message, record, this.#d.idHeader);
     } catch (err) {
       // Not sent, so not deleted: it comes back, is `failed` again, and is sent again.
-      const serialized = serializeError(err);
       this.#d.logger.warn('once/sqs: dead-letter send failed; will retry', {
         messageId,
-        error: serialized.message,
+        error: serializeError(err).message,
       });
-      this.#d.events.emit('dead-letter:failed', { messageId, error: serialized });
+      this.#d.noteError('dead-letter', err);
       this.delay(e, this.#d.retryDelayMs(e.envelope.attempt), 'dead-letter retry');
       return;
     }
-    this.#d.events.emit('dead-letter', { messageId, id, reason, target: 'queue' });
+    done(target.url);
     this.delete(e);
   }
 }

@@ -124,7 +124,7 @@ export function sqsHarness(db: ConformanceDb): BrokerHarness {
       const consumer = createSqsConsumer({
         client,
         queueUrl: queueOf(dest).url,
-        deadLetter: { queueUrl: queueOf(dest).dlqUrl },
+        deadLetterQueueUrl: queueOf(dest).dlqUrl,
         pool: db.pool,
         schema: db.schema,
         consumer: spec.consumer,

@@ -2,6 +2,7 @@ import type { Envelope } from '../envelope.js';
 import { AttemptsExhaustedError, serializeError } from '../errors.js';
 import type { Handler } from '../handler.js';
 import type { Inbox } from '../inbox.js';
+import type { Outcome } from '../outcome.js';
 
 /** What a {@link StartCounter} needs. */
 export interface StartCounterSpec<R> {
@@ -14,6 +15,13 @@ export interface StartCounterSpec<R> {
   waitMs: number;
   /** Called when a message is refused for having been started more than `maxAttempts` times. */
   onExhausted?: (envelope: Envelope, starts: number) => void;
+  /**
+   * The broker counts deliveries, not runs (SQS's receive count rises for a FIFO message that
+   * waits behind a failing one, never running): the counted starts become the envelope's
+   * `attempt`, a delivery is counted once however often core runs it, and {@link
+   * StartCounter.settled} keeps the count in line with how runs end. @default false
+   */
+  attemptIsStarts?: boolean;
 }
 
 /**
@@ -33,6 +41,8 @@ export interface StartCounterSpec<R> {
 export class StartCounter<R> {
   readonly #spec: StartCounterSpec<R>;
   readonly #alone = new WeakSet<Envelope>();
+  /** With `attemptIsStarts`: deliveries whose start was counted (once each). */
+  readonly #counted = new WeakSet<Envelope>();
 
   constructor(spec: StartCounterSpec<R>) {
     this.#spec = spec;
@@ -46,8 +56,14 @@ export class StartCounter<R> {
   /** The handler the inbox runs: the user's, behind the count. */
   wrap(handler: Handler<R>): Handler<R> {
     return async (envelope, ctx) => {
-      if (this.#alone.has(envelope)) {
+      const once = this.#spec.attemptIsStarts === true;
+      if (this.#alone.has(envelope) && !(once && this.#counted.has(envelope))) {
         const starts = await this.#count(envelope);
+        if (once && starts !== undefined) {
+          this.#counted.add(envelope);
+          // Core reads the attempt from the envelope when it judges this run's failure.
+          envelope.attempt = starts;
+        }
         const { maxAttempts } = this.#spec.inbox().options;
         if (starts !== undefined && starts > maxAttempts) {
           this.#spec.onExhausted?.(envelope, starts);
@@ -56,6 +72,32 @@ export class StartCounter<R> {
       }
       return handler(envelope, ctx);
     };
+  }
+
+  /**
+   * With `attemptIsStarts`: brings the count in line with how a run ended; call it before the
+   * delivery is settled, so that its redelivery reads the new count. A fresh delivery (not
+   * counted before it ran, to spare every message a round trip) whose retry is spent is counted
+   * now; a counted run whose retry is not spent (a fault of the environment: a lost connection, a
+   * deadlock) is taken back, so such faults never push a message towards `maxAttempts`. Best
+   * effort: a refusal is logged at debug level and the count stays.
+   */
+  async settled(outcome: Outcome<R>): Promise<void> {
+    if (!this.#spec.attemptIsStarts || outcome.status !== 'retry') return;
+    const { envelope } = outcome;
+    const inbox = this.#spec.inbox();
+    const counted = this.#counted.has(envelope);
+    try {
+      if (outcome.spent && !counted) await inbox.noteStart(envelope);
+      else if (!outcome.spent && counted) {
+        await inbox.forgetStart(envelope);
+        this.#counted.delete(envelope);
+      }
+    } catch (err) {
+      inbox.options.logger.debug('once: could not update a start count', {
+        error: serializeError(err).message,
+      });
+    }
   }
 
   /** The start count, or undefined (best effort: the database refused, or the wait ran out). */

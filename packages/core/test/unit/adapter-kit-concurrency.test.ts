@@ -68,6 +68,13 @@ describe('KeyedSerializer', () => {
     expect(await ab).toBe('ab');
     expect(s.size).toBe(0);
   });
+
+  it('keeps a key going after a task of it throws', async () => {
+    const s = new KeyedSerializer();
+    await expect(s.run(['a'], async () => Promise.reject(new Error('x')))).rejects.toThrow('x');
+    expect(await s.run(['a'], async () => 1)).toBe(1);
+    expect(s.size).toBe(0);
+  });
 });
 
 describe('jsonHandler', () => {

@@ -207,6 +207,72 @@ describe('StartCounter', () => {
     expect(killed).toEqual([3]);
   });
 
+  it('with attemptIsStarts: the count is the attempt, once per delivery, and follows how runs end', async () => {
+    const { inbox, state } = fakeInbox();
+    const forgotten: string[] = [];
+    const counter = new StartCounter({
+      inbox: () =>
+        ({
+          ...inbox,
+          forgetStart: async (e: Envelope) => {
+            forgotten.push(e.id!);
+            state.starts.set(e.id!, (state.starts.get(e.id!) ?? 1) - 1);
+          },
+          options: { maxAttempts: 5, logger: silentLogger },
+        }) as unknown as Inbox,
+      waitMs: 1_000,
+      attemptIsStarts: true,
+    });
+    const handler = counter.wrap(() => 'ran');
+    const ctx = {} as HandlerContext;
+    // A redelivery whose receive count (7) says nothing of its runs: its attempt becomes its starts.
+    const e = { id: 'm', attempt: 7 } as Envelope;
+    counter.mark(e);
+    await handler(e, ctx);
+    await handler(e, ctx); // core running the same delivery again counts nothing more
+    expect(e.attempt).toBe(1);
+    expect(state.starts.get('m')).toBe(1);
+    const retry = (envelope: Envelope, spent: boolean) =>
+      ({
+        status: 'retry',
+        id: envelope.id,
+        envelope,
+        error: { name: 'E', message: 'x' },
+        delayMs: 0,
+        spent,
+      }) as const;
+    // Its run failed on the environment (not spent): the start is taken back.
+    await counter.settled(retry(e, false));
+    expect(forgotten).toEqual(['m']);
+    expect(state.starts.get('m')).toBe(0);
+    // A fresh delivery, not counted before it ran, whose retry is spent: counted now.
+    const fresh = { id: 'f', attempt: 1 } as Envelope;
+    await handler(fresh, ctx);
+    await counter.settled(retry(fresh, true));
+    expect(state.starts.get('f')).toBe(1);
+  });
+
+  it('without attemptIsStarts, settled() changes nothing', async () => {
+    const { inbox, state } = fakeInbox();
+    const counter = new StartCounter({
+      inbox: () => ({ ...inbox, options: { maxAttempts: 5, logger: silentLogger } }) as unknown as Inbox,
+      waitMs: 1_000,
+    });
+    const e = { id: 'k', attempt: 3 } as Envelope;
+    counter.mark(e);
+    await counter.wrap(() => 'ran')(e, {} as HandlerContext);
+    expect(e.attempt).toBe(3);
+    await counter.settled({
+      status: 'retry',
+      id: 'k',
+      envelope: e,
+      error: { name: 'E', message: 'x' },
+      delayMs: 0,
+      spent: true,
+    });
+    expect(state.starts.get('k')).toBe(1);
+  });
+
   it('runs uncounted when the count cannot be had in time', async () => {
     const counter = new StartCounter({
       inbox: () =>

@@ -76,12 +76,17 @@ describe('dead letters', () => {
     ).toBe(1);
   });
 
-  it('SQS: dead-letter, by queue name, reason and target', async () => {
-    const { consumer, events } = consumerWith<{ 'dead-letter': { reason: string; target: string } }>('s', {
+  it('SQS: message:dead-lettered, by queue name, reason and target', async () => {
+    const { consumer, events } = consumerWith<{
+      'message:dead-lettered': { reason: string; deadLetter: string | undefined };
+    }>('s', {
       queueUrl: 'http://127.0.0.1:9324/000000000000/payments.fifo',
     });
     const handle = instrument(consumer, { meterProvider: h.meterProvider, pool: false });
-    events.emit('dead-letter', { reason: 'permanent', target: 'redrive' });
+    events.emit('message:dead-lettered', {
+      reason: 'permanent',
+      deadLetter: 'arn:aws:sqs:elasticmq:000000000000:payments-dlq.fifo',
+    });
     handle.close();
     const m = await h.collect();
     expect(pointsOf(m, 'once.dead_letters', { 'once.consumer': 's' })[0]).toMatchObject({

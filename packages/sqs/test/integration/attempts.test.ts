@@ -60,7 +60,7 @@ it('a message redelivered behind a failing neighbour, run once, is at attempt 1;
     consumer: 'behind',
     maxAttempts: 3,
     retryDelayMs: () => 0,
-    deadLetter: { queueUrl: dlq },
+    deadLetterQueueUrl: dlq,
     handler: async (envelope, { tx, id }) => {
       const runs = seen.get(id)!;
       runs.push(envelope.attempt);
@@ -99,7 +99,7 @@ it('a message that throws null on every run, behind another failing one, is dead
     consumer: 'null',
     maxAttempts: 2,
     retryDelayMs: () => 0,
-    deadLetter: { queueUrl: dlq },
+    deadLetterQueueUrl: dlq,
     handler: async (envelope, { tx, id }) => {
       runs.get(id)!.push(envelope.attempt);
       if (id === string) throw 'boom-string';
@@ -150,7 +150,7 @@ it('runs that fail on the environment (a deadlock) are not counted: only the mes
     consumer: 'env',
     maxAttempts: 2,
     retryDelayMs: () => 0,
-    deadLetter: { queueUrl: dlq },
+    deadLetterQueueUrl: dlq,
     handler: async (envelope, { tx, id: got }) => {
       calls.push(envelope.attempt);
       if (calls.length <= 6) throw Object.assign(new Error('deadlock detected'), { code: '40P01' });

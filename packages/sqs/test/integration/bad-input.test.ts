@@ -1,7 +1,12 @@
-import { migrate, OnceError } from '@once/core';
+import { OnceError, PermanentError } from '@once/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createSqsConsumer, createSqsPublisher, type SqsConsumerOptions } from '../../src/index.js';
-import { type Db, freshDb, queues, SQS_ENDPOINT, sqsClient, unique } from './fixtures/env.js';
+import {
+  createSqsConsumer,
+  createSqsPublisher,
+  readDeadLetter,
+  type SqsConsumerOptions,
+} from '../../src/index.js';
+import { type Db, drain, freshDb, queues, SQS_ENDPOINT, sendAll, sqsClient, unique } from './fixtures/env.js';
 import { effectHandler } from './fixtures/once-consumer.js';
 
 const client = sqsClient();
@@ -26,7 +31,7 @@ function options(queueUrl: string, patch: Partial<SqsConsumerOptions> = {}): Sqs
     schema: db.schema,
     consumer: 'bad',
     handler: effectHandler(db),
-    deadLetter: 'discard',
+    deadLetterQueueUrl: false,
     waitTimeSeconds: 0,
     ...patch,
   };
@@ -50,7 +55,7 @@ describe('start() refuses with a named error', () => {
   it('a queue URL that does not exist', async () => {
     const url = `${SQS_ENDPOINT}/000000000000/${run}-missing`;
     const err = await startFails(options(url));
-    expect(err.code).toBe('QUEUE_NOT_FOUND');
+    expect(err.code).toBe('SQS_QUEUE_NOT_FOUND');
     expect(err.message).toContain(url);
     expect(err.message).toMatch(/does not exist/);
   });
@@ -58,17 +63,17 @@ describe('start() refuses with a named error', () => {
   it('an endpoint that does not answer', async () => {
     const dead = sqsClient('http://127.0.0.1:9');
     const err = await startFails(options(`http://127.0.0.1:9/000000000000/${run}`, { client: dead }));
-    expect(err).toMatchObject({ code: 'SQS_UNAVAILABLE', retryable: true });
+    expect(err).toMatchObject({ code: 'SQS_UNREACHABLE', retryable: true });
     dead.destroy();
   });
 
   it("idFrom 'deduplication-id' on a queue with content-based deduplication, or on a standard queue", async () => {
     const cbd = await q.create(`${run}-cbd.fifo`, { ContentBasedDeduplication: 'true' });
     const err = await startFails(options(cbd, { idFrom: 'deduplication-id' }));
-    expect(err.code).toBe('QUEUE_MISMATCH');
+    expect(err.code).toBe('SQS_QUEUE_MISMATCH');
     expect(err.message).toMatch(/content-based deduplication/);
     const std = await q.create(`${run}-std`);
-    expect((await startFails(options(std, { idFrom: 'deduplication-id' }))).code).toBe('QUEUE_MISMATCH');
+    expect((await startFails(options(std, { idFrom: 'deduplication-id' }))).code).toBe('SQS_QUEUE_MISMATCH');
     // The same option on a FIFO queue without content-based dedup starts.
     const fifo = await q.create(`${run}-ok.fifo`);
     const ok = createSqsConsumer(options(fifo, { idFrom: 'deduplication-id' }));
@@ -78,24 +83,54 @@ describe('start() refuses with a named error', () => {
     expect(ok.state).toBe('stopped');
   });
 
-  it('no dead-letter policy anywhere, or a dead-letter queue that does not exist', async () => {
+  it('a default dead-letter queue (`<name>-dead`) or a given one that does not exist', async () => {
     const url = await q.create(`${run}-nodlq`);
-    const { deadLetter: _, ...noDeadLetter } = options(url);
+    const { deadLetterQueueUrl: _, ...noDeadLetter } = options(url);
     const err = await startFails(noDeadLetter);
-    expect(err.code).toBe('INVALID_OPTION');
-    expect(err.message).toMatch(/^options\.deadLetter/);
+    expect(err.code).toBe('SQS_QUEUE_NOT_FOUND');
+    expect(err.message).toContain(`${run}-nodlq-dead`);
+    expect(err.message).toMatch(/deadLetterQueueUrl/);
     const missing = `${SQS_ENDPOINT}/000000000000/${run}-nodlq-target`;
-    const err2 = await startFails(options(url, { deadLetter: { queueUrl: missing } }));
-    expect(err2.code).toBe('QUEUE_NOT_FOUND');
-    expect(err2.message).toMatch(/^deadLetter\.queueUrl/);
+    const err2 = await startFails(options(url, { deadLetterQueueUrl: missing }));
+    expect(err2.code).toBe('SQS_QUEUE_NOT_FOUND');
+    expect(err2.message).toMatch(/^deadLetterQueueUrl/);
+    // Once the default queue exists, the consumer starts and dead-letters there.
+    const dead = await q.create(`${run}-nodlq-dead`);
+    const c = createSqsConsumer({
+      ...noDeadLetter,
+      handler: () => {
+        throw new PermanentError('poison');
+      },
+    });
+    await c.start();
+    await sendAll(client, url, [{ id: `${run}-poison`, body: '{}' }]);
+    let copies: Awaited<ReturnType<typeof drain>> = [];
+    const until = Date.now() + 20_000;
+    while (copies.length === 0 && Date.now() < until) copies = await drain(client, dead, 500);
+    await c.stop();
+    expect(copies.map((m) => readDeadLetter(m)?.record.reason)).toEqual(['permanent']);
   });
+});
 
-  it('a schema that is not installed', async () => {
-    const url = await q.create(`${run}-noschema`);
-    const err = await startFails(options(url, { schema: `${db.schema}_nope` }));
-    expect(err.code).toBe('SCHEMA_NOT_INSTALLED');
-    await migrate(db.pool, { schema: db.schema }); // idempotent: the real schema is fine
-  });
+it('a schema that is not installed does not fail start(): the consumer runs unavailable', async () => {
+  const url = await q.create(`${run}-noschema`);
+  const c = createSqsConsumer(options(url, { schema: `${db.schema}_nope` }));
+  await c.start();
+  expect(c.health()).toMatchObject({ state: 'running', healthy: false, available: false });
+  expect(c.health().lastError?.code).toBe('SCHEMA_NOT_INSTALLED');
+  await c.stop();
+  expect(c.state).toBe('stopped');
+});
+
+it('an unknown option names the nearest known one', () => {
+  expect(() =>
+    createSqsConsumer({
+      ...options(`${SQS_ENDPOINT}/q`),
+      visibilityTimeout: 5,
+    } as unknown as SqsConsumerOptions),
+  ).toThrow(
+    "options.visibilityTimeout is not an option of createSqsConsumer; did you mean 'visibilityTimeoutS'?",
+  );
 });
 
 it('invalid options throw at construction, naming the field', () => {
@@ -110,6 +145,6 @@ it('a FIFO publish without a group id is refused by name, before SQS sees it', a
   const [r] = await createSqsPublisher({ client }).publish([
     { id: `${run}-1`, destination: url, body: '{}' },
   ]);
-  expect(r).toMatchObject({ ok: false, retryable: false, error: { code: 'MISSING_GROUP_ID' } });
+  expect(r).toMatchObject({ ok: false, retryable: false, error: { code: 'SQS_MISSING_GROUP_ID' } });
   expect(await q.depth(url)).toBe(0);
 });

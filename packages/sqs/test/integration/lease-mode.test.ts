@@ -133,7 +133,7 @@ it('control: lease mode without the adapter hook (a bare receive loop) gets a se
     );
     for (const m of res.Messages ?? []) {
       if (Number(m.Attributes?.ApproximateReceiveCount) > 1) copies++;
-      const envelope = envelopeOf(m, { queueUrl: url, idFrom: 'attribute', idAttribute: 'message-id' });
+      const envelope = envelopeOf(m, { queueUrl: url, idFrom: 'header', idHeader: 'message-id' });
       inFlight.push(
         inbox.process(envelope).then(async (o) => {
           outcomes.push(o.status);

@@ -28,8 +28,8 @@ afterAll(async () => {
 
 const settings = (queueUrl: string) => ({
   queueUrl,
-  idFrom: 'attribute' as const,
-  idAttribute: 'message-id',
+  idFrom: 'header' as const,
+  idHeader: 'message-id',
 });
 
 it('bodies SQS cannot carry as text (invalid UTF-8, NUL) go as declared base64 and decode to the same bytes; text goes as it is', async () => {

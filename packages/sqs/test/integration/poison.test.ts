@@ -62,7 +62,7 @@ describe('a poison message that throws', () => {
       consumer: 'throw',
       maxAttempts: 3,
       retryDelayMs: () => 0,
-      deadLetter: { queueUrl: dlq },
+      deadLetterQueueUrl: dlq,
       handler: effectHandler(db, (id) => {
         if (id === poison) {
           attempts++;
@@ -98,10 +98,10 @@ describe('a poison message that throws', () => {
       { body: '{"n":1}', id: poison },
       { body: '{"n":2}', id: `${prefix}-ok` },
     ]);
-    // deadLetter unset: the queue's redrive policy is found at start and used.
+    // deadLetterQueueUrl unset: the queue's redrive policy is found at start and used.
     await startOnce(client, db, url, consumers, {
       consumer: 'redrive',
-      deadLetter: undefined,
+      deadLetterQueueUrl: undefined,
       maxAttempts: 2,
       retryDelayMs: () => 0,
       handler: effectHandler(db, (id) => {
@@ -145,7 +145,7 @@ it('a dead-lettered message with ten attributes keeps all ten: nine as attribute
   );
   await startOnce(client, db, url, consumers, {
     consumer: 'attrs',
-    deadLetter: { queueUrl: dlq },
+    deadLetterQueueUrl: dlq,
     handler: async () => {
       // U+FFFF is refused by SQS in attribute values: the record must escape it.
       throw new PermanentError('cannot handle \uffff this');
@@ -199,7 +199,7 @@ it('bad input is dead-lettered at once with a named reason: malformed JSON, miss
   let runs = 0;
   await startOnce(client, db, url, consumers, {
     consumer: 'bad',
-    deadLetter: { queueUrl: dlq },
+    deadLetterQueueUrl: dlq,
     handler: jsonHandler<{ n: number }>(async (value, envelope, { tx, id }) => {
       runs++;
       await db.record(tx, id, envelope.key, value.n);

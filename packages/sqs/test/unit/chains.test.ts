@@ -1,8 +1,7 @@
 import type { Envelope, Inbox, Outcome } from '@once/core';
-import { Gate, settlePlanOf } from '@once/core/adapter';
+import { Gate, Limiter, settlePlanOf } from '@once/core/adapter';
 import { describe, expect, it } from 'vitest';
 import type { Held } from '../../src/held.js';
-import { Limiter } from '../../src/limiter.js';
 import { planChains } from '../../src/plan-chains.js';
 import { type ChainContext, runBatch, runChain } from '../../src/run-chain.js';
 import type { Settler } from '../../src/settler.js';
@@ -97,6 +96,8 @@ function context(answer: (envelopes: Envelope[]) => Outcome[]) {
   const calls: string[][] = [];
   const started: string[] = [];
   const settled: [string, string, (number | undefined)?][] = [];
+  const marked = new WeakSet<Envelope>();
+  const errors: string[] = [];
   const inbox = {
     options: { retryDelayMs: () => 1000 },
     process: async (e: Envelope) => {
@@ -129,12 +130,12 @@ function context(answer: (envelopes: Envelope[]) => Outcome[]) {
     limiter: new Limiter(4),
     gate: new Gate(),
     settler,
-    runs: { alone: new WeakSet<Envelope>(), settled: async () => {} },
+    counter: { mark: (e: Envelope) => marked.add(e), settled: async () => {} },
     logger: { debug() {}, info() {}, warn() {}, error() {} },
     forget: (e) => settled.push([e.envelope.id!, 'forget']),
-    onFault: () => {},
+    noteError: (where) => errors.push(where),
   };
-  return { ctx, calls, settled, started };
+  return { ctx, calls, settled, started, marked, errors };
 }
 const processed = (e: Envelope): Outcome => ({
   status: 'processed',
@@ -165,6 +166,18 @@ describe('runChain', () => {
     ]);
   });
 
+  it("builds no outcome when the inbox throws: reports it and sends the group back after core's delay", async () => {
+    const { ctx, settled, errors } = context(() => {
+      throw new Error('bug');
+    });
+    await runChain(ctx, [held('a', 'g'), held('b', 'g')]);
+    expect(errors).toEqual(['inbox']);
+    expect(settled).toEqual([
+      ['a', 'retry', 1000],
+      ['b', 'retry', 1000],
+    ]);
+  });
+
   it('lets a capped message and all behind it go without running them', async () => {
     const { ctx, calls, settled } = context((es) => es.map(processed));
     const es = [held('a', 'g'), held('b', 'g'), held('c', 'g')];
@@ -183,7 +196,7 @@ describe('redelivered messages', () => {
   it('run alone across chains (nothing beside them), each marked for the handler guard to count its start', async () => {
     let running = 0;
     let overlapped = false;
-    const { ctx, started, calls } = context((es) => es.map(processed));
+    const { ctx, started, calls, marked } = context((es) => es.map(processed));
     const slow = ctx.inbox.process.bind(ctx.inbox);
     const alone = new Set<string>();
     ctx.inbox.process = async (e: Envelope) => {
@@ -199,9 +212,9 @@ describe('redelivered messages', () => {
     await Promise.all([runChain(ctx, [c]), runChain(ctx, [a]), runChain(ctx, [b]), runChain(ctx, [d])]);
     // Counted by the consumer's handler guard once the inbox claimed them, not before.
     expect(started).toEqual([]);
-    expect(ctx.runs.alone.has(a.envelope)).toBe(true);
-    expect(ctx.runs.alone.has(b.envelope)).toBe(true);
-    expect(ctx.runs.alone.has(c.envelope)).toBe(false);
+    expect(marked.has(a.envelope)).toBe(true);
+    expect(marked.has(b.envelope)).toBe(true);
+    expect(marked.has(c.envelope)).toBe(false);
     expect(calls.flat().sort()).toEqual(['a', 'b', 'c', 'd']);
     // a redelivered message never runs beside anything, though the chains run in parallel
     expect(overlapped).toBe(false);

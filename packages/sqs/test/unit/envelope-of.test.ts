@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { envelopeOf } from '../../src/envelope-of.js';
 
-const settings = { queueUrl: 'http://h/q.fifo', idFrom: 'attribute' as const, idAttribute: 'message-id' };
+const settings = { queueUrl: 'http://h/q.fifo', idFrom: 'header' as const, idHeader: 'message-id' };
 const message = {
   MessageId: 'sqs-1',
   ReceiptHandle: 'r',
@@ -36,7 +36,7 @@ describe('envelopeOf', () => {
   it('takes the id from where it is told', () => {
     expect(envelopeOf(message, { ...settings, idFrom: 'deduplication-id' }).id).toBe('d1');
     expect(envelopeOf(message, { ...settings, idFrom: 'sqs-message-id' }).id).toBe('sqs-1');
-    expect(envelopeOf(message, { ...settings, idAttribute: 'other' }).id).toBeUndefined();
+    expect(envelopeOf(message, { ...settings, idHeader: 'other' }).id).toBeUndefined();
   });
 
   it('treats a first receive (or a missing count) as attempt 1, not redelivered', () => {

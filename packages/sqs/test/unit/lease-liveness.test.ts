@@ -1,8 +1,8 @@
 import type { Message } from '@aws-sdk/client-sqs';
-import { silentLogger } from '@once/core';
+import { silentLogger, TypedEmitter } from '@once/core';
 import { describe, expect, it } from 'vitest';
 import { envelopeOf } from '../../src/envelope-of.js';
-import { SqsEvents } from '../../src/events.js';
+import type { SqsConsumerEventMap } from '../../src/events.js';
 import type { Held } from '../../src/held.js';
 import { Settler } from '../../src/settler.js';
 import { type Call, fakeClient } from './fake-client.js';
@@ -13,7 +13,7 @@ function held(receipt: string): Held {
   const message: Message = { MessageId: `m-${receipt}`, ReceiptHandle: receipt, Body: '{}' };
   return {
     message,
-    envelope: envelopeOf(message, { queueUrl: QUEUE, idFrom: 'sqs-message-id', idAttribute: 'message-id' }),
+    envelope: envelopeOf(message, { queueUrl: QUEUE, idFrom: 'sqs-message-id', idHeader: 'message-id' }),
     receipt,
     group: undefined,
     receivedAt: 0,
@@ -30,10 +30,11 @@ function settler(respond: (call: Call) => unknown = () => ({})) {
     client,
     queueUrl: QUEUE,
     consumer: 'test',
-    idAttribute: 'message-id',
+    idHeader: 'message-id',
     lingerMs: 0,
     logger: silentLogger,
-    events: new SqsEvents(silentLogger),
+    events: new TypedEmitter<SqsConsumerEventMap>(silentLogger),
+    noteError: () => {},
     retryDelayMs: () => 1000,
     forget: () => {},
     track: (p) => tracked.push(p),

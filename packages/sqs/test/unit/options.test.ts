@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { SqsConsumerOptions } from '../../src/index.js';
+import { createSqsConsumer, type SqsConsumerOptions } from '../../src/index.js';
 import { resolveSqsConsumerOptions } from '../../src/options.js';
 import { fakeClient } from './fake-client.js';
 
@@ -23,10 +23,12 @@ function codeAndMessage(fn: () => unknown): { code: string; message: string } {
 
 describe('resolveSqsConsumerOptions', () => {
   it('applies defaults and keeps core options for the inbox', () => {
-    const o = resolveSqsConsumerOptions({ ...base, maxAttempts: 7, schema: 'x' });
+    const { sqs: o, inbox } = resolveSqsConsumerOptions({ ...base, maxAttempts: 7, schema: 'x' });
     expect(o).toMatchObject({
-      idFrom: 'attribute',
-      idAttribute: 'message-id',
+      consumer: 'c',
+      idFrom: 'header',
+      idHeader: 'message-id',
+      deadLetterQueueUrl: undefined,
       batch: false,
       receivers: 1,
       maxInFlight: 50,
@@ -35,22 +37,44 @@ describe('resolveSqsConsumerOptions', () => {
       visibilityTimeoutS: 30,
       heartbeat: true,
       heartbeatIntervalMs: 10_000,
-      maxAttempts: 7,
+      stopTimeoutMs: 30_000,
     });
-    expect(o.inbox).toMatchObject({ consumer: 'c', schema: 'x', maxAttempts: 7 });
-    expect(o.inbox).not.toHaveProperty('queueUrl');
-    expect(o.inbox).not.toHaveProperty('receivers');
+    expect(inbox).toMatchObject({ consumer: 'c', schema: 'x', maxAttempts: 7 });
+    expect(inbox).not.toHaveProperty('queueUrl');
+    expect(inbox).not.toHaveProperty('receivers');
     expect(Object.isFrozen(o)).toBe(true);
+  });
+
+  it('names the consumer after the queue by default', () => {
+    const { consumer: _, ...noName } = base;
+    expect(resolveSqsConsumerOptions(noName).sqs.consumer).toBe('q.fifo');
+  });
+
+  it('refuses an unknown key naming the nearest one, and a missing required one', () => {
+    expect(
+      codeAndMessage(() =>
+        resolveSqsConsumerOptions({ ...base, deadLetterQueue: 'x' } as unknown as SqsConsumerOptions),
+      ),
+    ).toEqual({
+      code: 'INVALID_OPTION',
+      message:
+        "options.deadLetterQueue is not an option of createSqsConsumer; did you mean 'deadLetterQueueUrl'?",
+    });
+    const { queueUrl: _, ...noQueue } = base;
+    expect(codeAndMessage(() => resolveSqsConsumerOptions(noQueue as SqsConsumerOptions))).toEqual({
+      code: 'INVALID_OPTION',
+      message: 'options.queueUrl is required by createSqsConsumer',
+    });
   });
 
   it.each([
     [{ client: {} }, 'options.client'],
     [{ queueUrl: 'q' }, 'options.queueUrl'],
     [{ idFrom: 'body' }, 'options.idFrom'],
-    [{ idAttribute: '' }, 'options.idAttribute'],
-    [{ deadLetter: 'later' }, 'options.deadLetter'],
-    [{ deadLetter: { queueUrl: 'nope' } }, 'options.deadLetter.queueUrl'],
-    [{ deadLetter: { queueUrl: base.queueUrl } }, 'options.deadLetter.queueUrl'],
+    [{ idHeader: '' }, 'options.idHeader'],
+    [{ deadLetterQueueUrl: 'nope' }, 'options.deadLetterQueueUrl'],
+    [{ deadLetterQueueUrl: base.queueUrl }, 'options.deadLetterQueueUrl'],
+    [{ stopTimeoutMs: -1 }, 'options.stopTimeoutMs'],
     [{ batch: 'yes' }, 'options.batch'],
     [{ keyOf: 'account' }, 'options.keyOf'],
     [{ receivers: 0 }, 'options.receivers'],
@@ -61,12 +85,11 @@ describe('resolveSqsConsumerOptions', () => {
     [{ visibilityTimeoutS: 2, heartbeatIntervalMs: 2000 }, 'options.heartbeatIntervalMs'],
     [{ maxHeldMs: Number.NaN }, 'options.maxHeldMs'],
     [{ receiveBackoffMs: 100, receiveBackoffMaxMs: 50 }, 'options.receiveBackoffMaxMs'],
-    [{ maxAttempts: 0 }, 'options.maxAttempts'],
     [{ consumer: '' }, 'options.consumer'],
     [{ handler: 3 }, 'options.handler'],
   ] as [Partial<Record<string, unknown>>, string][])('names the bad field: %j', (patch, field) => {
     const { code, message } = codeAndMessage(() =>
-      resolveSqsConsumerOptions({ ...base, ...patch } as unknown as SqsConsumerOptions),
+      createSqsConsumer({ ...base, ...patch } as unknown as SqsConsumerOptions),
     );
     expect(code).toBe('INVALID_OPTION');
     expect(message.startsWith(field)).toBe(true);
@@ -74,9 +97,9 @@ describe('resolveSqsConsumerOptions', () => {
 
   it('keeps keyOf for the consumer, out of the inbox options', () => {
     const keyOf = () => 'k';
-    const o = resolveSqsConsumerOptions({ ...base, batch: true, keyOf });
+    const { sqs: o, inbox } = resolveSqsConsumerOptions({ ...base, batch: true, keyOf });
     expect(o.keyOf).toBe(keyOf);
-    expect(o.inbox).not.toHaveProperty('keyOf');
+    expect(inbox).not.toHaveProperty('keyOf');
   });
 
   it('allows the heartbeat interval to be anything when the heartbeat is off', () => {
@@ -86,7 +109,7 @@ describe('resolveSqsConsumerOptions', () => {
         heartbeat: false,
         visibilityTimeoutS: 1,
         heartbeatIntervalMs: 5000,
-      }).heartbeat,
+      }).sqs.heartbeat,
     ).toBe(false);
   });
 });

@@ -95,9 +95,13 @@ describe('createSqsPublisher', () => {
       { id: 'a', destination: FIFO, body: 'x' },
       { id: 'b', destination: STD, body: 'x', headers },
     ]);
-    expect(results[0]).toMatchObject({ ok: false, retryable: false, error: { code: 'MISSING_GROUP_ID' } });
+    expect(results[0]).toMatchObject({
+      ok: false,
+      retryable: false,
+      error: { code: 'SQS_MISSING_GROUP_ID' },
+    });
     expect(results[0]!.ok === false && results[0]!.error.message).toMatch(/needs a key/);
-    expect(results[1]).toMatchObject({ ok: false, error: { code: 'TOO_MANY_ATTRIBUTES' } });
+    expect(results[1]).toMatchObject({ ok: false, error: { code: 'SQS_TOO_MANY_ATTRIBUTES' } });
     expect(calls).toHaveLength(0);
   });
 
