@@ -223,14 +223,23 @@ it('the heartbeat keeps a handler running for several lease lengths, extending t
   const rival = inbox(db.pool, async () => {
     throw new Error('the rival must never run');
   });
+  let finished = false;
+  void long.finally(() => {
+    finished = true;
+  });
+  // Only a rival call that began and ended while the long handler ran must be busy: on a loaded
+  // machine the last calls can come after its COMMIT, and are then rightly duplicates.
   const rivalOutcomes: string[] = [];
-  for (let t = 0; t < 9; t++) {
+  for (let t = 0; t < 9 && !finished; t++) {
     await sleep(350);
+    if (finished) break;
     const o = await rival.process(envelope(id, { redelivered: true }));
+    if (finished && o.status === 'duplicate') break;
     rivalOutcomes.push(o.status === 'retry' ? `retry: ${o.error.message}` : o.status);
     if (o.status === 'busy') expect(o.delayMs).toBeGreaterThan(0);
   }
   expect(await long).toMatchObject({ status: 'processed' });
+  expect(rivalOutcomes.length).toBeGreaterThanOrEqual(3);
   expect(rivalOutcomes.join(', ')).toBe(rivalOutcomes.map(() => 'busy').join(', '));
   expect(signal?.aborted).toBe(false);
   // Claim, step start, then a renewal every 250 ms for 3.5 s, all with the lease length: one clock.
