@@ -17,7 +17,7 @@ export const ExitCode = {
   /** Stopped by SIGTERM between batches. 128 + 15. */
   Terminated: 143,
 } as const;
-/** One of {@link ExitCode}'s values. */
+/** One of {@link (ExitCode:variable)}'s values. */
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 
 /** The exit-code table shown at the end of every `--help`. */

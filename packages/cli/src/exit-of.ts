@@ -1,5 +1,5 @@
-import { classifyDbError, ErrorCode, OnceError } from '@once/core';
-import { AdminError } from '@once/core/admin';
+import { ErrorCode, OnceError } from '@once/core';
+import { AdminError, classifyDbError } from '@once/core/admin';
 import { cliErrorOf } from './admin-exit.js';
 import { CliError } from './cli-error.js';
 import { reason } from './database.js';

@@ -52,7 +52,7 @@ export const MAX_ID_BYTES = 2048;
 /** Derives the id from an envelope, e.g. a business key taken from the body. */
 export type IdOf = (envelope: Envelope) => string | undefined;
 
-/** Returns the envelope's id, or throws an {@link InvalidIdError} that says what is wrong. */
+/** Returns the envelope's id, or throws an `InvalidIdError` (from `@once/core`) that says what is wrong. */
 export function resolveId(envelope: Envelope, idOf?: IdOf): string {
   let raw: unknown;
   try {

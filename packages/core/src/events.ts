@@ -3,7 +3,8 @@ import type { SerializedError } from './errors.js';
 import type { Logger } from './logger.js';
 import type { FailReason } from './outcome.js';
 
-interface MessageEventBase {
+/** What every `message:*` event of the inbox carries. */
+export interface MessageEventBase {
   consumer: string;
   id: string | undefined;
   /** Where the message came from (the envelope's source: broker, topic or queue, ...). */

@@ -89,7 +89,7 @@ export class Inbox<R = unknown> {
   }
 
   /**
-   * Takes back one start counted by {@link noteStart} whose run ended without spending an attempt
+   * Takes back one start counted by {@link Inbox.noteStart} whose run ended without spending an attempt
    * (a fault of the environment: a lost connection, a deadlock, a timeout), so that the count is
    * that of runs that were the message's own. Throws database errors as they are.
    */

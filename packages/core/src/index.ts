@@ -19,7 +19,6 @@ export {
   MAX_ID_BYTES,
   MAX_ID_LENGTH,
   type Origin,
-  resolveId,
 } from './envelope.js';
 export {
   AttemptsExhaustedError,
@@ -28,11 +27,9 @@ export {
   OnceError,
   PermanentError,
   type SerializedError,
-  serializeError,
 } from './errors.js';
-export { type OnceEventListener, type OnceEventMap, type OnceEventName, TypedEmitter } from './events.js';
+export type { MessageEventBase, OnceEventListener, OnceEventMap, OnceEventName } from './events.js';
 export type { Fence, FenceOf, FencePosition } from './fence.js';
-export { fingerprint } from './fingerprint.js';
 export type { Handler, HandlerContext, Tx } from './handler.js';
 export { quoteIdentifier } from './identifier.js';
 export { createInbox, Inbox } from './inbox.js';
@@ -52,13 +49,11 @@ export { LATEST_SCHEMA_VERSION, MIGRATIONS } from './migrations.js';
 export {
   type BatchMode,
   type ConflictPolicy,
-  checkNumber,
   DEFAULT_INBOX_OPTIONS,
   type ErrorClass,
   type InboxOptions,
   type IsolationLevel,
   type ResolvedInboxOptions,
-  resolveInboxOptions,
 } from './options.js';
 export {
   createOutbox,
@@ -90,6 +85,4 @@ export {
 export type { PgClientLike, PgPoolLike, QueryResultLike } from './pg-like.js';
 export { type PurgeOptions, purge } from './purge.js';
 export { createRelay, Relay, RelayErrorCode, type RelayHealth, type RelayOptions } from './relay.js';
-export { type RetentionCheck, warnIfRetentionShort } from './retention.js';
 export { outboxChannel } from './sql/outbox.js';
-export { classifyDbError, type DbErrorClass } from './sqlstate.js';

@@ -1,7 +1,8 @@
 import type { SerializedError } from '@once/core';
 import type { ConsumerEventMap } from '@once/core/adapter';
 
-interface PartitionEventBase {
+/** What every partition event of the Kafka consumer carries. */
+export interface PartitionEventBase {
   topic: string;
   partition: number;
 }

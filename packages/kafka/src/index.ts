@@ -10,7 +10,12 @@
 export { jsonHandler } from '@once/core/adapter';
 export type { DeadLetterOutcome } from './dead-letter.js';
 export { KafkaErrorCode } from './errors.js';
-export type { KafkaConsumerEventListener, KafkaConsumerEventMap, KafkaConsumerEventName } from './events.js';
+export type {
+  KafkaConsumerEventListener,
+  KafkaConsumerEventMap,
+  KafkaConsumerEventName,
+  PartitionEventBase,
+} from './events.js';
 export {
   createKafkaConsumer,
   KafkaConsumer,

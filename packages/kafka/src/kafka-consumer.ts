@@ -1,24 +1,17 @@
-import {
-  createInbox,
-  type Envelope,
-  ErrorCode,
-  type FencePosition,
-  fingerprint,
-  type Inbox,
-  OnceError,
-  resolveId,
-  serializeError,
-  warnIfRetentionShort,
-} from '@once/core';
+import { createInbox, type Envelope, ErrorCode, type FencePosition, type Inbox, OnceError } from '@once/core';
 import {
   type Consumer,
   type ConsumerHealth,
   ConsumerLifecycle,
   type ConsumerState,
+  fingerprint,
   isRecordedFailed,
   processGate,
   readFence,
+  resolveId,
   StartCounter,
+  serializeError,
+  warnIfRetentionShort,
 } from '@once/core/adapter';
 import type { ConfigResourceTypes, ConsumerCrashEvent, ConsumerGroupJoinEvent, KafkaMessage } from 'kafkajs';
 import { type DeadLetterOutcome, deadLetterMessage } from './dead-letter.js';
@@ -141,7 +134,7 @@ export class KafkaConsumer<R = unknown> implements Consumer<R, KafkaConsumerEven
   }
 
   /**
-   * Checks the topics, connects and starts consuming. Throws a typed {@link OnceError} when Kafka
+   * Checks the topics, connects and starts consuming. Throws a typed {@link @once/core#OnceError} when Kafka
    * cannot be reached (`KAFKA_UNREACHABLE`) or a topic does not exist (`KAFKA_UNKNOWN_TOPIC`).
    * Never for the database: while PostgreSQL is down or once's schema is missing or too new, the
    * consumer runs unhealthy and holds its partitions, and begins once the schema checks out.

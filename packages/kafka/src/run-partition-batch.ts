@@ -1,12 +1,12 @@
+import type { Envelope, FailedOutcome, Logger, Outcome } from '@once/core';
 import {
-  type Envelope,
-  type FailedOutcome,
-  type Logger,
-  type Outcome,
+  type Gate,
+  isRecordedFailed,
+  type StartCounter,
   serializeError,
+  settlePlanOf,
   type TypedEmitter,
-} from '@once/core';
-import { type Gate, isRecordedFailed, type StartCounter, settlePlanOf } from '@once/core/adapter';
+} from '@once/core/adapter';
 import type { EachBatchPayload, KafkaMessage, Offsets } from 'kafkajs';
 import type { DeadLetterOutcome } from './dead-letter.js';
 import { envelopeOf, type MappedMessage } from './envelope-of.js';

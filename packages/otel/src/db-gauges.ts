@@ -1,4 +1,5 @@
-import { type Logger, type PgPoolLike, serializeError } from '@once/core';
+import type { Logger, PgPoolLike } from '@once/core';
+import { serializeError } from '@once/core/adapter';
 import { readInboxGauges, readOutboxGauges } from '@once/core/admin';
 import type { Attributes, BatchObservableCallback, Meter, Observable } from '@opentelemetry/api';
 import { Attr } from './attributes.js';

@@ -1,4 +1,5 @@
-import { checkNumber, ErrorCode, type Logger, OnceError, type PgPoolLike } from '@once/core';
+import { ErrorCode, type Logger, OnceError, type PgPoolLike } from '@once/core';
+import { checkNumber } from '@once/core/adapter';
 import type { MeterProvider } from '@opentelemetry/api';
 
 /** Options of {@link instrument}. */

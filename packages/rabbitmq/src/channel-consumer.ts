@@ -1,10 +1,12 @@
-import { type Inbox, type Outcome, serializeError, type TypedEmitter } from '@once/core';
+import type { Inbox, Outcome } from '@once/core';
 import {
   DEAD_LETTER_RECORD,
   encodeDeadLetterRecord,
   type Gate,
   isRecordedFailed,
   type StartCounter,
+  serializeError,
+  type TypedEmitter,
 } from '@once/core/adapter';
 import type { ConfirmChannel, ConsumeMessage } from 'amqplib';
 import { type AckKind, AckWatermark } from './ack-watermark.js';

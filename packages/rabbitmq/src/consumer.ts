@@ -1,4 +1,4 @@
-import { createInbox, type Inbox, OnceError, type SerializedError, serializeError } from '@once/core';
+import { createInbox, type Inbox, OnceError, type SerializedError } from '@once/core';
 import {
   type Consumer,
   type ConsumerHealth,
@@ -6,6 +6,7 @@ import {
   type ConsumerState,
   processGate,
   StartCounter,
+  serializeError,
 } from '@once/core/adapter';
 import { type ChannelModel, type ConfirmChannel, connect } from 'amqplib';
 import { ChannelConsumer, type ChannelConsumerContext } from './channel-consumer.js';

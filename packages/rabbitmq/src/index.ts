@@ -34,4 +34,5 @@ export {
   RabbitPublisher,
   type RabbitPublisherOptions,
 } from './publisher.js';
+export type { RabbitSettlePlan } from './settle-plan.js';
 export type { SocketOptionsLike } from './socket-options.js';

@@ -1,13 +1,12 @@
 import {
-  checkNumber,
   ErrorCode,
   type Logger,
   OnceError,
   type OutboxPublishOptions,
   type OutboxPublishResult,
-  serializeError,
   silentLogger,
 } from '@once/core';
+import { checkNumber, serializeError } from '@once/core/adapter';
 import { type ChannelModel, type ConfirmChannel, connect, type Options } from 'amqplib';
 import { ConfirmedPublisher } from './confirmed-publish.js';
 import { RabbitErrorCode } from './errors.js';
@@ -150,9 +149,10 @@ export class RabbitPublisher {
   }
 
   /**
-   * Publishes one message; resolves once confirmed and routed. See {@link ConfirmedPublisher.publish}
-   * for errors; AMQP_ID_TOO_LONG or AMQP_KEY_TOO_LONG for an id or key AMQP cannot carry, and
-   * AMQP_CONFIRM_TIMEOUT when no confirm came within `confirmTimeoutMs`.
+   * Publishes one message; resolves once confirmed and routed. Rejects with AMQP_UNROUTABLE when
+   * the broker returned it, AMQP_NACKED, AMQP_CHANNEL_CLOSED, AMQP_ID_TOO_LONG or
+   * AMQP_KEY_TOO_LONG for an id or key AMQP cannot carry, AMQP_CONFIRM_TIMEOUT when no confirm
+   * came within `confirmTimeoutMs`, and with the reason of `options.signal` once it is aborted.
    */
   async publishOne(message: OutboxMessage, options: OutboxPublishOptions = {}): Promise<void> {
     return this.#bounded(options.signal, (signal) => this.#publishOne(message, signal));

@@ -1,12 +1,5 @@
 import { type Message, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
-import {
-  createInbox,
-  type Envelope,
-  type Inbox,
-  OnceError,
-  serializeError,
-  warnIfRetentionShort,
-} from '@once/core';
+import { createInbox, type Envelope, type Inbox, OnceError } from '@once/core';
 import {
   type Consumer,
   type ConsumerHealth,
@@ -16,6 +9,8 @@ import {
   Limiter,
   processGate,
   StartCounter,
+  serializeError,
+  warnIfRetentionShort,
 } from '@once/core/adapter';
 import { envelopeOf } from './envelope-of.js';
 import { SqsErrorCode } from './errors.js';

@@ -6,16 +6,15 @@ import {
   type SQSClient,
 } from '@aws-sdk/client-sqs';
 import {
-  checkNumber,
   ErrorCode,
   type Logger,
   OnceError,
   type OutboxPublisher,
   type OutboxPublishOptions,
   type SerializedError,
-  serializeError,
   silentLogger,
 } from '@once/core';
+import { checkNumber, serializeError } from '@once/core/adapter';
 import { SqsErrorCode } from './errors.js';
 
 /**

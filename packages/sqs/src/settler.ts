@@ -4,13 +4,15 @@ import {
   DeleteMessageBatchCommand,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
-import { type Logger, type Outcome, serializeError, type TypedEmitter } from '@once/core';
+import type { Logger, Outcome } from '@once/core';
 import {
   type DeadLetterOutcome,
   type DeadLetterRecord,
   isRecordedFailed,
   type SettlePlan,
+  serializeError,
   settlePlanOf,
+  type TypedEmitter,
 } from '@once/core/adapter';
 import { sendToDeadLetter } from './dead-letter.js';
 import { EntryBatcher, type EntryResult } from './entry-batcher.js';

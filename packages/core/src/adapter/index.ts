@@ -3,8 +3,9 @@
  * the consumer contract (`Consumer`, its state, health and base events), the lifecycle with its
  * stop deadline and its hold while the database is unusable, option splitting and validators,
  * the killer budget (`StartCounter`), the concurrency primitives (limiter, keyed serializer, the
- * process-wide isolation gate), `jsonHandler`, settle plans and the dead-letter record. It names
- * no broker. See docs/adapters.md. Stability: 0.x, like every package here; a minor version may
+ * process-wide isolation gate), `jsonHandler`, settle plans and the dead-letter record, and the
+ * helpers adapters share with core (`resolveId`, `fingerprint`, `serializeError`, `TypedEmitter`,
+ * `warnIfRetentionShort`, `checkNumber`). It names no broker. See docs/adapters.md. Stability: 0.x, like every package here; a minor version may
  * change it, and each change is listed in CHANGELOG.md.
  *
  * ```ts
@@ -13,7 +14,13 @@
  * ```
  */
 
+export { resolveId } from '../envelope.js';
+export { serializeError } from '../errors.js';
+export { TypedEmitter } from '../events.js';
 export { type FenceRecord, readFence } from '../fence.js';
+export { fingerprint } from '../fingerprint.js';
+export { checkNumber } from '../options.js';
+export { type RetentionCheck, warnIfRetentionShort } from '../retention.js';
 export { fromJsonb, isJsonbSafeString, toJsonb } from '../sql/jsonb.js';
 export type { Consumer, ConsumerEventMap, ConsumerHealth, ConsumerState } from './consumer.js';
 export {

@@ -14,6 +14,7 @@
 export { checkSchema } from '../migrate.js';
 export { type PurgeOptions, purge } from '../purge.js';
 export { outboxChannel } from '../sql/outbox.js';
+export { classifyDbError, type DbErrorClass } from '../sqlstate.js';
 export { AdminError, AdminErrorCode, type AdminErrorDetail } from './admin-error.js';
 export type { MessageKey } from './admin-sql.js';
 export {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readFence } from '../../src/adapter/index.js';
-import { createInbox, type Envelope, fingerprint, type Handler, PermanentError } from '../../src/index.js';
+import { fingerprint } from '../../src/fingerprint.js';
+import { createInbox, type Envelope, type Handler, PermanentError } from '../../src/index.js';
 import { envelope, freshDb } from './fixtures/db.js';
 
 let db: Awaited<ReturnType<typeof freshDb>>;

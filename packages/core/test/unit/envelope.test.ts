@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { type Envelope, InvalidIdError, MAX_ID_LENGTH, resolveId } from '../../src/index.js';
+import { resolveId } from '../../src/envelope.js';
+import { type Envelope, InvalidIdError, MAX_ID_LENGTH } from '../../src/index.js';
 
 const env = (id: unknown): Envelope =>
   ({

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { OnceError, type PgPoolLike, quoteIdentifier, resolveInboxOptions } from '../../src/index.js';
+import { OnceError, type PgPoolLike, quoteIdentifier } from '../../src/index.js';
+import { resolveInboxOptions } from '../../src/options.js';
 
 const pool = {
   connect: async () => ({}) as never,

@@ -1,12 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import {
-  classifyDbError,
-  OnceError,
-  type Outcome,
-  PermanentError,
-  serializeError,
-  settleActionOf,
-} from '../../src/index.js';
+import { serializeError } from '../../src/errors.js';
+import { OnceError, type Outcome, PermanentError, settleActionOf } from '../../src/index.js';
+import { classifyDbError } from '../../src/sqlstate.js';
 
 const envelope = {
   body: Buffer.alloc(0),

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { warnIfRetentionShort } from '../../src/index.js';
+import { warnIfRetentionShort } from '../../src/retention.js';
 
 const DAY = 86_400_000;
 

@@ -1,5 +1,4 @@
-import { fingerprint } from '@once/core';
-import type { FenceRecord } from '@once/core/adapter';
+import { type FenceRecord, fingerprint } from '@once/core/adapter';
 import type { KafkaMessage } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
 import { KafkaErrorCode } from '../../src/errors.js';

@@ -1,11 +1,5 @@
-import {
-  type AttemptsExhaustedError,
-  type Envelope,
-  type Outcome,
-  silentLogger,
-  TypedEmitter,
-} from '@once/core';
-import { Gate, StartCounter } from '@once/core/adapter';
+import { type AttemptsExhaustedError, type Envelope, type Outcome, silentLogger } from '@once/core';
+import { Gate, StartCounter, TypedEmitter } from '@once/core/adapter';
 import type { EachBatchPayload, KafkaMessage } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
 import type { KafkaConsumerEventMap } from '../../src/events.js';

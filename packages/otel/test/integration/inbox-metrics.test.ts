@@ -3,7 +3,6 @@ import {
   createOutbox,
   createRelay,
   type Envelope,
-  fingerprint,
   type Handler,
   type Logger,
   migrate,
@@ -11,6 +10,7 @@ import {
   PermanentError,
   silentLogger,
 } from '@once/core';
+import { fingerprint } from '@once/core/adapter';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestPool, dropSchema, freshSchemaName } from '../../../../test/support/index.js';
 import { instrument } from '../../src/index.js';
