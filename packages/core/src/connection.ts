@@ -75,10 +75,15 @@ export function guardNewClients(pool: PgPoolLike, logger: Logger = silentLogger)
   if (typeof emitter.listenerCount === 'function' && emitter.listenerCount('error') === 0) {
     emitter.on('error', (err: Error) => {
       if (emitter.listenerCount?.('error') !== 1) return;
-      logger.warn('once: an idle PostgreSQL connection of the pool failed; the pool replaces it', {
-        error: err.message,
-        ...((err as { code?: unknown }).code === undefined ? {} : { code: (err as { code?: unknown }).code }),
-      });
+      logger.warn(
+        {
+          error: err.message,
+          ...((err as { code?: unknown }).code === undefined
+            ? {}
+            : { code: (err as { code?: unknown }).code }),
+        },
+        'once: an idle PostgreSQL connection of the pool failed; the pool replaces it',
+      );
     });
   }
 }

@@ -78,10 +78,13 @@ export class TypedEmitter<M extends object> {
       try {
         (listener as (event: M[E]) => void)(event);
       } catch (err) {
-        this.#logger.warn('once: an event listener threw; ignored', {
-          event: String(name),
-          error: String(err),
-        });
+        this.#logger.warn(
+          {
+            event: String(name),
+            error: String(err),
+          },
+          'once: an event listener threw; ignored',
+        );
       }
     }
   }

@@ -2,6 +2,7 @@ import { guardNewClients } from './connection.js';
 import { BatchPause } from './engine/batch-pause.js';
 import { BatchTx } from './engine/batch-tx.js';
 import { type EngineContext, engineContext } from './engine/context.js';
+import { logFailureOutcome, logsOwnFailureLines } from './engine/failure-lines.js';
 import { FencedBatchTx } from './engine/fenced-batch-tx.js';
 import { type Item, prepare } from './engine/item.js';
 import { forgetStart, noteStart } from './engine/note-start.js';
@@ -161,6 +162,7 @@ export class Inbox<R = unknown> {
   #emit(o: Outcome<R>, started: number): void {
     this.#readiness.note(o);
     emitOutcome(this.#events, this.options.consumer, o, started);
+    if (logsOwnFailureLines(this)) logFailureOutcome(this.options.failureLogger, this.options.consumer, o);
   }
 }
 

@@ -43,7 +43,7 @@ export {
 } from './lease/lease-options.js';
 export type { Liveness } from './lease/liveness.js';
 export type { StepFn, StepInfo } from './lease/steps.js';
-export { type Logger, silentLogger } from './logger.js';
+export { type Logger, type LoggerOption, silentLogger } from './logger.js';
 export { checkSchema, type MigrateOptions, type MigrateResult, migrate, schemaSql } from './migrate.js';
 export { LATEST_SCHEMA_VERSION, MIGRATIONS } from './migrations.js';
 export {

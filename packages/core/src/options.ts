@@ -5,7 +5,7 @@ import type { Handler } from './handler.js';
 import { quoteIdentifier } from './identifier.js';
 import type { IsolationLevel } from './isolation.js';
 import { type LeaseOptions, resolveLeaseOptions } from './lease/lease-options.js';
-import { type Logger, silentLogger } from './logger.js';
+import { type Logger, type LoggerOption, resolveLoggers } from './logger.js';
 import { checkNumber } from './option-check.js';
 import type { Outbox } from './outbox.js';
 import type { PgPoolLike } from './pg-like.js';
@@ -57,8 +57,13 @@ export interface InboxOptions<R = unknown> extends LeaseOptions {
   isolation?: IsolationLevel | undefined;
   /** Delay before redelivering a `busy` message, in ms. @default 1000 */
   busyDelayMs?: number | undefined;
-  /** @default silent */
-  logger?: Logger | undefined;
+  /**
+   * Where once logs, `(fields, message)`: pino, bunyan or `console` as they are. Without one, only
+   * the failure lines (dead letter, conflict, invalid id, exhausted attempts) are printed, one
+   * `console.warn` line each; everything else is silent. `false` silences everything.
+   * @default failure lines to console.warn
+   */
+  logger?: LoggerOption | undefined;
   /** Enables `ctx.publish` in handlers: messages go out through this outbox, in the handler's transaction. */
   outbox?: Outbox | undefined;
   /**
@@ -82,7 +87,13 @@ type Defined<T> = { readonly [K in keyof T]-?: Exclude<T[K], undefined> };
 
 /** Options after defaults, frozen. */
 export interface ResolvedInboxOptions<R = unknown>
-  extends Defined<Omit<InboxOptions<R>, 'idOf' | 'fingerprintOf' | 'classify' | 'outbox' | 'fenceOf'>> {
+  extends Defined<
+    Omit<InboxOptions<R>, 'idOf' | 'fingerprintOf' | 'classify' | 'outbox' | 'fenceOf' | 'logger'>
+  > {
+  /** Every log line goes here (silent without a `logger` option, or with `false`). */
+  readonly logger: Logger;
+  /** The failure lines go here: the given logger, console.warn without one, nothing with `false`. */
+  readonly failureLogger: Logger;
   readonly outbox: Outbox | undefined;
   readonly fenceOf: FenceOf | undefined;
   readonly idOf: IdOf | undefined;
@@ -107,7 +118,6 @@ export const DEFAULT_INBOX_OPTIONS = Object.freeze({
   batchMode: 'optimistic' as BatchMode,
   isolation: 'read committed' as IsolationLevel,
   busyDelayMs: 1_000,
-  logger: silentLogger,
 });
 
 function invalid(field: string, message: string): OnceError {
@@ -153,10 +163,15 @@ export function resolveInboxOptions<R>(options: InboxOptions<R>): ResolvedInboxO
   checkFunction('classify', o.classify);
   checkFunction('retryDelayMs', o.retryDelayMs);
   checkFunction('fenceOf', o.fenceOf);
-  const logger = o.logger as Logger;
-  for (const level of ['debug', 'info', 'warn', 'error'] as const) {
-    if (typeof logger?.[level] !== 'function') throw invalid('logger', `must have a ${level}() method`);
+  const option = o.logger as LoggerOption | undefined;
+  if (option !== undefined && option !== false) {
+    for (const level of ['debug', 'info', 'warn', 'error'] as const) {
+      if (typeof option?.[level] !== 'function') {
+        throw invalid('logger', `must be false or have a ${level}() method`);
+      }
+    }
   }
+  const { logger, failureLogger } = resolveLoggers(option);
   const lease = resolveLeaseOptions(options);
   if (o.fenceOf !== undefined && o.storeResult === true) {
     throw invalid(
@@ -188,6 +203,7 @@ export function resolveInboxOptions<R>(options: InboxOptions<R>): ResolvedInboxO
     isolation: checkOneOf('isolation', o.isolation, ['read committed', 'repeatable read', 'serializable']),
     busyDelayMs: checkNumber('busyDelayMs', o.busyDelayMs, 0),
     logger,
+    failureLogger,
     outbox: checkOutbox(o.outbox),
     fenceOf: o.fenceOf,
     ...lease,

@@ -64,10 +64,13 @@ export class Outcomes<R> {
     const policy = this.#o.conflictPolicy;
     if (sameFingerprint || policy === 'ignore') return undefined;
     if (policy === 'warn') {
-      this.#o.logger.warn('once: same message id, different payload; treated as a duplicate', {
-        consumer: this.#o.consumer,
-        id,
-      });
+      this.#o.logger.warn(
+        {
+          consumer: this.#o.consumer,
+          id,
+        },
+        'once: same message id, different payload; treated as a duplicate',
+      );
     }
     return { status: 'conflict', id, envelope, action: policy === 'reject' ? 'dead-letter' : 'ack' };
   }
@@ -77,7 +80,7 @@ export class Outcomes<R> {
     try {
       return this.#o.classify?.(error) ?? 'transient';
     } catch (err) {
-      this.#o.logger.warn('once: classify() threw; treating the error as transient', { error: String(err) });
+      this.#o.logger.warn({ error: String(err) }, 'once: classify() threw; treating the error as transient');
       return 'transient';
     }
   };

@@ -51,8 +51,8 @@ export interface RelayOptions {
   cleanupIntervalMs?: number | undefined;
   /** LISTEN for after-commit wake-ups (one connection held). @default true */
   listen?: boolean | undefined;
-  /** @default silent */
-  logger?: Logger | undefined;
+  /** `(fields, message)`; `false` or none: silent. @default silent */
+  logger?: Logger | false | undefined;
 }
 
 /** The relay's state, for health checks. */
@@ -142,7 +142,7 @@ export class Relay {
         );
       }
     }
-    const logger = options.logger ?? silentLogger;
+    const logger = options.logger || silentLogger;
     this.#o = {
       pool: options.pool,
       publishers,
@@ -209,10 +209,13 @@ export class Relay {
       } catch (err) {
         failures++;
         this.#health.lastError = String((err as Error)?.message ?? err);
-        this.#o.logger.warn('once relay: round failed; backing off', {
-          error: this.#health.lastError,
-          failures,
-        });
+        this.#o.logger.warn(
+          {
+            error: this.#health.lastError,
+            failures,
+          },
+          'once relay: round failed; backing off',
+        );
       }
       if (busy && this.#running) continue;
       const pause =
@@ -294,22 +297,28 @@ export class Relay {
         });
       }
       if (late.length > 0) {
-        this.#o.logger.warn('once relay: publish abandoned; rows left pending', {
-          error: reason.message,
-          destinations: [...timedOut],
-          rows: late.length,
-          publishTimeoutMs: this.#o.publishTimeoutMs,
-        });
+        this.#o.logger.warn(
+          {
+            error: reason.message,
+            destinations: [...timedOut],
+            rows: late.length,
+            publishTimeoutMs: this.#o.publishTimeoutMs,
+          },
+          'once relay: publish abandoned; rows left pending',
+        );
       }
       for (const f of failed) {
         const error = serializeError(f.error);
         if (f.park) {
           this.#health.parked++;
           this.#events.emit('outbox:parked', { id: f.row.id, destination: f.row.destination, error });
-          this.#o.logger.error('once relay: message parked as failed', {
-            id: f.row.id,
-            error: error.message,
-          });
+          this.#o.logger.error(
+            {
+              id: f.row.id,
+              error: error.message,
+            },
+            'once relay: message parked as failed',
+          );
         } else {
           this.#events.emit('outbox:publish-failed', {
             id: f.row.id,
@@ -436,9 +445,12 @@ export class Relay {
         on?(event: 'notification', l: () => void): unknown;
       };
       client.on?.('error', (err: Error) => {
-        this.#o.logger.warn('once relay: LISTEN connection lost; polling until it is back', {
-          error: err.message,
-        });
+        this.#o.logger.warn(
+          {
+            error: err.message,
+          },
+          'once relay: LISTEN connection lost; polling until it is back',
+        );
         if (this.#listener === client) {
           this.#listener = undefined;
           this.#health.listening = false;
@@ -452,7 +464,7 @@ export class Relay {
       this.#listener = client;
       this.#health.listening = true;
     } catch (err) {
-      this.#o.logger.warn('once relay: LISTEN failed; polling', { error: String(err) });
+      this.#o.logger.warn({ error: String(err) }, 'once relay: LISTEN failed; polling');
     }
   }
 

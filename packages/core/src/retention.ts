@@ -22,10 +22,10 @@ export function warnIfRetentionShort(logger: Logger, c: RetentionCheck): boolean
   if (!(c.retentionMs < c.horizonMs)) return false;
   const horizon = Number.isFinite(c.horizonMs) ? `for ${formatDays(c.horizonMs)}` : 'with no time limit';
   logger.warn(
+    { consumer: c.consumer, retentionMs: c.retentionMs, horizonMs: c.horizonMs, source: c.source },
     `once: consumer ${JSON.stringify(c.consumer)} remembers processed ids for ${formatDays(c.retentionMs)}, ` +
       `but ${c.source} can deliver a message again ${horizon}: a redelivery after the inbox row ` +
       `is purged runs again. Raise retentionMs to at least the broker's horizon${c.remedy ? `, ${c.remedy}` : ''}`,
-    { consumer: c.consumer, retentionMs: c.retentionMs, horizonMs: c.horizonMs, source: c.source },
   );
   return true;
 }

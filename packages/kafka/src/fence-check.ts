@@ -123,7 +123,7 @@ export async function fenceHolds(ctx: {
   });
   if (verdict.kind === 'ok') {
     state.fence = { generation, sought, verified: true };
-    if (verdict.warning) ctx.logger.warn(`once/kafka: ${verdict.warning}`);
+    if (verdict.warning) ctx.logger.warn({}, `once/kafka: ${verdict.warning}`);
     return true;
   }
   if (verdict.kind === 'seek') {

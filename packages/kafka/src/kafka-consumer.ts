@@ -170,7 +170,7 @@ export class KafkaConsumer<R = unknown> implements Consumer<R, KafkaConsumerEven
         });
       }
     } catch (err) {
-      logger.debug('once kafka: could not read topic retention', { error: (err as Error)?.message });
+      logger.debug({ error: (err as Error)?.message }, 'once kafka: could not read topic retention');
     }
   }
 
@@ -287,10 +287,13 @@ export class KafkaConsumer<R = unknown> implements Consumer<R, KafkaConsumerEven
     this.#assignment = {};
     if (!e.payload.restart) this.#failed = true;
     const error = serializeError(e.payload.error);
-    this.inbox.options.logger.error('once/kafka: kafkajs crashed', {
-      error: error.message,
-      restart: e.payload.restart,
-    });
+    this.inbox.options.logger.error(
+      {
+        error: error.message,
+        restart: e.payload.restart,
+      },
+      'once/kafka: kafkajs crashed',
+    );
     this.#life.events.emit('error', { where: 'kafkajs', error });
     this.#life.events.emit('consumer:crashed', { error, restart: e.payload.restart });
   }
@@ -325,15 +328,15 @@ export class KafkaConsumer<R = unknown> implements Consumer<R, KafkaConsumerEven
       const reason = outcome.status === 'conflict' ? 'conflict' : outcome.reason;
       if (isRecordedFailed(outcome)) {
         logger.error(
-          `once/kafka: message failed (${reason}) and dead-lettering is off; its failed inbox row holds the body and error (once failed list); skipped`,
           fields,
+          `once/kafka: message failed (${reason}) and dead-lettering is off; its failed inbox row holds the body and error (once failed list); skipped`,
         );
       } else {
         // No row of its own: an invalid id has no key to record under, and a conflict's id
         // belongs to the processed message it collided with. This line is all that is left.
         logger.error(
-          `once/kafka: message failed (${reason}) and dead-lettering is off; it is NOT recorded anywhere but this log line; skipped`,
           { ...fields, key: message.key?.toString('base64'), headers: headerNames(message) },
+          `once/kafka: message failed (${reason}) and dead-lettering is off; it is NOT recorded anywhere but this log line; skipped`,
         );
       }
       return;
@@ -343,12 +346,11 @@ export class KafkaConsumer<R = unknown> implements Consumer<R, KafkaConsumerEven
       acks: -1,
       messages: [deadLetterMessage(message, outcome, this.options.consumer)],
     });
-    logger.warn('once/kafka: message dead-lettered', {
-      topic,
-      partition,
-      offset: message.offset,
-      to: target,
-    });
+    // The warn line (id, reason, destination) comes from the adapter kit; this adds the position.
+    logger.debug(
+      { topic, partition, offset: message.offset, to: target },
+      'once/kafka: message dead-lettered',
+    );
   }
 
   /** The id and fingerprint the inbox gives an envelope (what the fence records); undefined without a usable id. */
@@ -379,11 +381,14 @@ export class KafkaConsumer<R = unknown> implements Consumer<R, KafkaConsumerEven
     }
     if (this.#stopped.has(key)) return;
     this.#stopped.set(key, error);
-    this.inbox.options.logger.error(`once/kafka: partition stopped: ${error.message}`, {
-      code: error.code,
-      topic,
-      partition,
-    });
+    this.inbox.options.logger.error(
+      {
+        code: error.code,
+        topic,
+        partition,
+      },
+      `once/kafka: partition stopped: ${error.message}`,
+    );
     this.#life.events.emit('error', { where: 'fence-check', error: serializeError(error), topic, partition });
   }
 
@@ -471,7 +476,7 @@ export class KafkaConsumer<R = unknown> implements Consumer<R, KafkaConsumerEven
       try {
         await fn?.();
       } catch (err) {
-        logger.warn(`once/kafka: ${what} failed while stopping`, { error: String(err) });
+        logger.warn({ error: String(err) }, `once/kafka: ${what} failed while stopping`);
       }
     };
     const consumer = this.#consumer;

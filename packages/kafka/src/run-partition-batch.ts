@@ -227,13 +227,13 @@ class BatchRun {
     }
     this.#state.replay = { end: BigInt(marker.end) };
     deps.logger.warn(
-      'once/kafka: a previous consumer stopped with offsets in flight; replaying them one by one',
       {
         topic: this.#topic,
         partition: this.#partition,
         from: String(firstOffset),
         to: marker.end,
       },
+      'once/kafka: a previous consumer stopped with offsets in flight; replaying them one by one',
     );
     deps.events.emit('partition:replay', {
       topic: this.#topic,
@@ -336,7 +336,7 @@ class BatchRun {
       }
     } catch (err) {
       // The inbox throws only for setup faults (schema missing or too new): retry later, loudly.
-      this.#deps.logger.error('once/kafka: the inbox cannot process messages', { error: String(err) });
+      this.#deps.logger.error({ error: String(err) }, 'once/kafka: the inbox cannot process messages');
       this.#emitError('inbox', err);
     }
     let k = 0;

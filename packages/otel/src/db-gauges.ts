@@ -36,10 +36,13 @@ function register<Row>(
     try {
       row = await inflight;
     } catch (err) {
-      spec.logger.warn('once/otel: a gauge read failed; nothing observed', {
-        schema: spec.schema,
-        error: serializeError(err).message,
-      });
+      spec.logger.warn(
+        {
+          schema: spec.schema,
+          error: serializeError(err).message,
+        },
+        'once/otel: a gauge read failed; nothing observed',
+      );
       return;
     }
     if (row) observe(row, result, attrs);

@@ -17,7 +17,7 @@ export interface InstrumentOptions {
   /** Pending outbox rows are counted up to this many (the count is bounded to stay cheap). @default 10000 */
   outboxPendingLimit?: number | undefined;
   /** Where failed gauge reads are reported. @default the inbox's logger, else silent */
-  logger?: Logger | undefined;
+  logger?: Logger | false | undefined;
 }
 
 /** The defaults of {@link InstrumentOptions}. */

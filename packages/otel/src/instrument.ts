@@ -68,7 +68,7 @@ export function instrument(target: InstrumentTarget, options: InstrumentOptions 
       meter,
       pool,
       schema,
-      logger: o.logger ?? inbox?.options.logger ?? silentLogger,
+      logger: o.logger === false ? silentLogger : (o.logger ?? inbox?.options.logger ?? silentLogger),
     };
     if (inbox) off.push(observeInbox(spec));
     else off.push(observeOutbox(spec, o.outboxPendingLimit ?? DEFAULT_INSTRUMENT_OPTIONS.outboxPendingLimit));

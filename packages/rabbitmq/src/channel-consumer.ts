@@ -259,10 +259,13 @@ export class ChannelConsumer<R> {
   }
 
   #error(err: unknown, where: string): void {
-    this.#ctx.inbox.options.logger.warn('once/rabbitmq: channel consumer error', {
-      where,
-      error: String(err),
-    });
+    this.#ctx.inbox.options.logger.warn(
+      {
+        where,
+        error: String(err),
+      },
+      'once/rabbitmq: channel consumer error',
+    );
     this.#ctx.events.emit('error', { error: serializeError(err), where });
   }
 }

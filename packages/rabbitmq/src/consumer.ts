@@ -216,7 +216,7 @@ export class RabbitConsumer<R = unknown>
     connection.on('error', (err: Error) => this.#noteError(err, 'connection'));
     connection.on('close', (err?: Error) => lose(err ?? new Error('connection closed')));
     connection.on('blocked', (reason: string) =>
-      this.inbox.options.logger.warn('once/rabbitmq: connection blocked by the broker', { reason }),
+      this.inbox.options.logger.warn({ reason }, 'once/rabbitmq: connection blocked by the broker'),
     );
     try {
       const ch = await this.#channel(connection, lose);
@@ -252,7 +252,7 @@ export class RabbitConsumer<R = unknown>
   }
 
   #noteError(err: unknown, where: string): void {
-    this.inbox.options.logger.warn(`once/rabbitmq: ${where} error`, { error: String(err) });
+    this.inbox.options.logger.warn({ error: String(err) }, `once/rabbitmq: ${where} error`);
     this.#life.noteError(where, err);
   }
 

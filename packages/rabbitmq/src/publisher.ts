@@ -53,8 +53,8 @@ export interface RabbitPublisherOptions {
    * @default 30000
    */
   confirmTimeoutMs?: number;
-  /** @default silent */
-  logger?: Logger;
+  /** `(fields, message)`; `false` or none: silent. @default silent */
+  logger?: Logger | false;
 }
 
 interface Link {
@@ -140,7 +140,7 @@ export class RabbitPublisher {
       ...so,
       clientProperties: { connection_name: 'once:publisher', ...so.clientProperties },
     };
-    this.#logger = options.logger ?? silentLogger;
+    this.#logger = options.logger || silentLogger;
   }
 
   /** Connects now (otherwise the first publish does). Throws AMQP_CONNECT when the broker is unreachable. */
@@ -277,9 +277,12 @@ export class RabbitPublisher {
   #abandon(opening: Promise<Link>, link: Link, reason: unknown): void {
     if (this.#link !== opening) return;
     this.#link = undefined;
-    this.#logger.warn('once/rabbitmq: publish aborted before the confirm; closing the channel', {
-      error: serializeError(reason).message,
-    });
+    this.#logger.warn(
+      {
+        error: serializeError(reason).message,
+      },
+      'once/rabbitmq: publish aborted before the confirm; closing the channel',
+    );
     void closeLink(link, this.#confirmTimeoutMs);
   }
 
@@ -334,14 +337,17 @@ export class RabbitPublisher {
       );
     }
     const drop = (err: unknown) => {
-      this.#logger.warn('once/rabbitmq: publisher link lost; reconnecting on the next publish', {
-        error: serializeError(err).message,
-      });
+      this.#logger.warn(
+        {
+          error: serializeError(err).message,
+        },
+        'once/rabbitmq: publisher link lost; reconnecting on the next publish',
+      );
       forget();
       connection.close().catch(() => {});
     };
     connection.on('error', (err: Error) =>
-      this.#logger.warn('once/rabbitmq: publisher connection error', { error: String(err) }),
+      this.#logger.warn({ error: String(err) }, 'once/rabbitmq: publisher connection error'),
     );
     connection.on('close', (err?: Error) => drop(err ?? new Error('connection closed')));
     let channel: ConfirmChannel;
@@ -359,7 +365,7 @@ export class RabbitPublisher {
       );
     }
     channel.on('error', (err: Error) =>
-      this.#logger.warn('once/rabbitmq: publisher channel error', { error: String(err) }),
+      this.#logger.warn({ error: String(err) }, 'once/rabbitmq: publisher channel error'),
     );
     channel.on('close', () => drop(new Error('channel closed')));
     return { connection, channel, publisher: new ConfirmedPublisher(channel) };

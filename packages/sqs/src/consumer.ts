@@ -161,7 +161,7 @@ export class SqsConsumer<R = unknown> implements Consumer<R, SqsConsumerEventMap
   #runLane(entries: Held[], batch: boolean): Promise<void> {
     const run = batch ? runBatch(this.#chainContext, entries) : runChain(this.#chainContext, entries);
     return run.catch((err: unknown) => {
-      this.inbox.options.logger.error('once/sqs: a batch failed unexpectedly', { error: String(err) });
+      this.inbox.options.logger.error({ error: String(err) }, 'once/sqs: a batch failed unexpectedly');
     });
   }
 
@@ -333,11 +333,14 @@ export class SqsConsumer<R = unknown> implements Consumer<R, SqsConsumerEventMap
         const error = serializeError(err);
         this.#life.noteError('receive', err);
         this.#life.events.emit('receive:error', { error, consecutive: this.#receiveErrors, backoffMs });
-        this.inbox.options.logger.warn('once/sqs: receive failed; retrying', {
-          queueUrl: o.queueUrl,
-          error: error.message,
-          backoffMs,
-        });
+        this.inbox.options.logger.warn(
+          {
+            queueUrl: o.queueUrl,
+            error: error.message,
+            backoffMs,
+          },
+          'once/sqs: receive failed; retrying',
+        );
         await this.#sleep(backoffMs);
         backoffMs = Math.min(backoffMs * 2, o.receiveBackoffMaxMs);
         continue;
@@ -421,7 +424,7 @@ export class SqsConsumer<R = unknown> implements Consumer<R, SqsConsumerEventMap
         : () => runChain(this.#chainContext, chain.entries);
       this.#track(
         this.#serializer.run(chain.keys, run).catch((err: unknown) => {
-          this.inbox.options.logger.error('once/sqs: a chain failed unexpectedly', { error: String(err) });
+          this.inbox.options.logger.error({ error: String(err) }, 'once/sqs: a chain failed unexpectedly');
         }),
       );
     }
@@ -435,10 +438,13 @@ export class SqsConsumer<R = unknown> implements Consumer<R, SqsConsumerEventMap
       const key = keyOf(envelope);
       return typeof key === 'string' ? key : undefined;
     } catch (err) {
-      this.inbox.options.logger.warn('once/sqs: keyOf threw; the message is batched without a key', {
-        messageId: envelope.id,
-        error: serializeError(err).message,
-      });
+      this.inbox.options.logger.warn(
+        {
+          messageId: envelope.id,
+          error: serializeError(err).message,
+        },
+        'once/sqs: keyOf threw; the message is batched without a key',
+      );
       return undefined;
     }
   }
@@ -469,9 +475,12 @@ export class SqsConsumer<R = unknown> implements Consumer<R, SqsConsumerEventMap
       const heldMs = now - e.receivedAt;
       if (heldMs >= maxHeldMs) {
         e.capped = true;
-        this.inbox.options.logger.warn('once/sqs: message held past maxHeldMs; no longer extended', {
-          messageId: e.message.MessageId,
-        });
+        this.inbox.options.logger.warn(
+          {
+            messageId: e.message.MessageId,
+          },
+          'once/sqs: message held past maxHeldMs; no longer extended',
+        );
         this.#life.events.emit('heartbeat:cap', { messageId: e.message.MessageId, heldMs });
         continue;
       }

@@ -55,8 +55,8 @@ export interface SqsPublisherOptions {
   maxRetries?: number;
   /** Delay before the first extra round, doubling after, in ms. @default 100 */
   retryDelayMs?: number;
-  /** @default silent */
-  logger?: Logger;
+  /** `(fields, message)`; `false` or none: silent. @default silent */
+  logger?: Logger | false;
 }
 
 /** Publishes outbox rows to SQS; see {@link createSqsPublisher}. It is core's `OutboxPublisher`: give it to `createRelay`. */
@@ -145,7 +145,7 @@ export function createSqsPublisher(options: SqsPublisherOptions): SqsPublisher {
   }
   const maxRetries = checkNumber('maxRetries', options.maxRetries ?? 3, 0);
   const retryDelayMs = checkNumber('retryDelayMs', options.retryDelayMs ?? 100, 0);
-  const logger = options.logger ?? silentLogger;
+  const logger = options.logger || silentLogger;
   const { client } = options;
   if (options.queueUrl !== undefined && !/^https?:\/\/\S+$/.test(options.queueUrl)) {
     throw new OnceError(
@@ -294,7 +294,7 @@ export function createSqsPublisher(options: SqsPublisherOptions): SqsPublisher {
       }
       pending = (await Promise.all(calls)).flat();
       if (pending.length > 0)
-        logger.warn('once/sqs: publish entries failed; retrying', { count: pending.length, round });
+        logger.warn({ count: pending.length, round }, 'once/sqs: publish entries failed; retrying');
     }
     return results;
   }

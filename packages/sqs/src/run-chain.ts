@@ -160,7 +160,7 @@ async function processMany<R>(
 
 /** Messages the inbox could not take (it threw): back to the queue after core's retry delay. */
 function faultRest<R>(ctx: ChainContext<R>, entries: Held[]): void {
-  ctx.logger.error('once/sqs: the inbox threw; the messages go back to the queue', { count: entries.length });
+  ctx.logger.error({ count: entries.length }, 'once/sqs: the inbox threw; the messages go back to the queue');
   for (const e of entries)
     ctx.settler.delay(e, ctx.inbox.options.retryDelayMs(Math.max(1, e.envelope.attempt)), 'retry');
 }

@@ -107,10 +107,13 @@ export class Settler {
       this.#deleter.add({ ReceiptHandle: e.receipt }).then((r) => {
         if (!r.ok) {
           // The commit stands; the redelivery will be a duplicate and deleted then.
-          this.#d.logger.warn('once/sqs: delete after commit failed; the redelivery will be a duplicate', {
-            messageId: e.message.MessageId,
-            code: r.code,
-          });
+          this.#d.logger.warn(
+            {
+              messageId: e.message.MessageId,
+              code: r.code,
+            },
+            'once/sqs: delete after commit failed; the redelivery will be a duplicate',
+          );
           this.#d.events.emit('delete:failed', {
             messageId: e.message.MessageId,
             code: r.code,
@@ -196,11 +199,14 @@ export class Settler {
   }
 
   #visibilityFailed(e: Held, r: EntryResult & { ok: false }, purpose: string): void {
-    this.#d.logger.warn('once/sqs: visibility change failed', {
-      messageId: e.message.MessageId,
-      purpose,
-      code: r.code,
-    });
+    this.#d.logger.warn(
+      {
+        messageId: e.message.MessageId,
+        purpose,
+        code: r.code,
+      },
+      'once/sqs: visibility change failed',
+    );
     this.#d.events.emit('visibility:failed', {
       messageId: e.message.MessageId,
       code: r.code,
@@ -226,12 +232,12 @@ export class Settler {
         ? 'its failed inbox row holds the body and error (once failed list)'
         : 'it is NOT recorded anywhere but this log line';
       this.#d.logger.error(
-        `once/sqs: message failed (${reason}) and dead-lettering is off; ${where}; deleted`,
         {
           messageId,
           id,
           reason,
         },
+        `once/sqs: message failed (${reason}) and dead-lettering is off; ${where}; deleted`,
       );
       done(undefined);
       this.delete(e);
@@ -247,10 +253,13 @@ export class Settler {
       await sendToDeadLetter(this.#d.client, target, e.message, record, this.#d.idHeader);
     } catch (err) {
       // Not sent, so not deleted: it comes back, is `failed` again, and is sent again.
-      this.#d.logger.warn('once/sqs: dead-letter send failed; will retry', {
-        messageId,
-        error: serializeError(err).message,
-      });
+      this.#d.logger.warn(
+        {
+          messageId,
+          error: serializeError(err).message,
+        },
+        'once/sqs: dead-letter send failed; will retry',
+      );
       this.#d.noteError('dead-letter', err);
       this.delay(e, this.#d.retryDelayMs(e.envelope.attempt), 'dead-letter retry');
       return;

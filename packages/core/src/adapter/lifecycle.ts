@@ -1,3 +1,4 @@
+import { handOverFailureLines } from '../engine/failure-lines.js';
 import { ErrorCode, OnceError, serializeError } from '../errors.js';
 import { TypedEmitter } from '../events.js';
 import type { Inbox } from '../inbox.js';
@@ -83,6 +84,36 @@ export class ConsumerLifecycle<R, M extends ConsumerEventMap = ConsumerEventMap>
     });
     spec.inbox.on('message:not-run', (e) => {
       if (e.why === 'unavailable') this.#trip(e.error);
+    });
+    this.#failureLines(spec.inbox);
+  }
+
+  /**
+   * The failure lines of a consumer, logged here once for every adapter: each dead letter with
+   * where it went, and each conflict that is acknowledged rather than dead-lettered.
+   */
+  #failureLines(inbox: Inbox<R>): void {
+    handOverFailureLines(inbox);
+    const failures = inbox.options.failureLogger;
+    const name = this.#spec.name;
+    this.#base.on('message:dead-lettered', (e) => {
+      failures.warn(
+        {
+          consumer: inbox.options.consumer,
+          id: e.id,
+          reason: e.reason,
+          destination: e.deadLetter ?? 'dropped (dead-lettering off)',
+          recorded: e.recorded,
+        },
+        `${name}: message dead-lettered`,
+      );
+    });
+    inbox.on('message:conflict', (e) => {
+      if (e.action !== 'ack') return;
+      failures.warn(
+        { consumer: e.consumer, id: e.id, reason: 'conflict', destination: 'acknowledged, not recorded' },
+        `${name}: same message id, different payload`,
+      );
     });
   }
 
@@ -209,7 +240,7 @@ export class ConsumerLifecycle<R, M extends ConsumerEventMap = ConsumerEventMap>
     clearTimeout(timer);
     if (!drained) {
       const message = `in-flight messages did not settle within stopTimeoutMs (${stopTimeoutMs} ms); closing anyway: the broker redelivers them and the inbox answers for them`;
-      logger.warn(`${name}: ${message}`);
+      logger.warn({}, `${name}: ${message}`);
       this.noteError('stop', new OnceError(ErrorCode.Closed, message));
     }
     try {
@@ -227,8 +258,8 @@ export class ConsumerLifecycle<R, M extends ConsumerEventMap = ConsumerEventMap>
     this.#unavailableSince = Date.now();
     this.#lastError = { ...error, where: 'database', at: Date.now() };
     this.#spec.logger.warn(
-      `${this.#spec.name}: the database or once's schema cannot be used; fetching stops until it can`,
       { consumer: this.#spec.inbox.consumer, error: error.message },
+      `${this.#spec.name}: the database or once's schema cannot be used; fetching stops until it can`,
     );
     this.#base.emit('consumer:paused', { error });
     this.#probeAttempt = 0;
@@ -256,10 +287,13 @@ export class ConsumerLifecycle<R, M extends ConsumerEventMap = ConsumerEventMap>
     if (this.stopping || this.#available) return;
     this.#available = true;
     const pausedMs = Date.now() - this.#unavailableSince;
-    this.#spec.logger.info(`${this.#spec.name}: the database and schema are usable again; fetching resumes`, {
-      consumer: this.#spec.inbox.consumer,
-      pausedMs,
-    });
+    this.#spec.logger.info(
+      {
+        consumer: this.#spec.inbox.consumer,
+        pausedMs,
+      },
+      `${this.#spec.name}: the database and schema are usable again; fetching resumes`,
+    );
     this.#base.emit('consumer:resumed', { pausedMs });
     await this.#sync();
   }

@@ -94,9 +94,12 @@ export class StartCounter<R> {
         this.#counted.delete(envelope);
       }
     } catch (err) {
-      inbox.options.logger.debug('once: could not update a start count', {
-        error: serializeError(err).message,
-      });
+      inbox.options.logger.debug(
+        {
+          error: serializeError(err).message,
+        },
+        'once: could not update a start count',
+      );
     }
   }
 
@@ -108,10 +111,10 @@ export class StartCounter<R> {
     const late = new Promise<undefined>((resolve) => {
       timer = setTimeout(() => {
         logger.warn(
-          'once: could not count a start in time (is the pool smaller than 2?); running uncounted',
           {
             waitMs,
           },
+          'once: could not count a start in time (is the pool smaller than 2?); running uncounted',
         );
         resolve(undefined);
       }, waitMs);
@@ -119,7 +122,7 @@ export class StartCounter<R> {
     try {
       return await Promise.race([this.#spec.inbox().noteStart(envelope), late]);
     } catch (err) {
-      logger.debug('once: could not count a start', { error: serializeError(err).message });
+      logger.debug({ error: serializeError(err).message }, 'once: could not count a start');
       return undefined;
     } finally {
       clearTimeout(timer);

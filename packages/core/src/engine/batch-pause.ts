@@ -33,10 +33,13 @@ export class BatchPause {
   note(error: unknown): void {
     if (classifyDbError(error) !== 'conflict-retry') return;
     if (this.open) {
-      this.#logger.info('once: a batch deadlocked on the handlers’ rows; batching paused', {
-        consumer: this.#consumer,
-        pauseMs: BATCH_PAUSE_MS,
-      });
+      this.#logger.info(
+        {
+          consumer: this.#consumer,
+          pauseMs: BATCH_PAUSE_MS,
+        },
+        'once: a batch deadlocked on the handlers’ rows; batching paused',
+      );
     }
     this.#until = performance.now() + BATCH_PAUSE_MS;
   }

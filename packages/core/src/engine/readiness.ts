@@ -53,10 +53,13 @@ export class Readiness {
     this.#ready = undefined;
     if (this.#faultLogged) return;
     this.#faultLogged = true;
-    this.#logger.error('once: the inbox cannot process messages; they are not run and will be redelivered', {
-      consumer: this.#consumer,
-      error: serializeError(err).message,
-    });
+    this.#logger.error(
+      {
+        consumer: this.#consumer,
+        error: serializeError(err).message,
+      },
+      'once: the inbox cannot process messages; they are not run and will be redelivered',
+    );
   };
 
   /** Follows outcomes: `unavailable` until a message reaches the database again. */

@@ -80,11 +80,14 @@ export async function recordFailed<R>(
       res = await insert(JSON.stringify(minimal), null, envelope.body.length > 0, null);
     } catch (again) {
       if (isEnvironmental(classifyDbError(again))) return out.retry(envelope, id, again, false);
-      ctx.o.logger.error('once: a failed message could not be recorded; dead-lettering it anyway', {
-        consumer,
-        id,
-        error: serializeError(again).message,
-      });
+      ctx.o.logger.error(
+        {
+          consumer,
+          id,
+          error: serializeError(again).message,
+        },
+        'once: a failed message could not be recorded; dead-lettering it anyway',
+      );
       return out.failed(envelope, id, reason, error);
     }
   }

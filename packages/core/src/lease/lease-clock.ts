@@ -102,11 +102,14 @@ export class LeaseClock {
     this.renew()
       .catch((err: unknown) => {
         if (this.#lost) return;
-        this.#spec.logger.warn('once: lease renewal failed; retrying at the next heartbeat', {
-          consumer: this.#spec.consumer,
-          id: this.#spec.id,
-          error: String(err),
-        });
+        this.#spec.logger.warn(
+          {
+            consumer: this.#spec.consumer,
+            id: this.#spec.id,
+            error: String(err),
+          },
+          'once: lease renewal failed; retrying at the next heartbeat',
+        );
       })
       .finally(() => {
         this.#inFlight = false;
@@ -129,10 +132,10 @@ export class LeaseClock {
     if (!liveness) return;
     try {
       Promise.resolve(liveness.extend(leaseMs)).catch((err: unknown) => {
-        logger.warn('once: the adapter could not extend the delivery', { error: String(err) });
+        logger.warn({ error: String(err) }, 'once: the adapter could not extend the delivery');
       });
     } catch (err) {
-      logger.warn('once: the adapter could not extend the delivery', { error: String(err) });
+      logger.warn({ error: String(err) }, 'once: the adapter could not extend the delivery');
     }
   }
 }

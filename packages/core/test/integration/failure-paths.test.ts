@@ -276,7 +276,7 @@ describe('the database, not the message (setup faults and outages)', () => {
 
   it('an idle pooled backend terminated does not kill the process: the pool gets a logging listener', async () => {
     const warnings: string[] = [];
-    const logger: Logger = { ...silentLogger, warn: (m) => warnings.push(m) };
+    const logger: Logger = { ...silentLogger, warn: (_f, m) => warnings.push(m) };
     const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 2, idleTimeoutMillis: 0 });
     try {
       const ib = createInbox({ pool, schema: db.schema, consumer: 'idle', handler: write, logger });

@@ -47,7 +47,7 @@ describe('one message', () => {
 
   it('conflict policies: reject dead-letters, warn and ignore ack', async () => {
     const warnings: string[] = [];
-    const logger = { debug() {}, info() {}, warn: (m: string) => warnings.push(m), error() {} };
+    const logger = { debug() {}, info() {}, warn: (_f: object, m: string) => warnings.push(m), error() {} };
     for (const [policy, action] of [
       ['reject', 'dead-letter'],
       ['warn', 'ack'],
@@ -246,7 +246,7 @@ describe('schema', () => {
     const logged: string[] = [];
     const logger = {
       ...silentLogger,
-      error: (m: string, f?: Record<string, unknown>) => logged.push(`${m} ${f?.error}`),
+      error: (f: Record<string, unknown>, m: string) => logged.push(`${m} ${f?.error}`),
     };
     const ib = createInbox({
       pool: db.pool,

@@ -9,7 +9,7 @@ function capture() {
     debug() {},
     info() {},
     error() {},
-    warn: (message: string, fields?: Record<string, unknown>) => void warnings.push({ message, fields }),
+    warn: (fields: Record<string, unknown>, message: string) => void warnings.push({ message, fields }),
   };
   return { logger, warnings };
 }

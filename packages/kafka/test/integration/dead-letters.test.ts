@@ -171,7 +171,7 @@ describe('dead-lettering off', () => {
         debug: quiet,
         info: quiet,
         warn: quiet,
-        error: (message, fields) => errors.push({ message, fields }),
+        error: (fields, message) => errors.push({ message, fields }),
       },
       handler: (envelope) => {
         if (envelope.id === `${topic}-bad`) throw new PermanentError('order is malformed');

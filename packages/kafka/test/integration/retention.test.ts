@@ -34,7 +34,7 @@ async function warningsFor(topic: string, extra: { retentionMs: number; offsetFe
     pool: db.pool,
     schema: db.schema,
     consumer: 'retention',
-    logger: { debug() {}, info() {}, error() {}, warn: (m: string) => void warnings.push(m) },
+    logger: { debug() {}, info() {}, error() {}, warn: (_f: object, m: string) => void warnings.push(m) },
     handler: async () => {},
     ...extra,
   });

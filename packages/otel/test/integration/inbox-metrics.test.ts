@@ -332,7 +332,7 @@ describe('instrument(relay)', () => {
 
   it('a gauge read that fails is logged and observes nothing; collection goes on', async () => {
     const warnings: string[] = [];
-    const logger: Logger = { debug() {}, info() {}, error() {}, warn: (msg) => warnings.push(msg) };
+    const logger: Logger = { debug() {}, info() {}, error() {}, warn: (_f, msg) => warnings.push(msg) };
     const relay = createRelay({
       pool,
       schema,

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it, vi } from 'vitest';
 import {
   createRabbitConsumer,
   createRabbitPublisher,
@@ -69,6 +69,26 @@ it('no id, oversize id and a non-JSON body are dead-lettered with a named reason
     error: { code: 'PERMANENT', message: expect.stringMatching(/not valid JSON/) },
   });
   await waitFor(async () => (await db.counts()).has('from-header:4'), 10_000, 'the good one');
+});
+
+it('with no logger, a dead letter is one console.warn line with id, reason and destination', async () => {
+  const queue = unique(`${run}-line`);
+  const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+  try {
+    await consumer(queue).start();
+    await admin.publish(queue, 'not json', { messageId: 'line-1' });
+    await waitFor(async () => (await admin.count(`${queue}.dead`)) === 1, 20_000, 'the dead letter');
+    const lines = warn.mock.calls.map((c) => c.join(' ')).filter((l) => l.includes(queue));
+    expect(lines).toEqual([
+      expect.stringMatching(
+        new RegExp(
+          `message dead-lettered .*id=line-1 reason=permanent destination=${queue}\\.dlx recorded=true$`,
+        ),
+      ),
+    ]);
+  } finally {
+    warn.mockRestore();
+  }
 });
 
 it('idOf overrides the id the message carries, on every broker', async () => {

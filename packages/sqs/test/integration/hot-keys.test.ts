@@ -68,7 +68,7 @@ async function hotAccounts(name: string, keyed: boolean) {
   await sendAll(client, url, items);
   const deadlocks: string[] = [];
   const logged: string[] = [];
-  const note = (message: string) => {
+  const note = (_fields: object, message: string) => {
     if (/deadlock/i.test(message)) logged.push(message);
   };
   const logger: Logger = { debug: note, info: note, warn: note, error: note };

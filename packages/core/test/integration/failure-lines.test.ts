@@ -1,0 +1,91 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createInbox, type Handler, type InboxOptions } from '../../src/index.js';
+import { envelope, freshDb } from './fixtures/db.js';
+
+// Issue #15: with no logger, the four failures a user must see are printed, one console.warn
+// line each with id, reason and destination; everything else stays silent; `false` silences.
+
+let db: Awaited<ReturnType<typeof freshDb>>;
+beforeAll(async () => {
+  db = await freshDb('core_failure_lines');
+});
+afterAll(async () => {
+  await db.close();
+});
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+const ok: Handler = async () => {};
+const inboxOf = (consumer: string, patch: Partial<InboxOptions> = {}) =>
+  createInbox({ pool: db.pool, schema: db.schema, consumer, handler: ok, retryDelayMs: () => 0, ...patch });
+const capture = () => vi.spyOn(console, 'warn').mockImplementation(() => {});
+const lines = (spy: ReturnType<typeof capture>) => spy.mock.calls.map((c) => c.join(' '));
+
+describe('failure lines by default', () => {
+  it('a conflict is one warn line with id, reason and destination', async () => {
+    const ib = inboxOf('fl-conflict');
+    await ib.process(envelope('c-1'));
+    const spy = capture();
+    const o = await ib.process(envelope('c-1', { body: Buffer.from('other') }));
+    expect(o.status).toBe('conflict');
+    expect(lines(spy)).toEqual([expect.stringMatching(/id=c-1 reason=conflict destination=not recorded/)]);
+  });
+
+  it('an invalid id is one warn line', async () => {
+    const ib = inboxOf('fl-invalid');
+    const spy = capture();
+    const o = await ib.process(envelope(undefined));
+    expect(o).toMatchObject({ status: 'failed', reason: 'invalid-id' });
+    expect(lines(spy)).toEqual([
+      expect.stringMatching(/reason=invalid-id destination=not recorded \(no id\)/),
+    ]);
+  });
+
+  it('exhausted attempts are one warn line, the retries before it none', async () => {
+    const ib = inboxOf('fl-exhausted', {
+      maxAttempts: 2,
+      handler: async () => {
+        throw new Error('flaky');
+      },
+    });
+    const spy = capture();
+    const e = envelope('x-1');
+    expect((await ib.process(e)).status).toBe('retry');
+    expect(lines(spy)).toEqual([]);
+    const o = await ib.process({ ...e, attempt: 2, redelivered: true });
+    expect(o).toMatchObject({ status: 'failed', reason: 'max-attempts' });
+    expect(lines(spy)).toEqual([
+      expect.stringMatching(/id=x-1 reason=max-attempts destination=recorded only error=flaky/),
+    ]);
+  });
+
+  it('a processed message and a duplicate print nothing', async () => {
+    const ib = inboxOf('fl-quiet');
+    const spy = capture();
+    await ib.process(envelope('q-1'));
+    await ib.process(envelope('q-1'));
+    expect(spy).not.toHaveBeenCalled();
+  });
+
+  it('logger: false prints nothing, not even the failure lines', async () => {
+    const ib = inboxOf('fl-off', { logger: false });
+    const spy = capture();
+    const err = vi.spyOn(console, 'error').mockImplementation(() => {});
+    await ib.process(envelope('o-1'));
+    await ib.process(envelope('o-1', { body: Buffer.from('other') }));
+    await ib.process(envelope(undefined));
+    expect(spy).not.toHaveBeenCalled();
+    expect(err).not.toHaveBeenCalled();
+  });
+
+  it('a given logger receives the fields object first, and console stays quiet', async () => {
+    const got: [unknown, unknown][] = [];
+    const rec = (fields: object, msg?: string) => void got.push([fields, msg]);
+    const ib = inboxOf('fl-pino', { logger: { debug: rec, info: rec, warn: rec, error: rec } });
+    const spy = capture();
+    await ib.process(envelope(undefined));
+    expect(spy).not.toHaveBeenCalled();
+    expect(got).toEqual([[expect.objectContaining({ reason: 'invalid-id' }), expect.any(String)]]);
+  });
+});
