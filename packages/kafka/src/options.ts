@@ -7,6 +7,7 @@ import {
   checkOneOf,
   invalidOption,
   splitOptions,
+  withDefaults,
 } from '@once/core/adapter';
 import type { ConsumerConfig } from 'kafkajs';
 import type { KafkaLike } from './kafka-like.js';
@@ -174,9 +175,7 @@ export function resolveKafkaConsumerOptions<R>(options: KafkaConsumerOptions<R>)
     adapterKeys: KAFKA_KEYS,
     required: ['kafka', 'groupId', 'topics'],
   });
-  const defined = Object.fromEntries(Object.entries(adapter).filter(([, v]) => v !== undefined));
-  const o = { ...DEFAULT_KAFKA_CONSUMER_OPTIONS, ...defined } as typeof DEFAULT_KAFKA_CONSUMER_OPTIONS &
-    typeof adapter;
+  const o = withDefaults(DEFAULT_KAFKA_CONSUMER_OPTIONS, adapter);
   const kafka = o.kafka as Partial<KafkaLike> | undefined;
   if (!kafka || typeof kafka.consumer !== 'function' || typeof kafka.admin !== 'function') {
     throw invalidOption('kafka', 'must be a kafkajs Kafka instance (new Kafka({ brokers }))');

@@ -8,6 +8,7 @@ import {
   checkOneOf,
   invalidOption,
   splitOptions,
+  withDefaults,
 } from '@once/core/adapter';
 import type { Options } from 'amqplib';
 import type { SocketOptionsLike as SocketOptions } from './socket-options.js';
@@ -123,9 +124,7 @@ export function resolveRabbitConsumerOptions<R>(options: RabbitConsumerOptions<R
     adapterKeys: RABBIT_KEYS,
     required: ['url', 'queue'],
   });
-  const defined = Object.fromEntries(Object.entries(adapter).filter(([, v]) => v !== undefined));
-  const o = { ...DEFAULT_RABBIT_CONSUMER_OPTIONS, ...defined } as typeof DEFAULT_RABBIT_CONSUMER_OPTIONS &
-    typeof adapter;
+  const o = withDefaults(DEFAULT_RABBIT_CONSUMER_OPTIONS, adapter);
   const url = o.url as unknown;
   if (!(typeof url === 'string' && /^amqps?:\/\//.test(url)) && !(typeof url === 'object' && url !== null)) {
     throw invalidOption(

@@ -9,6 +9,7 @@ import {
   checkOneOf,
   invalidOption,
   splitOptions,
+  withDefaults,
 } from '@once/core/adapter';
 
 /**
@@ -184,9 +185,7 @@ export function resolveSqsConsumerOptions<R>(options: SqsConsumerOptions<R>): {
     adapterKeys: SQS_KEYS,
     required: ['client', 'queueUrl'],
   });
-  const defined = Object.fromEntries(Object.entries(adapter).filter(([, v]) => v !== undefined));
-  const o = { ...DEFAULT_SQS_CONSUMER_OPTIONS, ...defined } as typeof DEFAULT_SQS_CONSUMER_OPTIONS &
-    typeof adapter;
+  const o = withDefaults(DEFAULT_SQS_CONSUMER_OPTIONS, adapter);
   if (typeof (o.client as { send?: unknown }).send !== 'function')
     throw invalidOption('client', 'must be an SQSClient');
   const queueUrl = checkUrl('queueUrl', o.queueUrl);

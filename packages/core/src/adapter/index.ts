@@ -38,7 +38,7 @@ export { KeyedSerializer } from './keyed-serializer.js';
 export { ConsumerLifecycle, type LifecycleHooks, type LifecycleSpec } from './lifecycle.js';
 export { Limiter } from './limiter.js';
 export { type SettlePlan, settlePlanOf } from './settle-plan.js';
-export { type SplitSpec, splitOptions } from './split-options.js';
+export { type SplitSpec, splitOptions, withDefaults } from './split-options.js';
 export { StartCounter, type StartCounterSpec } from './start-counter.js';
 export {
   checkBoolean,

@@ -85,3 +85,9 @@ export function splitOptions<O extends object, K extends keyof O & string>(
   checkFunction('handler', (options as Record<string, unknown>).handler);
   return { inbox: inbox as Omit<O, K>, adapter: adapter as Pick<O, K> };
 }
+
+/** An adapter's own options over its defaults: a key given as `undefined` takes the default. */
+export function withDefaults<D extends object, A extends object>(defaults: D, given: A): D & A {
+  const defined = Object.fromEntries(Object.entries(given).filter(([, v]) => v !== undefined));
+  return { ...defaults, ...defined } as D & A;
+}

@@ -5,6 +5,7 @@ import {
   checkName,
   checkOneOf,
   splitOptions,
+  withDefaults,
 } from '../../src/adapter/index.js';
 import { nearest } from '../../src/adapter/nearest.js';
 import { OnceError } from '../../src/errors.js';
@@ -104,5 +105,13 @@ describe('validators', () => {
     expect(codeAndMessage(() => checkOneOf('idFrom', 'x', ['header', 'offset'])).message).toBe(
       "options.idFrom must be one of 'header', 'offset', got \"x\"",
     );
+  });
+});
+
+describe('withDefaults', () => {
+  it('lays the given options over the defaults; a key given as undefined keeps its default', () => {
+    const defaults = { a: 1, b: 'x', c: true };
+    expect(withDefaults(defaults, { a: 5, b: undefined })).toEqual({ a: 5, b: 'x', c: true });
+    expect(defaults).toEqual({ a: 1, b: 'x', c: true });
   });
 });
