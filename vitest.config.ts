@@ -28,10 +28,29 @@ const alias = readdirSync(packagesDir)
     });
   });
 
+/** A project of tests against the real services, which its global setup provides. */
+const services = (name: string, groupOrder: number, include: string[]) => ({
+  resolve: { alias },
+  test: {
+    name,
+    sequence: { groupOrder },
+    include,
+    globalSetup: ['test/support/global-setup.ts'],
+    testTimeout: 120_000,
+    hookTimeout: 120_000,
+    fileParallelism: true,
+    maxWorkers: 2,
+  },
+});
+
 export default defineConfig({
   resolve: { alias },
   test: {
-    reporters: ['default', ['json', { outputFile: '.cache/vitest-report.json' }]],
+    // VITEST_JSON_REPORT: where a second run in one CI job (scripts/containers-check) puts its own.
+    reporters: [
+      'default',
+      ['json', { outputFile: process.env.VITEST_JSON_REPORT || '.cache/vitest-report.json' }],
+    ],
     projects: [
       {
         resolve: { alias },
@@ -42,19 +61,16 @@ export default defineConfig({
           include: ['packages/*/test/unit/**/*.test.ts', 'test/unit/**/*.test.ts'],
         },
       },
-      {
-        resolve: { alias },
-        test: {
-          name: 'integration',
-          sequence: { groupOrder: 1 },
-          include: ['packages/*/test/integration/**/*.test.ts', 'test/integration/**/*.test.ts'],
-          globalSetup: ['test/support/global-setup.ts'],
-          testTimeout: 120_000,
-          hookTimeout: 120_000,
-          fileParallelism: true,
-          maxWorkers: 2,
-        },
-      },
+      services('integration', 1, [
+        'packages/*/test/integration/**/*.test.ts',
+        'test/integration/**/*.test.ts',
+      ]),
+      // The smoke tests against the services in containers (ONCE_SERVICES=testcontainers, which
+      // the global setup reads), with the test that no container port is published off loopback:
+      // `npm run test:containers`. Defined only in that mode, so `npm test` never needs Docker.
+      ...(process.env.ONCE_SERVICES === 'testcontainers'
+        ? [services('containers', 2, ['test/containers/**/*.test.ts', 'test/integration/smoke-*.test.ts'])]
+        : []),
     ],
   },
 });

@@ -9,6 +9,8 @@ import {
   SendMessageBatchCommand,
   SQSClient,
 } from '@aws-sdk/client-sqs';
+import { AckPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect as natsConnect, headers as natsHeaders } from '@nats-io/transport-node';
 import amqp from 'amqplib';
 import { Kafka, logLevel } from 'kafkajs';
 
@@ -18,10 +20,10 @@ export const BROKER_URLS = Object.freeze({
   rabbitmq: process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672',
 });
 
-/** Where the fault proxy forwards to, per broker. */
-export function proxyTarget(broker) {
+/** Where the fault proxy forwards to, per broker (NATS: the run's own server, `url`). */
+export function proxyTarget(broker, url) {
   if (broker === 'kafka') return BROKER_URLS.kafka.split(',')[0];
-  const u = new URL(BROKER_URLS[broker]);
+  const u = new URL(url ?? BROKER_URLS[broker]);
   return `${u.hostname}:${u.port}`;
 }
 
@@ -185,10 +187,55 @@ async function rabbitSide(name) {
   };
 }
 
-/** The broker side of one campaign run. */
-export function brokerSide(broker, name) {
+/**
+ * NATS JetStream, on the run's own server (`url`): one stream capturing `<name>.in.>` read by two
+ * durables, once's (made by the adapter) and the naive control's; dead letters to `<name>.dead`
+ * in a stream of their own. The id travels in the `message-id` header, not `Nats-Msg-Id`: the
+ * campaign re-sends ids on purpose, and JetStream would drop a re-send inside its window.
+ */
+async function natsSide(name, url) {
+  const stream = name.replace(/[^A-Za-z0-9_-]/g, '_');
+  const nc = await natsConnect({ servers: url, maxReconnectAttempts: -1, name: `${name}-side` });
+  const jsm = await jetstreamManager(nc);
+  const js = jetstream(nc, { timeout: 5_000 });
+  await jsm.streams.add({ name: stream, subjects: [`${stream}.in.>`] });
+  await jsm.streams.add({ name: `${stream}_dead`, subjects: [`${stream}.dead`] });
+  await jsm.consumers.add(stream, {
+    durable_name: 'chaos_naive',
+    ack_policy: AckPolicy.Explicit,
+    ack_wait: 6_000 * 1e6,
+    filter_subject: `${stream}.in.>`,
+  });
+  return {
+    childSettings: (mode) =>
+      mode === 'once'
+        ? { subject: `${stream}.in.>`, stream, durable: 'chaos_once', deadLetterSubject: `${stream}.dead` }
+        : { stream, durable: 'chaos_naive' },
+    async publish(messages) {
+      for (const m of messages) {
+        const h = natsHeaders();
+        h.set('message-id', m.id);
+        await js.publish(`${stream}.in.${m.key}`, m.body, { headers: h });
+      }
+    },
+    /** Not yet delivered to once's durable, or delivered and not acked. */
+    async unsettled() {
+      const i = await jsm.consumers.info(stream, 'chaos_once');
+      return i.num_pending + i.num_ack_pending;
+    },
+    deadLetters: async () => (await jsm.streams.info(`${stream}_dead`)).state.messages,
+    async close() {
+      for (const s of [stream, `${stream}_dead`]) await jsm.streams.delete(s).catch(() => {});
+      await nc.close().catch(() => {});
+    },
+  };
+}
+
+/** The broker side of one campaign run; `url` is the run's own server where it has one (NATS). */
+export function brokerSide(broker, name, url) {
   if (broker === 'kafka') return kafkaSide(name);
   if (broker === 'sqs') return sqsSide(name);
   if (broker === 'rabbitmq') return rabbitSide(name);
-  throw new Error(`unknown broker '${broker}': use kafka, sqs or rabbitmq`);
+  if (broker === 'nats') return natsSide(name, url);
+  throw new Error(`unknown broker '${broker}': use kafka, sqs, rabbitmq or nats`);
 }

@@ -1,4 +1,4 @@
-// `npm run chaos -- --broker kafka|sqs|rabbitmq|all [--injections N] [--seed S] [--short]`
+// `npm run chaos -- --broker kafka|sqs|rabbitmq|nats|all [--injections N] [--seed S] [--short]`
 //   [--max-minutes M] stops injecting after M minutes; [--outage-ms MS] [--rate PER_S] override defaults.
 // `npm run chaos -- --table`: regenerate the campaign table in docs/guarantees.md from chaos/results.
 // See chaos/README.md for what a run does and what it checks.
@@ -25,10 +25,10 @@ if (values.table) {
   process.exit(0);
 }
 
-const brokers = values.broker === 'all' ? ['kafka', 'sqs', 'rabbitmq'] : values.broker.split(',');
+const brokers = values.broker === 'all' ? ['kafka', 'sqs', 'rabbitmq', 'nats'] : values.broker.split(',');
 for (const b of brokers) {
-  if (!['kafka', 'sqs', 'rabbitmq'].includes(b)) {
-    process.stderr.write(`unknown broker '${b}': use kafka, sqs, rabbitmq or all\n`);
+  if (!['kafka', 'sqs', 'rabbitmq', 'nats'].includes(b)) {
+    process.stderr.write(`unknown broker '${b}': use kafka, sqs, rabbitmq, nats or all\n`);
     process.exit(2);
   }
 }
@@ -46,7 +46,7 @@ for (const broker of brokers) {
       short: values.short,
       ...(values.rate ? { ratePerS: Number(values.rate) } : {}),
       ...(values['outage-ms'] ? { outageMs: Number(values['outage-ms']) } : {}),
-      // --short keeps all three brokers inside CI's 8 minutes: stop injecting after 100 s.
+      // --short keeps all four brokers inside CI's 10 minutes: stop injecting after 100 s.
       ...(values.short ? { maxRunMs: 100_000 } : {}),
       ...(values['max-minutes'] ? { maxRunMs: Number(values['max-minutes']) * 60_000 } : {}),
     });

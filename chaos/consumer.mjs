@@ -91,6 +91,24 @@ async function buildOnce() {
       ...common,
     });
   }
+  if (cfg.broker === 'nats') {
+    const { createNatsConsumer } = await import('@once/nats');
+    const c = createNatsConsumer({
+      servers: cfg.natsUrl,
+      subject: cfg.subject,
+      stream: cfg.stream,
+      durable: cfg.durable,
+      deadLetterSubject: cfg.deadLetterSubject,
+      idHeader: 'message-id',
+      // ack_wait 6 s, above the handler's deadline: a zombie's messages come back within seconds.
+      handlerTimeoutMs: 4_000,
+      ackWaitMs: 6_000,
+      stopTimeoutMs: 10_000,
+      ...common,
+    });
+    c.on('settled', (e) => say({ t: 'settle', ids: [e.id] }));
+    return c;
+  }
   const { createRabbitConsumer } = await import('@once/rabbitmq');
   const c = createRabbitConsumer({
     url: cfg.amqpUrl,
@@ -211,6 +229,26 @@ async function runNaive() {
         );
       }
     }
+  }
+  if (cfg.broker === 'nats') {
+    // A plain JetStream pull consumer: effect with autocommit, then ack; any error ends the process.
+    const { connect } = await import('@nats-io/transport-node');
+    const { jetstream } = await import('@nats-io/jetstream');
+    const nc = await connect({ servers: cfg.natsUrl, maxReconnectAttempts: 0 });
+    nc.closed().then(() => process.exit(3));
+    const consumer = await jetstream(nc).consumers.get(cfg.stream, cfg.durable);
+    const messages = await consumer.consume({ max_messages: 10 });
+    say({ t: 'ready' });
+    for await (const m of messages) {
+      const body = JSON.parse(new TextDecoder().decode(m.data));
+      try {
+        await naiveEffect(m.headers.get('message-id'), body.key, String(body.seq));
+        m.ack();
+      } catch {
+        process.exit(3);
+      }
+    }
+    process.exit(3);
   }
   const amqp = (await import('amqplib')).default;
   const conn = await amqp.connect(cfg.amqpUrl);

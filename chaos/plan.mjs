@@ -22,6 +22,7 @@ export const KINDS = Object.freeze([
   'broker-cut',
   'pg-restart',
   'pg-outage',
+  'broker-stop',
 ]);
 
 /** Share of the injections per kind; one pg-outage per run, at least one pg-restart. */
@@ -35,9 +36,12 @@ const SHARE = {
   'pg-restart': 0.08,
 };
 
-/** `n` injections in a seeded random order. */
-export function planInjections(n, random) {
-  const bag = ['pg-outage'];
+/**
+ * `n` injections in a seeded random order. `brokerStop`: one stop of the broker itself, for a
+ * broker the run has a server of its own for (NATS); the others' plans are unchanged.
+ */
+export function planInjections(n, random, brokerStop = false) {
+  const bag = brokerStop ? ['pg-outage', 'broker-stop'] : ['pg-outage'];
   for (const [kind, share] of Object.entries(SHARE)) {
     const count = Math.max(1, Math.round(share * (n - 1)));
     for (let i = 0; i < count; i++) bag.push(kind);

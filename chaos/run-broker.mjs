@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { BROKER_URLS, brokerSide, KAFKA_PARTITIONS, proxyTarget } from './brokers.mjs';
 import { ConsumerChild } from './children.mjs';
+import { NatsServer } from './nats-server.mjs';
 import { PgCluster } from './pg-cluster.mjs';
 import { planInjections, rng } from './plan.mjs';
 import { ROOT, testSupport } from './support.mjs';
@@ -14,7 +15,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const RESULTS = join(ROOT, 'chaos', 'results');
 
 /** How long a zombie stays stopped: past the session (Kafka 6 s), visibility (SQS 3 s) or heartbeat (AMQP 5 s, closed after 2 missed). */
-const ZOMBIE_MS = { kafka: 8_000, sqs: 6_000, rabbitmq: 13_000 };
+const ZOMBIE_MS = { kafka: 8_000, sqs: 6_000, rabbitmq: 13_000, nats: 8_000 };
 const KEYS = 12;
 const RESEND_SHARE = 0.2;
 
@@ -53,15 +54,22 @@ async function run(o, cleanups) {
       seq bigserial PRIMARY KEY, message_id text NOT NULL, key text NOT NULL, payload text NOT NULL,
       at timestamptz NOT NULL DEFAULT clock_timestamp())`);
   }
-  const side = await brokerSide(o.broker, name);
+  // NATS runs on a server of the run's own (never the shared one): the campaign stops it.
+  const natsServer =
+    o.broker === 'nats'
+      ? await NatsServer.create(join(ROOT, '.cache', 'chaos'), `nats-${o.seed}`)
+      : undefined;
+  if (natsServer) cleanups.push(() => natsServer.destroy());
+  const side = await brokerSide(o.broker, name, natsServer?.url);
   cleanups.push(() => side.close());
-  const proxy = await FaultProxy.start(proxyTarget(o.broker));
+  const proxy = await FaultProxy.start(proxyTarget(o.broker, natsServer?.url));
   cleanups.push(() => proxy.close());
   const brokerVia = {
     kafkaProxy: proxy.address,
     sqsEndpoint: proxy.url(BROKER_URLS.sqs),
     // A 5 s heartbeat, so a stopped consumer's connection is closed by the server within seconds.
     amqpUrl: `${proxy.url(BROKER_URLS.rabbitmq).replace(/\/$/, '')}?heartbeat=5`,
+    ...(natsServer ? { natsUrl: `nats://${proxy.address}` } : {}),
   };
   const configOf = (mode) => ({
     broker: o.broker,
@@ -150,9 +158,12 @@ async function run(o, cleanups) {
     let n = 0;
     const tickMs = 200;
     const perTick = Math.max(1, Math.round((ratePerS * tickMs) / 1000));
-    while (producing) {
-      const batch = [];
-      for (let i = 0; i < perTick; i++) {
+    // A batch whose publish failed is sent again as it was (its new ids are already in `sent`),
+    // before anything new, and before the producer stops.
+    let batch = [];
+    while (producing || batch.length > 0) {
+      const fresh = batch.length === 0;
+      for (let i = 0; fresh && i < perTick; i++) {
         if (sent.length > 10 && random() < RESEND_SHARE) {
           const id = sent[Math.floor(random() * sent.length)];
           batch.push(messageOf(id));
@@ -169,6 +180,7 @@ async function run(o, cleanups) {
       try {
         await side.publish(batch);
         published += batch.length;
+        batch = [];
       } catch (err) {
         log(`publish failed (${err.message}); retrying the same batch`);
         await sleep(500);
@@ -185,7 +197,7 @@ async function run(o, cleanups) {
   log(`consumers up in ${Date.now() - started} ms; injecting ${o.injections}`);
 
   // ---- injections ----
-  const plan = planInjections(o.injections, random, o.short);
+  const plan = planInjections(o.injections, random, o.broker === 'nats');
   const records = [];
   const inflightOf = (cs) =>
     cs.flatMap((c) =>
@@ -348,6 +360,15 @@ async function run(o, cleanups) {
       await cluster.restart();
       return finish(fl, { faultMs: Date.now() - t0, clearedAt: Date.now() });
     }
+    if (kind === 'broker-stop') {
+      // The run's own nats-server stops for the outage (its JetStream store kept), then starts.
+      const fl = inflightOf(live());
+      const t0 = Date.now();
+      await natsServer.stop();
+      await sleep(outageMs);
+      await natsServer.start();
+      return finish(fl, { faultMs: Date.now() - t0, outageMs, clearedAt: Date.now() });
+    }
     if (kind === 'pg-outage') {
       const fl = inflightOf(live());
       const t0 = Date.now();
@@ -399,7 +420,8 @@ async function run(o, cleanups) {
     await pool.query('SELECT message_id AS "messageId", key FROM public.naive_effects ORDER BY seq')
   ).rows;
   const naiveVerdict = checkEffects(naiveRows, { expectedIds: sent });
-  const orderPromised = o.broker !== 'rabbitmq';
+  // RabbitMQ and NATS (two consumers on one durable) do not keep order for redelivered messages.
+  const orderPromised = o.broker !== 'rabbitmq' && o.broker !== 'nats';
 
   const violations = [];
   if (verdict.duplicated.length) violations.push(`${verdict.duplicated.length} duplicated ids`);

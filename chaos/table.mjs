@@ -16,6 +16,7 @@ const ORDER = [
   'broker-cut',
   'pg-restart',
   'pg-outage',
+  'broker-stop',
 ];
 const WHAT = {
   sigkill: 'SIGKILL of a consumer at a random moment (restarted)',
@@ -27,6 +28,7 @@ const WHAT = {
   'broker-cut': 'broker connections reset (fault proxy)',
   'pg-restart': 'PostgreSQL crash restart (`pg_ctl -m immediate`)',
   'pg-outage': 'PostgreSQL stopped (60 s; 10 s in --short runs)',
+  'broker-stop': "the broker stopped (NATS: the run's own nats-server, 60 s; 10 s in --short runs)",
 };
 
 const fmt = (ms) =>
@@ -68,7 +70,7 @@ export function renderTable() {
       `| ${s.broker} seed ${s.seed} | ${s.mode} | \`${s.commit.slice(0, 8)}\` | ${s.produced.distinctIds} | ${o.duplicated} / ${o.lost} / ${o.orderPromised ? o.keysOutOfOrder : `(${o.keysOutOfOrder}, not promised)`} / ${o.unsettledAtEnd} / ${o.deadLetters} | ${s.naive.duplicatedIds} | ${s.sigkillsBetweenCommitAndSettle} | ${s.ok ? 'ok' : `**${s.violations.join('; ')}**`} |`,
     );
   }
-  for (const broker of ['kafka', 'sqs', 'rabbitmq']) {
+  for (const broker of ['kafka', 'sqs', 'rabbitmq', 'nats']) {
     const mine = runs.filter((r) => r.s.broker === broker);
     if (!mine.length) continue;
     const records = mine.flatMap(({ f }) => {

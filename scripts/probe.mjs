@@ -3,9 +3,9 @@
 // Kafka broker listens before it has a controller, RabbitMQ accepts TCP before AMQP is ready.
 // Dependency-free on purpose: `scripts/services start` runs before `npm ci` on a fresh clone.
 //
-//   node scripts/probe.mjs [--wait SECONDS] [--json] [postgres|kafka|sqs|rabbitmq ...]
+//   node scripts/probe.mjs [--wait SECONDS] [--json] [postgres|kafka|sqs|rabbitmq|nats ...]
 //
-// Urls come from DATABASE_URL, KAFKA_BROKERS, SQS_ENDPOINT, AMQP_URL (loopback defaults).
+// Urls come from DATABASE_URL, KAFKA_BROKERS, SQS_ENDPOINT, AMQP_URL, NATS_URL (loopback defaults).
 // Exit 0 when every probed service answered; one line (or one JSON line) per service.
 import net from 'node:net';
 
@@ -14,6 +14,7 @@ const URLS = {
   kafka: process.env.KAFKA_BROKERS || '127.0.0.1:9092',
   sqs: process.env.SQS_ENDPOINT || 'http://127.0.0.1:9324',
   rabbitmq: process.env.AMQP_URL || 'amqp://guest:guest@127.0.0.1:5672',
+  nats: process.env.NATS_URL || 'nats://127.0.0.1:4222',
 };
 const ATTEMPT_MS = 3000;
 
@@ -141,7 +142,22 @@ async function rabbitmq(url) {
   });
 }
 
-const PROBES = { postgres, kafka, sqs, rabbitmq };
+// NATS: the server greets every connection with INFO {json}; JetStream must be on in it.
+async function nats(url) {
+  const u = new URL(url);
+  return exchange(u.hostname, Number(u.port || 4222), Buffer.alloc(0), (buf) => {
+    const text = buf.toString('utf8');
+    const end = text.indexOf('\r\n');
+    if (end < 0) return undefined;
+    if (!text.startsWith('INFO ')) throw new Error('nats: unexpected greeting');
+    const info = JSON.parse(text.slice(5, end));
+    if (info.jetstream !== true)
+      throw new Error(`nats: ${info.version} answers but JetStream is off (start it with -js)`);
+    return `INFO ok (nats-server ${info.version}, JetStream on)`;
+  });
+}
+
+const PROBES = { postgres, kafka, sqs, rabbitmq, nats };
 // fetch() hides the socket error (ECONNREFUSED) in `cause`.
 const describe = (err) => [err?.message, err?.cause?.code ?? err?.cause?.message].filter(Boolean).join(': ');
 

@@ -10,15 +10,14 @@
 // Size: BENCH_MESSAGES (default 10000; the issue's full size is 100000), BENCH_REPS interleaved runs
 // (default 7; per variant the median, ratios the median of per-repetition paired ratios with
 // min–max), BENCH_ONLY=name,name to run a subset.
-import { mkdirSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
 import { migrate } from '@once/core';
 import { createRabbitConsumer } from '@once/rabbitmq';
 import amqp from 'amqplib';
 import pg from 'pg';
 import { countingPool } from '../support/counting-pool.mjs';
 import { createFloorTable, floorBatch, floorOne } from '../support/floor.mjs';
-import { fmtRatio, gitCommit, median, pairedRatio } from '../support/report.mjs';
+import { timeConsumer } from '../support/measure.mjs';
+import { ADAPTER_CHECKS, closeBench } from '../support/report.mjs';
 
 const N = Number(process.env.BENCH_MESSAGES ?? 10_000);
 const PREFETCH = Number(process.env.BENCH_PREFETCH ?? 200);
@@ -69,33 +68,7 @@ async function fill(queue) {
 /** Times `consume` until it reports N messages done; returns the measurements. */
 async function measure(name, queue, consume) {
   await fill(queue);
-  if (global.gc) global.gc();
-  const rt0 = counter.trips;
-  const cpu0 = process.cpuUsage();
-  const t0 = performance.now();
-  let done = 0;
-  let finish;
-  const finished = new Promise((r) => {
-    finish = r;
-  });
-  const stop = await consume(() => {
-    if (++done === N) finish();
-  });
-  await finished;
-  const ms = performance.now() - t0;
-  const cpu = process.cpuUsage(cpu0);
-  await stop();
-  const rss = process.memoryUsage().rss;
-  const r = {
-    variant: name,
-    msgsPerSec: N / (ms / 1000),
-    roundTripsPerMsg: (counter.trips - rt0) / N,
-    cpuUsPerMsg: (cpu.user + cpu.system) / N,
-    rssMiB: rss / 2 ** 20,
-  };
-  console.log(
-    `  ${name.padEnd(11)} ${r.msgsPerSec.toFixed(0).padStart(7)} msg/s  ${r.roundTripsPerMsg.toFixed(2)} rt/msg  ${r.cpuUsPerMsg.toFixed(0)} µs cpu/msg`,
-  );
+  const r = await timeConsumer({ name, n: N, counter, consume });
   await admin.deleteQueue(queue).catch(() => {});
   return r;
 }
@@ -263,79 +236,18 @@ for (let rep = 0; rep < REPS; rep++) {
   const order = names.slice(rep % names.length).concat(names.slice(0, rep % names.length));
   for (const name of order) runs[name].push(await variants[name](`${RUN}-${name.replace('/', '-')}-${rep}`));
 }
-const results = {};
-for (const [name, list] of Object.entries(runs)) {
-  const med = (k) => median(list.map((r) => r[k]));
-  results[name] = {
-    variant: list[0].variant,
-    msgsPerSec: med('msgsPerSec'),
-    roundTripsPerMsg: med('roundTripsPerMsg'),
-    cpuUsPerMsg: med('cpuUsPerMsg'),
-    rssMiB: Math.max(...list.map((r) => r.rssMiB)),
-    reps: list.map((r) => Math.round(r.msgsPerSec)),
-    repCpuUsPerMsg: list.map((r) => Math.round(r.cpuUsPerMsg)),
-  };
-}
-console.log(`\n  medians of ${REPS}`);
-console.log('  variant      msg/s  rt/msg  CPU µs/msg   runs (msg/s)');
-for (const r of Object.values(results))
-  console.log(
-    `  ${r.variant.padEnd(11)} ${r.msgsPerSec.toFixed(0).padStart(7)} ${r.roundTripsPerMsg.toFixed(2).padStart(7)} ${r.cpuUsPerMsg.toFixed(0).padStart(11)}   ${r.reps.join(', ')}`,
-  );
-// Each ratio: the median of per-repetition paired ratios, with min–max.
-const rate = (r) => r.msgsPerSec;
-const cpu = (r) => r.cpuUsPerMsg;
-const checks = [
-  ['once/msg ÷ floor/msg', 'once/msg', 'floor/msg', rate, 0.9, '≥'],
-  ['once/batch ÷ floor/batch', 'once/batch', 'floor/batch', rate, 0.9, '≥'],
-  ['once/msg ÷ floor/msg, CPU µs/msg', 'once/msg', 'floor/msg', cpu, 1.15, '≤'],
-  ['once/batch ÷ floor/batch, CPU µs/msg', 'once/batch', 'floor/batch', cpu, 1.15, '≤'],
-  ['once/msg ÷ B1/msg', 'once/msg', 'B1/msg', rate, 0.75, '≥'],
-  ['once/batch ÷ B1/batch', 'once/batch', 'B1/batch', rate, 0.8, '≥'],
-  ['once/batch ÷ once/msg', 'once/batch', 'once/msg', rate, 4, '≥'],
-  ['floor/msg ÷ B1/msg', 'floor/msg', 'B1/msg', rate, undefined, '≥'],
-  ['floor/batch ÷ B1/batch', 'floor/batch', 'B1/batch', rate, undefined, '≥'],
-  ['floor/batch ÷ floor/msg', 'floor/batch', 'floor/msg', rate, undefined, '≥'],
-  ['once/batch ÷ R0 (ceiling)', 'once/batch', 'R0', rate, undefined, '≥'],
-]
-  .map(([label, a, b, value, target, cmp]) => [label, pairedRatio(runs[a], runs[b], value), target, cmp])
-  .filter(([, r]) => r);
-console.log('\n  ratio (median of paired repetitions [min–max])          target');
-for (const [label, r, target, cmp] of checks) {
-  const ok = cmp === '≥' ? r.median >= target : r.median <= target;
-  const verdict = target === undefined ? '' : ok ? `${cmp} ${target} ok` : `${cmp} ${target} MISSED`;
-  console.log(`  ${label.padEnd(38)} ${fmtRatio(r).padEnd(20)} ${verdict}`);
-}
+closeBench({
+  runs,
+  reps: REPS,
+  checks: ADAPTER_CHECKS,
+  file: new URL('../results/rabbitmq.json', import.meta.url),
+  meta: { messages: N, reps: REPS, prefetch: PREFETCH, concurrency: MSG_CONCURRENCY, batch: BATCH },
+});
 const dupes = await raw.query(
   `SELECT variant, count(*)::int AS n FROM (SELECT variant, id FROM ${SCHEMA}.effects GROUP BY 1, 2 HAVING count(*) > 1) d GROUP BY 1`,
 );
 if (dupes.rows.length > 0) console.log('  duplicate effects:', dupes.rows);
 
-mkdirSync(new URL('../results/', import.meta.url), { recursive: true });
-writeFileSync(
-  new URL('../results/rabbitmq.json', import.meta.url),
-  `${JSON.stringify(
-    {
-      at: new Date().toISOString(),
-      commit: gitCommit(),
-      messages: N,
-      reps: REPS,
-      prefetch: PREFETCH,
-      concurrency: MSG_CONCURRENCY,
-      batch: BATCH,
-      machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version },
-      results: Object.values(results),
-      ratios: Object.fromEntries(
-        checks.map(([l, r, t, cmp]) => [
-          l,
-          { measured: r.median, min: r.min, max: r.max, reps: r.n, target: t ?? null, cmp },
-        ]),
-      ),
-    },
-    null,
-    2,
-  )}\n`,
-);
 await conn.close();
 await raw.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
 await raw.end();

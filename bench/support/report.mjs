@@ -1,4 +1,6 @@
 import { execFileSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 
 /**
  * How every bench reports a ratio (issue #14, step 6): the variants run in interleaved
@@ -32,4 +34,83 @@ export function gitCommit() {
   } catch {
     return undefined;
   }
+}
+
+/** The ratios a broker bench reports, with their targets (docs/benchmarks.md). */
+export const ADAPTER_CHECKS = Object.freeze([
+  ['once/msg ÷ floor/msg', 'once/msg', 'floor/msg', 'rate', 0.9, '≥'],
+  ['once/batch ÷ floor/batch', 'once/batch', 'floor/batch', 'rate', 0.9, '≥'],
+  ['once/msg ÷ floor/msg, CPU µs/msg', 'once/msg', 'floor/msg', 'cpu', 1.15, '≤'],
+  ['once/batch ÷ floor/batch, CPU µs/msg', 'once/batch', 'floor/batch', 'cpu', 1.15, '≤'],
+  ['once/msg ÷ B1/msg', 'once/msg', 'B1/msg', 'rate', 0.75, '≥'],
+  ['once/batch ÷ B1/batch', 'once/batch', 'B1/batch', 'rate', 0.8, '≥'],
+  ['once/batch ÷ once/msg', 'once/batch', 'once/msg', 'rate', 4, '≥'],
+  ['floor/msg ÷ B1/msg', 'floor/msg', 'B1/msg', 'rate', undefined, '≥'],
+  ['floor/batch ÷ B1/batch', 'floor/batch', 'B1/batch', 'rate', undefined, '≥'],
+  ['floor/batch ÷ floor/msg', 'floor/batch', 'floor/msg', 'rate', undefined, '≥'],
+  ['once/batch ÷ R0 (ceiling)', 'once/batch', 'R0', 'rate', undefined, '≥'],
+]);
+
+/**
+ * The close of a broker bench (RabbitMQ, NATS): per variant the medians of its repetitions, the
+ * paired ratios `[label, a, b, 'rate' | 'cpu', target, '≥' | '≤']` with their targets, printed,
+ * and `file` (a URL) written with `meta` (the bench's sizes) beside the machine.
+ */
+export function closeBench({ runs, reps, checks: defs, file, meta }) {
+  const results = {};
+  for (const [name, list] of Object.entries(runs)) {
+    const med = (k) => median(list.map((r) => r[k]));
+    results[name] = {
+      variant: list[0].variant,
+      msgsPerSec: med('msgsPerSec'),
+      roundTripsPerMsg: med('roundTripsPerMsg'),
+      cpuUsPerMsg: med('cpuUsPerMsg'),
+      rssMiB: Math.max(...list.map((r) => r.rssMiB)),
+      reps: list.map((r) => Math.round(r.msgsPerSec)),
+      repCpuUsPerMsg: list.map((r) => Math.round(r.cpuUsPerMsg)),
+    };
+  }
+  console.log(`\n  medians of ${reps}`);
+  console.log('  variant      msg/s  rt/msg  CPU µs/msg   runs (msg/s)');
+  for (const r of Object.values(results))
+    console.log(
+      `  ${r.variant.padEnd(11)} ${r.msgsPerSec.toFixed(0).padStart(7)} ${r.roundTripsPerMsg.toFixed(2).padStart(7)} ${r.cpuUsPerMsg.toFixed(0).padStart(11)}   ${r.reps.join(', ')}`,
+    );
+  // Each ratio: the median of per-repetition paired ratios, with min–max.
+  const value = { rate: (r) => r.msgsPerSec, cpu: (r) => r.cpuUsPerMsg };
+  const checks = defs
+    .map(([label, a, b, kind, target, cmp]) => [
+      label,
+      pairedRatio(runs[a], runs[b], value[kind]),
+      target,
+      cmp,
+    ])
+    .filter(([, r]) => r);
+  console.log('\n  ratio (median of paired repetitions [min–max])          target');
+  for (const [label, r, target, cmp] of checks) {
+    const ok = cmp === '≥' ? r.median >= target : r.median <= target;
+    const verdict = target === undefined ? '' : ok ? `${cmp} ${target} ok` : `${cmp} ${target} MISSED`;
+    console.log(`  ${label.padEnd(38)} ${fmtRatio(r).padEnd(20)} ${verdict}`);
+  }
+  mkdirSync(new URL('.', file), { recursive: true });
+  writeFileSync(
+    file,
+    `${JSON.stringify(
+      {
+        at: new Date().toISOString(),
+        commit: gitCommit(),
+        ...meta,
+        machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version },
+        results: Object.values(results),
+        ratios: Object.fromEntries(
+          checks.map(([l, r, t, cmp]) => [
+            l,
+            { measured: r.median, min: r.min, max: r.max, reps: r.n, target: t ?? null, cmp },
+          ]),
+        ),
+      },
+      null,
+      2,
+    )}\n`,
+  );
 }

@@ -48,6 +48,6 @@ export interface DemoExample {
   /** The example's folder name. */
   name: string;
   /** The table groups rows by broker. */
-  broker: 'kafka' | 'sqs' | 'rabbitmq';
+  broker: 'kafka' | 'sqs' | 'rabbitmq' | 'nats';
   prepare(args: DemoPrepareArgs): Promise<DemoPrepared>;
 }

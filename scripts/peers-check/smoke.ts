@@ -4,10 +4,13 @@
 // handled once (its effect in PostgreSQL), the consumer stopped. Exits non-zero on any failure.
 import { execFileSync } from 'node:child_process';
 import { CreateQueueCommand, DeleteQueueCommand, SQSClient } from '@aws-sdk/client-sqs';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect as natsConnect } from '@nats-io/transport-node';
 import { type CliIo, ExitCode, run as runCli } from '@once/cli';
 import { createInbox, type Handler, migrate } from '@once/core';
 import { makeEnvelope } from '@once/core/testing';
 import { createKafkaConsumer, createKafkaPublisher } from '@once/kafka';
+import { createNatsConsumer, createNatsPublisher } from '@once/nats';
 import { instrument, traced } from '@once/otel';
 import { createRabbitConsumer, createRabbitPublisher, type SocketOptionsLike } from '@once/rabbitmq';
 import { createSqsConsumer, createSqsPublisher } from '@once/sqs';
@@ -20,6 +23,7 @@ const env = {
   kafka: (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(','),
   sqs: process.env.SQS_ENDPOINT ?? 'http://127.0.0.1:9324',
   amqp: process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672',
+  nats: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
 };
 const run = `${process.argv[2] ?? 'peers'}_${process.pid}_${Date.now().toString(36)}`;
 const schema = `peers_${run}`;
@@ -209,6 +213,48 @@ async function rabbitmq(): Promise<string> {
   return 'consumer started, one message published and handled once, stopped';
 }
 
+async function nats(): Promise<string> {
+  // The user's own connection makes the stream; once's consumer and publisher connect themselves.
+  const nc = await natsConnect({ servers: env.nats });
+  const jsm = await jetstreamManager(nc);
+  const stream = `peers_${run}`.replace(/[^A-Za-z0-9_-]/g, '_');
+  await jsm.streams.add({ name: stream, subjects: [`${stream}.in`], max_age: 3_600 * 1e9 });
+  const { handled, done } = arrival(60_000);
+  const consumer = createNatsConsumer({
+    servers: env.nats,
+    subject: `${stream}.in`,
+    deadLetterSubject: false,
+    consumer: 'peers.nats',
+    schema,
+    pool,
+    handler: traced(handled),
+  });
+  const meter = instrument(consumer);
+  const publisher = createNatsPublisher({ connection: nc });
+  try {
+    await consumer.start();
+    const [sent] = await publisher.publish([
+      {
+        id: `nats-${run}`,
+        destination: `${stream}.in`,
+        key: undefined,
+        body: Buffer.from('hello'),
+        headers: {},
+      },
+    ]);
+    if (!sent?.ok) throw new Error(`nats publish: ${JSON.stringify(sent)}`);
+    const id = await done;
+    if (id !== `nats-${run}` || (await committed(id)) !== 1) throw new Error(`nats: handled ${id}`);
+  } finally {
+    meter.close();
+    await consumer.stop();
+    await publisher.stop();
+    await jsm.streams.delete(stream).catch(() => {});
+    await nc.close();
+  }
+  return 'consumer started, one message published and handled once, stopped';
+}
+
 async function cli(): Promise<string> {
   // In-process, through the exported entry point.
   let printed = '';
@@ -240,6 +286,7 @@ try {
   await step('kafka', kafka);
   await step('sqs', sqs);
   await step('rabbitmq', rabbitmq);
+  await step('nats', nats);
   await step('cli', cli);
 } catch (error) {
   failed = true;

@@ -8,6 +8,8 @@ export interface ServiceUrls {
   readonly sqsEndpoint: string;
   /** RabbitMQ AMQP url (`AMQP_URL`). */
   readonly amqpUrl: string;
+  /** NATS server url (`NATS_URL`), JetStream on. */
+  readonly natsUrl: string;
 }
 
 /** The environment variable each service is read from, and its loopback default. */
@@ -16,6 +18,7 @@ export const SERVICE_ENV_DEFAULTS = Object.freeze({
   KAFKA_BROKERS: '127.0.0.1:9092',
   SQS_ENDPOINT: 'http://127.0.0.1:9324',
   AMQP_URL: 'amqp://guest:guest@127.0.0.1:5672',
+  NATS_URL: 'nats://127.0.0.1:4222',
 });
 
 /** Names of the variables in {@link SERVICE_ENV_DEFAULTS}. */
@@ -27,7 +30,7 @@ export function serviceEnv(name: ServiceEnvName): string {
   return value ? value : SERVICE_ENV_DEFAULTS[name];
 }
 
-/** The four service urls, from the environment (set by the global setup) or the loopback defaults. */
+/** The service urls, from the environment (set by the global setup) or the loopback defaults. */
 export function serviceUrls(): ServiceUrls {
   return Object.freeze({
     databaseUrl: serviceEnv('DATABASE_URL'),
@@ -39,5 +42,6 @@ export function serviceUrls(): ServiceUrls {
     ),
     sqsEndpoint: serviceEnv('SQS_ENDPOINT'),
     amqpUrl: serviceEnv('AMQP_URL'),
+    natsUrl: serviceEnv('NATS_URL'),
   });
 }

@@ -10,6 +10,10 @@ declare module 'vitest' {
   export interface ProvidedContext {
     /** The urls the global setup probed; also in process.env, which workers inherit. */
     serviceUrls: ServiceUrls;
+    /** The service containers' ids when ONCE_SERVICES=testcontainers; empty on the native services. */
+    serviceContainers: readonly string[];
+    /** The containers' bridge network when ONCE_SERVICES=testcontainers (loopback-only ports). */
+    serviceNetwork: string;
   }
 }
 
@@ -37,8 +41,18 @@ function probe(): ProbeResult[] {
   return results;
 }
 
-/** Fills in the defaults, makes sure every service answers (starting them natively once if not). */
-export async function setup(project: TestProject): Promise<void> {
+/**
+ * Fills in the defaults, makes sure every service answers (starting them natively once if not).
+ * With ONCE_SERVICES=testcontainers it builds the local images instead (scripts/images, cached),
+ * starts the services in containers on random loopback ports, points the four variables at them,
+ * and returns the teardown that removes the containers.
+ */
+export async function setup(project: TestProject): Promise<(() => Promise<void>) | undefined> {
+  const mode = process.env.ONCE_SERVICES ?? 'native';
+  if (mode === 'testcontainers') return setupContainers(project);
+  if (mode !== 'native') {
+    throw new Error(`ONCE_SERVICES=${mode}: expected native (the default) or testcontainers`);
+  }
   for (const [name, value] of Object.entries(SERVICE_ENV_DEFAULTS)) {
     // Set here, in the main process, before any worker is forked: workers inherit process.env.
     if (!process.env[name]) process.env[name] = value;
@@ -67,6 +81,33 @@ export async function setup(project: TestProject): Promise<void> {
     );
   }
   project.provide('serviceUrls', serviceUrls());
+  project.provide('serviceContainers', []);
+  project.provide('serviceNetwork', '');
+  return undefined;
+}
+
+async function setupContainers(project: TestProject): Promise<() => Promise<void>> {
+  const t0 = Date.now();
+  execFileSync('bash', ['scripts/images', 'build'], { cwd: ROOT, stdio: 'inherit', env: process.env });
+  const t1 = Date.now();
+  const { startServiceContainers } = await import('./containers.js');
+  const containers = await startServiceContainers();
+  // Set here, in the main process, before any worker is forked: workers inherit process.env.
+  Object.assign(process.env, containers.urls);
+  // Tests that drive the broker with rabbitmqctl run it in the container (docker exec).
+  process.env.ONCE_RABBITMQ_CONTAINER = containers.ids[3];
+  console.log(
+    `[global-setup] images ready in ${t1 - t0} ms, containers answering after ${Date.now() - t1} ms: ` +
+      Object.values(containers.urls).join(' '),
+  );
+  project.provide('serviceUrls', serviceUrls());
+  project.provide('serviceContainers', containers.ids);
+  project.provide('serviceNetwork', containers.network);
+  return async () => {
+    const t = Date.now();
+    await containers.stop();
+    console.log(`[global-setup] containers removed in ${Date.now() - t} ms`);
+  };
 }
 
 function envNameOf(service: string): ServiceEnvName {
@@ -75,6 +116,7 @@ function envNameOf(service: string): ServiceEnvName {
     kafka: 'KAFKA_BROKERS',
     sqs: 'SQS_ENDPOINT',
     rabbitmq: 'AMQP_URL',
+    nats: 'NATS_URL',
   };
   return names[service] ?? 'DATABASE_URL';
 }

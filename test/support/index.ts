@@ -2,6 +2,7 @@
 //   import { createTestPool, freshSchemaName, ... } from '../../../test/support/index.js';
 // global-setup.ts is not re-exported: vitest loads it by path, in the main process.
 export * from './child.js';
+export * from './core-builds.js';
 export * from './env.js';
 export * from './fault-proxy.js';
 export * from './isolation.js';

@@ -96,7 +96,16 @@ export function docFiles(root: string): string[] {
 export const SAMPLE_CONTEXT = `
 import type { Envelope } from '@once/core';
 import type pg from 'pg';
+import type { DataSource } from 'typeorm';
+import type { PrismaClient } from '__PRISMA_CLIENT__';
 declare global {
+  /**
+   * A Prisma 7 client (\`prisma-client\` generator, \`@prisma/adapter-pg\`) with a \`Charge\` model:
+   * the tests' generated client, packages/core/test/integration/fixtures/prisma.
+   */
+  const prisma: PrismaClient;
+  /** An initialised TypeORM DataSource. */
+  const dataSource: DataSource;
   /** A connection pool (\`new pg.Pool(...)\`) on a database where \`migrate(pool)\` has run. */
   const pool: pg.Pool;
   /** A delivery, as an adapter builds it. */
@@ -182,7 +191,11 @@ export function checkSamples(root: string, outDir: string, samples: DocSample[])
     byPath.set(path, s);
   }
   const context = join(outDir, 'sample-context.d.ts');
-  writeFileSync(context, SAMPLE_CONTEXT);
+  const prismaClient = relative(
+    outDir,
+    join(root, 'packages/core/test/integration/fixtures/prisma/generated/client.js'),
+  );
+  writeFileSync(context, SAMPLE_CONTEXT.replace('__PRISMA_CLIENT__', prismaClient));
   const program = ts.createProgram([...byPath.keys(), context], compilerOptions(root));
   const errors: SampleError[] = [];
   const diagnostics = [...program.getOptionsDiagnostics(), ...program.getGlobalDiagnostics()];

@@ -1,5 +1,5 @@
 import { ErrorCode, LATEST_SCHEMA_VERSION, quoteIdentifier } from '@once/core';
-import { readSchemaState } from '@once/core/admin';
+import { readSchemaState, type SchemaState } from '@once/core/admin';
 import pg from 'pg';
 import { CliError } from './cli-error.js';
 import { ExitCode } from './exit-codes.js';
@@ -69,31 +69,36 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
 }
 
 /**
- * The installed schema version, at least 1. Exit 4 when the schema is not installed or is newer
- * than this build understands; an older version is returned for the caller to judge.
+ * Where the installed schema stands, at least version 1. Exit 4 when the schema is not installed
+ * or is newer and removed something this build uses (`too-new`); an older version, or a newer
+ * one this build still runs on (`ahead`), is returned for the caller to judge.
  */
-export async function schemaVersion(db: Database): Promise<number> {
-  const { version } = await readSchemaState(db.pool, db.schema);
-  if (version === 0) {
+export async function schemaState(db: Database): Promise<SchemaState> {
+  const state = await readSchemaState(db.pool, db.schema);
+  if (state.status === 'not-installed') {
     throw new CliError(
       ExitCode.Schema,
       ErrorCode.SchemaNotInstalled,
       `schema ${db.schema} is not installed: run \`${migrateCommandLine(db.schema)}\``,
     );
   }
-  if (version > LATEST_SCHEMA_VERSION) {
-    throw new CliError(
-      ExitCode.Schema,
-      ErrorCode.SchemaTooNew,
-      `schema ${db.schema} is at version ${version}, newer than this once understands (${LATEST_SCHEMA_VERSION}): upgrade @once/cli`,
-    );
-  }
-  return version;
+  refuseTooNew(state);
+  return state;
 }
 
-/** Exit 4 unless the schema is installed at exactly the version this build expects. */
+/** Exit 4 for a newer schema that removed something this build uses, saying what and what to upgrade. */
+export function refuseTooNew(state: SchemaState): void {
+  if (state.status !== 'too-new') return;
+  throw new CliError(
+    ExitCode.Schema,
+    ErrorCode.SchemaTooNew,
+    `${state.tooNew}; this once is at schema version ${LATEST_SCHEMA_VERSION}: upgrade @once/cli`,
+  );
+}
+
+/** Exit 4 unless the schema is installed at the version this build expects, or a newer one it runs on. */
 export async function requireSchema(db: Database): Promise<void> {
-  const version = await schemaVersion(db);
+  const { version } = await schemaState(db);
   if (version < LATEST_SCHEMA_VERSION) {
     throw new CliError(
       ExitCode.Schema,

@@ -8,7 +8,7 @@ export const ExitCode = {
   Usage: 2,
   /** The database is unreachable: connection refused, authentication failed, unknown database. */
   Unreachable: 3,
-  /** once's schema is not installed, is older than this build needs, or is newer than it understands. */
+  /** once's schema is not installed, is older than this build needs, or is newer and removed something it uses. */
   Schema: 4,
   /** Not found: an unknown consumer, message id or outbox id, or no failed record for it. */
   NotFound: 5,

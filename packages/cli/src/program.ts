@@ -111,7 +111,7 @@ export function buildProgram(io: CliIo, execute: Execute, quietErrors: () => boo
     )
     .option(
       '--to <destination>',
-      'with --republish: the outbox destination (default: the Kafka topic or SQS queue it came from)',
+      'with --republish: the outbox destination (default: the Kafka topic, SQS queue or NATS subject it came from)',
     )
     .option('--key <key>', 'with --republish: the key to publish with (default: the key it came with)')
     .option('--forget-steps', "lease mode: delete the message's recorded steps too (their effects run again)")

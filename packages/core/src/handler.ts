@@ -1,7 +1,7 @@
 import type { Envelope } from './envelope.js';
 import type { StepFn } from './lease/steps.js';
 import type { PublishOptions } from './outbox.js';
-import type { QueryResultLike } from './pg-like.js';
+import type { QueryConfigLike, QueryResultLike } from './pg-like.js';
 
 /**
  * The handler's view of its transaction. Queries run inside the transaction that also holds
@@ -11,12 +11,21 @@ import type { QueryResultLike } from './pg-like.js';
 export interface Tx {
   // biome-ignore lint/suspicious/noExplicitAny: row type chosen by the caller, as in pg
   query<R = any>(text: string, values?: unknown[]): Promise<QueryResultLike<R>>;
+  /** pg's query-config form (`{ text, values, name, rowMode, types }`), for drivers that pass one. */
+  // biome-ignore lint/suspicious/noExplicitAny: row type chosen by the caller, as in pg
+  query<R = any>(config: QueryConfigLike, values?: unknown[]): Promise<QueryResultLike<R>>;
 }
 
 /** What a handler receives beside the envelope. */
 export interface HandlerContext {
   /** The message's transaction. Use it for every write that must happen once. */
   tx: Tx;
+  /**
+   * With the inbox's `transactions` option (a transaction your data library opens): that
+   * library's transaction object, the one the claim is in. The bindings hand it to your handler as
+   * `tx`, typed. Otherwise undefined.
+   */
+  transaction?: unknown;
   /** The message id (after `idOf`). */
   id: string;
   /** The consumer name this inbox records under. */

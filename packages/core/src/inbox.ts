@@ -7,6 +7,7 @@ import { FencedBatchTx } from './engine/fenced-batch-tx.js';
 import { type Item, prepare } from './engine/item.js';
 import { forgetStart, noteStart } from './engine/note-start.js';
 import { emitOutcome } from './engine/outcome-events.js';
+import { OwnedTx } from './engine/owned-tx.js';
 import { planRuns, type Run, runInOrder } from './engine/plan-runs.js';
 import { Readiness } from './engine/readiness.js';
 import { recordFailed } from './engine/record-failure.js';
@@ -32,6 +33,8 @@ export class Inbox<R = unknown> {
   readonly #ctx: EngineContext<R>;
   readonly #pause: BatchPause;
   readonly #single: SingleTx<R>;
+  /** Set with `options.transactions`: every message runs alone in the caller's library's transaction. */
+  readonly #owned: OwnedTx<R> | undefined;
   readonly #batch: BatchTx<R>;
   readonly #fenced: FencedBatchTx<R>;
   /** Set in lease mode, which processes every message through it. */
@@ -45,6 +48,7 @@ export class Inbox<R = unknown> {
     this.#ctx = engineContext(options, this.#events, this.#readiness.fault);
     this.#pause = new BatchPause(options.logger, options.consumer);
     this.#single = new SingleTx(this.#ctx);
+    this.#owned = options.transactions ? new OwnedTx(this.#ctx, options.transactions) : undefined;
     const one = (item: Item) => this.#single.one(item);
     this.#batch = new BatchTx(this.#ctx, one, this.#pause);
     this.#fenced = new FencedBatchTx(this.#ctx, one, this.#pause);
@@ -71,8 +75,14 @@ export class Inbox<R = unknown> {
   }
 
   /**
-   * Checks once that the schema is installed at the expected version. Throws SCHEMA_NOT_INSTALLED
-   * or SCHEMA_TOO_NEW (configuration errors: nothing to retry), or the connection error.
+   * Checks that the schema is installed at the expected version, or at a newer one this build
+   * still runs on (docs/upgrades.md). Throws SCHEMA_NOT_INSTALLED or SCHEMA_TOO_NEW (configuration
+   * errors: nothing to retry), or the connection error.
+   *
+   * The first success is kept: the inbox awaits this before every message or batch, which must
+   * not cost a round trip each. It is checked again only after a message met a setup fault (the
+   * database unreachable, the schema gone). To ask the database now, whatever was seen before,
+   * call `checkSchema(pool, schema)`, as the adapter kit's lifecycle does while a consumer holds.
    */
   ready(): Promise<void> {
     return this.#readiness.ready();
@@ -120,6 +130,21 @@ export class Inbox<R = unknown> {
     return outcomes;
   }
 
+  /**
+   * For an adapter that sends messages back without handing them to the inbox, because an
+   * earlier one of their group or partition must be retried first: their `not-run` (`behind`)
+   * outcomes, each with its `message:not-run` event, as {@link Inbox.processBatch} gives the
+   * messages after a stop. Touches no database.
+   */
+  notRun(envelopes: readonly Envelope[]): Outcome<R>[] {
+    const started = performance.now();
+    return envelopes.map((envelope) => {
+      const outcome = this.#ctx.out.notRun(envelope);
+      this.#emit(outcome, started);
+      return outcome;
+    });
+  }
+
   async #processAll(envelopes: readonly Envelope[], wantBatch: boolean): Promise<Outcome<R>[]> {
     const out = this.#ctx.out;
     try {
@@ -133,7 +158,7 @@ export class Inbox<R = unknown> {
     if (this.#lease) return this.#lease.processAll(envelopes);
     // After a batch deadlocked on the handlers' own rows, batches run one message per transaction
     // for a while (see engine/batch-pause.ts).
-    const batched = wantBatch && this.#pause.open;
+    const batched = wantBatch && this.#pause.open && !this.#owned;
     const runs = planRuns(
       envelopes.map((e) => prepare(e, this.options)),
       batched,
@@ -147,7 +172,7 @@ export class Inbox<R = unknown> {
   readonly #exec = (run: Run): Promise<Outcome<R>[]> | Outcome<R>[] => {
     switch (run.kind) {
       case 'one':
-        return this.#single.one(run.item).then((o) => [o]);
+        return (this.#owned ?? this.#single).one(run.item).then((o) => [o]);
       case 'batch':
         return this.#batch.run(run.items);
       case 'fenced':

@@ -12,6 +12,8 @@
  * const outcome = await inbox.process({ id: 'order-1', body, headers: {}, source, attempt: 1, redelivered: false });
  * ```
  */
+export type { BoundContext, BoundHandler, InboxBinding } from './binding.js';
+export type { CallerTransactions } from './caller-transactions.js';
 export {
   type Envelope,
   type EnvelopeSource,
@@ -45,11 +47,12 @@ export type { Liveness } from './lease/liveness.js';
 export type { StepFn, StepInfo } from './lease/steps.js';
 export { type Logger, type LoggerOption, silentLogger } from './logger.js';
 export { checkSchema, type MigrateOptions, type MigrateResult, migrate, schemaSql } from './migrate.js';
-export { LATEST_SCHEMA_VERSION, MIGRATIONS } from './migrations.js';
+export { compatibleFrom, LATEST_SCHEMA_VERSION, MIGRATIONS, type Migration } from './migrations.js';
 export {
   type BatchMode,
   type ConflictPolicy,
   DEFAULT_INBOX_OPTIONS,
+  type Defined,
   type ErrorClass,
   type InboxOptions,
   type IsolationLevel,
@@ -77,12 +80,14 @@ export {
   type FailReason,
   type NotRunOutcome,
   type Outcome,
+  type OutcomeBase,
   type ProcessedOutcome,
   type RetryOutcome,
   type SettleAction,
   settleActionOf,
 } from './outcome.js';
-export type { PgClientLike, PgPoolLike, QueryResultLike } from './pg-like.js';
+export type { PgClientLike, PgPoolLike, QueryConfigLike, QueryResultLike } from './pg-like.js';
 export { type PurgeOptions, purge } from './purge.js';
-export { createRelay, Relay, RelayErrorCode, type RelayHealth, type RelayOptions } from './relay.js';
+export { createRelay, Relay } from './relay.js';
+export { RelayErrorCode, type RelayHealth, type RelayOptions } from './relay-options.js';
 export { outboxChannel } from './sql/outbox.js';

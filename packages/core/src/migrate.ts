@@ -1,9 +1,12 @@
 import { ErrorCode, OnceError } from './errors.js';
 import { quoteIdentifier } from './identifier.js';
-import { LATEST_SCHEMA_VERSION, MIGRATIONS } from './migrations.js';
-import type { PgPoolLike } from './pg-like.js';
+import { compatibleFrom, LATEST_SCHEMA_VERSION, MIGRATIONS, type Migration } from './migrations.js';
+import type { PgClientLike, PgPoolLike } from './pg-like.js';
+import { judgeSchema, refuseTooNew } from './schema-compat.js';
 import { inboxSql, migrationSql } from './sql/inbox.js';
+import { quoteLiteral } from './sql/literal.js';
 import { classifyDbError } from './sqlstate.js';
+import { inTransaction } from './transaction.js';
 
 /** Options of {@link migrate}. */
 export interface MigrateOptions {
@@ -15,7 +18,13 @@ export interface MigrateOptions {
 export interface MigrateResult {
   schema: string;
   from: number;
+  /** The version now installed: `from` when it was already this build's or newer. */
   to: number;
+  /**
+   * The oldest code version that runs on the schema now (docs/upgrades.md); null for a newer
+   * schema that records none.
+   */
+  compatibleFrom: number | null;
 }
 
 // A fixed first half keeps our advisory locks apart from the application's.
@@ -33,64 +42,108 @@ function lockKey(schema: string): number {
 /**
  * Installs or upgrades once's tables. Idempotent, and safe when many processes start at once:
  * an advisory lock serialises them and each migration runs in the same transaction as its
- * version row. Refuses a database whose schema is newer than this build.
+ * version row, which records the oldest code version that runs on the schema. A schema newer
+ * than this build is left as it is when this build still runs on it (its newer migrations only
+ * expanded what this one uses) and refused with SCHEMA_TOO_NEW when one removed something.
  */
 export async function migrate(pool: PgPoolLike, options: MigrateOptions = {}): Promise<MigrateResult> {
+  return migrateWith(pool, options, MIGRATIONS);
+}
+
+/**
+ * {@link migrate} with its list of migrations given, for tests that stand for a newer build.
+ * Not exported from the package: a build's migrations are the ones it was released with.
+ */
+export async function migrateWith(
+  pool: PgPoolLike,
+  options: MigrateOptions,
+  migrations: readonly Migration[],
+): Promise<MigrateResult> {
   const name = options.schema ?? 'once';
   const schema = quoteIdentifier(name, 'options.schema');
   const sql = migrationSql(schema);
-  const client = await pool.connect();
-  let broken: Error | undefined;
-  try {
-    await client.query('BEGIN');
+  const latest = migrations[migrations.length - 1]?.version ?? 0;
+  // Already current, with every version row's compatibility recorded: nothing to change, so no DDL
+  // and no lock, and a role without CREATE (the runtime role of docs/operations.md) may call
+  // migrate() at start-up as well. Any failure here (schema missing, no privilege, a version table
+  // of an older release) leaves it to the full path, which changes or reports what is wrong. A
+  // newer schema also takes the full path, which judges whether this build runs on it.
+  const current = await pool.query<{ version: number; unfilled: number }>(sql.currentAndUnfilled).then(
+    (r) => r.rows[0],
+    () => undefined,
+  );
+  if (current !== undefined && Number(current.version) === latest && Number(current.unfilled) === 0) {
+    return { schema: name, from: latest, to: latest, compatibleFrom: compatibleFrom(migrations, latest) };
+  }
+  return inTransaction(pool, async (client) => {
     await client.query(sql.lock, [LOCK_NAMESPACE, lockKey(name)]);
     await client.query(sql.createSchema);
     await client.query(sql.createVersionTable);
+    await recordCompatibility(client, schema, migrations);
     const from = Number((await client.query<{ version: number }>(sql.currentVersion)).rows[0]?.version ?? 0);
-    if (from > LATEST_SCHEMA_VERSION) {
-      throw schemaTooNew(name, from);
+    if (from > latest) {
+      const standing = await judgeSchema(client, name, schema, from, migrations);
+      refuseTooNew(standing);
+      return { schema: name, from, to: from, compatibleFrom: standing.compatibleFrom };
     }
-    for (const m of MIGRATIONS) {
+    for (const m of migrations) {
       if (m.version <= from) continue;
       await client.query(m.sql.replaceAll('{schema}', schema));
-      await client.query(sql.recordVersion, [m.version, m.name]);
+      await client.query(sql.recordVersion, [
+        m.version,
+        m.name,
+        compatibleFrom(migrations, m.version),
+        removes(m),
+      ]);
     }
-    await client.query('COMMIT');
-    return { schema: name, from, to: Math.max(from, LATEST_SCHEMA_VERSION) };
-  } catch (err) {
-    await client.query('ROLLBACK').catch((e: Error) => {
-      broken = e;
-    });
-    throw err;
-  } finally {
-    client.release(broken);
-  }
+    return { schema: name, from, to: latest, compatibleFrom: compatibleFrom(migrations, latest) };
+  });
+}
+
+/**
+ * The version table of a release before the compatibility columns gets them, and rows it wrote
+ * get the values this build knows for them. Only a table that lacks the columns is altered, so a
+ * migrate() with nothing to do takes no exclusive lock on it.
+ */
+async function recordCompatibility(
+  client: PgClientLike,
+  schema: string,
+  migrations: readonly Migration[],
+): Promise<void> {
+  const sql = migrationSql(schema);
+  const { rows } = await client.query<{ n: number }>(sql.compatibilityColumns);
+  if ((rows[0]?.n ?? 0) < 2) await client.query(sql.addCompatibilityColumns);
+  await client.query(sql.fillCompatibility, [
+    migrations.map((m) => m.version),
+    migrations.map((m) => compatibleFrom(migrations, m.version)),
+    migrations.map(removes),
+  ]);
+}
+
+function removes(m: Migration): string | null {
+  return m.change === 'contract' ? m.removes : null;
 }
 
 /** The full schema as one SQL script, for users who apply migrations with their own tool. */
 export function schemaSql(options: MigrateOptions = {}): string {
   const schema = quoteIdentifier(options.schema ?? 'once', 'options.schema');
   const sql = migrationSql(schema);
-  const parts = [`${sql.createSchema};`, `${sql.createVersionTable};`];
+  // The ALTER gives a version table made by an earlier release the compatibility columns.
+  const parts = [`${sql.createSchema};`, `${sql.createVersionTable};`, `${sql.addCompatibilityColumns};`];
   for (const m of MIGRATIONS) {
-    parts.push(`-- ${m.version}: ${m.name}`, m.sql.replaceAll('{schema}', schema).trim());
+    const r = removes(m);
+    parts.push(`-- ${m.version}: ${m.name} (${m.change})`, m.sql.replaceAll('{schema}', schema).trim());
     parts.push(
-      `INSERT INTO ${schema}.schema_version (version, name) VALUES (${m.version}, '${m.name}') ON CONFLICT DO NOTHING;`,
+      `INSERT INTO ${schema}.schema_version (version, name, compatible_from, removes) VALUES (${m.version}, ${quoteLiteral(m.name)}, ${compatibleFrom(MIGRATIONS, m.version)}, ${r === null ? 'NULL' : quoteLiteral(r)}) ON CONFLICT DO NOTHING;`,
     );
   }
   return `${parts.join('\n')}\n`;
 }
 
-function schemaTooNew(schema: string, found: number): OnceError {
-  return new OnceError(
-    ErrorCode.SchemaTooNew,
-    `schema ${schema} is at version ${found}, newer than this @once/core understands (${LATEST_SCHEMA_VERSION}): upgrade @once/core`,
-  );
-}
-
 /**
- * Verifies that the schema is installed at the version this build expects. Throws a
- * SCHEMA_NOT_INSTALLED or SCHEMA_TOO_NEW error that says what to run.
+ * Verifies that the schema is installed at the version this build expects, or at a newer one
+ * this build still runs on (docs/upgrades.md). Throws a SCHEMA_NOT_INSTALLED or SCHEMA_TOO_NEW
+ * error that says what to run or upgrade.
  */
 export async function checkSchema(pool: PgPoolLike, schema: string): Promise<void> {
   const quoted = quoteIdentifier(schema, 'options.schema');
@@ -108,7 +161,8 @@ export async function checkSchema(pool: PgPoolLike, schema: string): Promise<voi
     }
     throw err;
   }
-  if (version > LATEST_SCHEMA_VERSION) throw schemaTooNew(schema, version);
+  // A newer schema is fine unless a contract migration removed something this build uses.
+  if (version > LATEST_SCHEMA_VERSION) refuseTooNew(await judgeSchema(pool, schema, quoted, version));
   if (version < LATEST_SCHEMA_VERSION) {
     throw new OnceError(
       ErrorCode.SchemaNotInstalled,

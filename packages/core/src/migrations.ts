@@ -1,11 +1,31 @@
 /**
+ * One numbered step of the schema. Every migration says what it does to code built against the
+ * schema before it (expand/contract, docs/upgrades.md):
+ * - `expand`: it only adds (a table, a nullable column or one with a default, an index, a wider
+ *   check), so code of every earlier version keeps reading and writing as before;
+ * - `contract`: it removes or changes something earlier code reads or writes (drops or renames a
+ *   column, narrows a check, adds NOT NULL without a default). `removes` says what, in words, for
+ *   the refusal older code prints; `compatibleFrom` is the oldest code version that no longer
+ *   needs it (default: this migration's own version, i.e. no earlier code runs on it).
+ */
+export type Migration = {
+  readonly version: number;
+  readonly name: string;
+  readonly sql: string;
+} & (
+  | { readonly change: 'expand' }
+  | { readonly change: 'contract'; readonly removes: string; readonly compatibleFrom?: number }
+);
+
+/**
  * The schema, as numbered migrations. `{schema}` is replaced by the validated, quoted schema
  * name. A migration is never edited once released: add a new one.
  */
-export const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = Object.freeze([
+export const MIGRATIONS: readonly Migration[] = Object.freeze([
   {
     version: 1,
     name: 'inbox',
+    change: 'expand',
     sql: `
 CREATE TABLE {schema}.inbox (
   consumer        text        NOT NULL,
@@ -33,6 +53,7 @@ CREATE INDEX inbox_failed_idx ON {schema}.inbox (consumer, created_at) WHERE sta
   {
     version: 2,
     name: 'outbox',
+    change: 'expand',
     sql: `
 CREATE TABLE {schema}.outbox (
   -- publish order; per key, only the oldest pending row may be in flight
@@ -62,6 +83,7 @@ CREATE INDEX outbox_sent_idx ON {schema}.outbox (sent_at) WHERE status = 'sent';
   {
     version: 3,
     name: 'lease',
+    change: 'expand',
     sql: `
 -- lease mode: 'in_progress' rows are held by owner until lease_until (database clock);
 -- owner NULL means released (claimable at once). Both are NULL on 'done' and 'failed' rows.
@@ -95,6 +117,7 @@ CREATE TABLE {schema}.steps (
   {
     version: 4,
     name: 'fences',
+    change: 'expand',
     sql: `
 -- offset fencing: per consumer and partition of an ordered stream, the next offset to process;
 -- a message below it is a duplicate. Written in the transaction of the message's effects.
@@ -110,6 +133,7 @@ CREATE TABLE {schema}.fences (
   {
     version: 5,
     name: 'republish',
+    change: 'expand',
     sql: `
 -- where a failed message came from ({broker, queue, partition, key, headers}), so an operator can
 -- send its stored body back there; NULL on 'done' rows and on rows recorded before version 5
@@ -122,6 +146,7 @@ ALTER TABLE {schema}.outbox ADD COLUMN message_id text;
   {
     version: 6,
     name: 'starts',
+    change: 'expand',
     sql: `
 -- how many times a redelivered message was started, counted before it runs and outside its
 -- transaction, so a message that kills the process is counted and its neighbours are not
@@ -139,6 +164,7 @@ CREATE INDEX starts_expires_at_idx ON {schema}.starts (expires_at);
   {
     version: 7,
     name: 'fence-check',
+    change: 'expand',
     sql: `
 -- the id and fingerprint of the message the fence last moved past (at next_offset - 1), so a
 -- consumer can check that the log still holds that message before it takes offsets below the
@@ -153,3 +179,17 @@ ALTER TABLE {schema}.fences
 
 /** The schema version this build of @once/core expects. */
 export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]?.version ?? 0;
+
+/**
+ * The oldest code version that runs on the schema at `version` of `migrations`: the highest
+ * `compatibleFrom` of a contract migration up to `version`, or 1 when every one of them expands.
+ * It never falls: a later contract cannot give back what an earlier one removed.
+ */
+export function compatibleFrom(migrations: readonly Migration[], version: number): number {
+  let from = 1;
+  for (const m of migrations) {
+    if (m.version > version) break;
+    if (m.change === 'contract') from = Math.max(from, m.compatibleFrom ?? m.version);
+  }
+  return from;
+}

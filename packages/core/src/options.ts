@@ -1,3 +1,4 @@
+import { type CallerTransactions, isCallerTransactions } from './caller-transactions.js';
 import type { Envelope, IdOf } from './envelope.js';
 import { ErrorCode, OnceError } from './errors.js';
 import type { FenceOf } from './fence.js';
@@ -81,15 +82,30 @@ export interface InboxOptions<R = unknown> extends LeaseOptions {
    * @default undefined (no fencing)
    */
   fenceOf?: FenceOf | undefined;
+  /**
+   * Claim inside a transaction that your data library opens and commits (Prisma, TypeORM, ...)
+   * instead of one once opens on `pool`: see {@link CallerTransactions}, and the bindings
+   * `@once/core/prisma` and `@once/core/typeorm`, which set it with the handler. Each message then
+   * runs in its own transaction (`processBatch` included); `ctx.transaction` is the library's
+   * transaction object and `ctx.tx` runs raw SQL in it. The library chooses the isolation level
+   * (leave `isolation` unset). Cannot be combined with lease mode or `fenceOf`.
+   * @default undefined (once opens the transaction on `pool`)
+   */
+  transactions?: CallerTransactions | undefined;
 }
 
-type Defined<T> = { readonly [K in keyof T]-?: Exclude<T[K], undefined> };
+/** Every key of `T` present, read-only and never `undefined`: options once defaults are applied. */
+export type Defined<T> = { readonly [K in keyof T]-?: Exclude<T[K], undefined> };
 
 /** Options after defaults, frozen. */
 export interface ResolvedInboxOptions<R = unknown>
   extends Defined<
-    Omit<InboxOptions<R>, 'idOf' | 'fingerprintOf' | 'classify' | 'outbox' | 'fenceOf' | 'logger'>
+    Omit<
+      InboxOptions<R>,
+      'idOf' | 'fingerprintOf' | 'classify' | 'outbox' | 'fenceOf' | 'logger' | 'transactions'
+    >
   > {
+  readonly transactions: CallerTransactions | undefined;
   /** Every log line goes here (silent without a `logger` option, or with `false`). */
   readonly logger: Logger;
   /** The failure lines go here: the given logger, console.warn without one, nothing with `false`. */
@@ -182,6 +198,18 @@ export function resolveInboxOptions<R>(options: InboxOptions<R>): ResolvedInboxO
   if (o.fenceOf !== undefined && lease.mode === 'lease') {
     throw invalid('fenceOf', "cannot be combined with mode 'lease'");
   }
+  const transactions = o.transactions;
+  if (transactions !== undefined) {
+    if (!isCallerTransactions(transactions)) {
+      throw invalid('transactions', 'must have run(body, options) and query(tx, text, values) methods');
+    }
+    if (lease.mode === 'lease') throw invalid('transactions', "cannot be combined with mode 'lease'");
+    if (o.fenceOf !== undefined) throw invalid('transactions', 'cannot be combined with fenceOf');
+    // 'read committed' is the default, which resolved options carry back in (createInbox({ ...inbox.options })).
+    if (options.isolation !== undefined && options.isolation !== 'read committed') {
+      throw invalid('isolation', "is the data library's to set when options.transactions is given");
+    }
+  }
   return Object.freeze({
     pool,
     consumer: o.consumer,
@@ -206,6 +234,7 @@ export function resolveInboxOptions<R>(options: InboxOptions<R>): ResolvedInboxO
     failureLogger,
     outbox: checkOutbox(o.outbox),
     fenceOf: o.fenceOf,
+    transactions,
     ...lease,
   });
 }

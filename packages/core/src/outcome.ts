@@ -12,38 +12,39 @@ export type FailReason =
   /** The id was recorded `failed` earlier; dead-lettering is at least once, so do it again. */
   | 'previously-failed';
 
-interface Base {
+/** What every outcome carries: the envelope it is about. */
+export interface OutcomeBase {
   envelope: Envelope;
 }
 
 /** The handler ran and its transaction committed. */
-export interface ProcessedOutcome<R = unknown> extends Base {
+export interface ProcessedOutcome<R = unknown> extends OutcomeBase {
   status: 'processed';
   id: string;
   result: R | undefined;
 }
 /** The id was processed before; `result` is the stored one when results are kept. */
-export interface DuplicateOutcome<R = unknown> extends Base {
+export interface DuplicateOutcome<R = unknown> extends OutcomeBase {
   status: 'duplicate';
   id: string;
   result: R | undefined;
 }
 /** Same id as a processed message, different payload fingerprint. */
-export interface ConflictOutcome extends Base {
+export interface ConflictOutcome extends OutcomeBase {
   status: 'conflict';
   id: string;
   /** `dead-letter` under the `reject` policy, `ack` under `warn` and `ignore`. */
   action: 'dead-letter' | 'ack';
 }
 /** Recorded as failed (or not recordable at all): dead-letter it, then ack. */
-export interface FailedOutcome extends Base {
+export interface FailedOutcome extends OutcomeBase {
   status: 'failed';
   id: string | undefined;
   reason: FailReason;
   error: SerializedError;
 }
 /** A transient failure after the message was started; nothing is recorded. Redeliver after `delayMs`. */
-export interface RetryOutcome extends Base {
+export interface RetryOutcome extends OutcomeBase {
   status: 'retry';
   id: string | undefined;
   error: SerializedError;
@@ -61,7 +62,7 @@ export interface RetryOutcome extends Base {
  * dead-lettered. Redeliver after `delayMs` (`unavailable`), or as soon as the message before it is
  * settled (`behind`).
  */
-export interface NotRunOutcome extends Base {
+export interface NotRunOutcome extends OutcomeBase {
   status: 'not-run';
   id: string | undefined;
   /**
@@ -73,7 +74,7 @@ export interface NotRunOutcome extends Base {
   delayMs: number;
 }
 /** Another worker holds the id past the wait bound. Redeliver after `delayMs`. */
-export interface BusyOutcome extends Base {
+export interface BusyOutcome extends OutcomeBase {
   status: 'busy';
   id: string;
   delayMs: number;

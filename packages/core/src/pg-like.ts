@@ -9,7 +9,30 @@ export interface QueryResultLike<R = Record<string, unknown>> {
   command?: string;
 }
 
-/** A connection checked out of a pool. */
+/**
+ * node-postgres's query-config object, as drivers built on pg pass it (Drizzle's `node-postgres`
+ * driver sends `rowMode: 'array'` and its own `types`). `name` makes pg prepare the statement
+ * once per connection and reuse it: connections are pooled and shared by every message, so one
+ * name must always stand for one text (pg refuses a name reused with another text).
+ */
+export interface QueryConfigLike {
+  /** The SQL, with `$1`-style parameters. */
+  text: string;
+  /** The parameters; a `values` argument beside the config takes precedence, as in pg. */
+  values?: unknown[] | undefined;
+  /** Prepare the statement under this name, once per connection. */
+  name?: string | undefined;
+  /** `'array'`: rows as arrays in column order (the columns are in the result's `fields`). */
+  rowMode?: 'array' | undefined;
+  /** pg type parsers for this query (`{ getTypeParser }`). */
+  types?: unknown;
+}
+
+/**
+ * A connection checked out of a pool. Core's own statements pass `(text, values)`; a handler's
+ * query through `ctx.tx` may pass a {@link QueryConfigLike}, which reaches the client as it is
+ * (every pg 8 client takes one).
+ */
 export interface PgClientLike {
   // biome-ignore lint/suspicious/noExplicitAny: mirrors pg's own signature so pg.PoolClient fits
   query<R = any>(text: string, values?: unknown[]): Promise<QueryResultLike<R>>;

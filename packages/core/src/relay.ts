@@ -1,70 +1,20 @@
+import { randomUUID } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import { Connection, guardNewClients } from './connection.js';
 import { ErrorCode, OnceError, serializeError } from './errors.js';
 import { Events, type OnceEventListener, type OnceEventName } from './events.js';
 import { quoteIdentifier } from './identifier.js';
-import { type Logger, silentLogger } from './logger.js';
-import { checkNumber } from './options.js';
-import type { OutboxMessage, OutboxPublisher, OutboxPublishResult } from './outbox-publisher.js';
-import type { PgClientLike, PgPoolLike } from './pg-like.js';
+import type { OutboxMessage, OutboxPublishResult } from './outbox-publisher.js';
+import type { PgClientLike } from './pg-like.js';
+import {
+  RelayErrorCode,
+  type RelayHealth,
+  type RelayOptions,
+  type ResolvedRelayOptions,
+  resolveRelayOptions,
+} from './relay-options.js';
 import { fromJsonb, toJsonb } from './sql/jsonb.js';
 import { listenSql, outboxSql } from './sql/outbox.js';
-
-/**
- * Error codes of the relay, in `outbox:publish-failed` events and `health().lastError`. Defined
- * here rather than in core's `ErrorCode` until that list is reorganised.
- */
-export const RelayErrorCode = {
-  /** A publisher call outlived `publishTimeoutMs`: aborted, its rows left pending, attempts unchanged. */
-  PublishTimeout: 'PUBLISH_TIMEOUT',
-} as const;
-
-/** Options of {@link createRelay}. */
-export interface RelayOptions {
-  pool: PgPoolLike;
-  /** @default 'once' */
-  schema?: string | undefined;
-  /** A publisher per destination (the names given to `createOutbox`). */
-  publishers: Readonly<Record<string, OutboxPublisher>>;
-  /** Rows claimed per round. @default 100 */
-  batchSize?: number | undefined;
-  /** Poll interval when no wake-up arrives, in ms. @default 1000 */
-  pollIntervalMs?: number | undefined;
-  /**
-   * The deadline of one publisher call, in ms. When it passes, the call's `signal` is aborted
-   * (the publisher gives up: closes its channel, aborts its request) and the round is rolled back
-   * for that destination's rows: they stay pending with their attempts unchanged, are never
-   * parked for it, and whatever the broker confirms late marks nothing sent. They are published
-   * again, under the same id, in a later round. Rows of other destinations are recorded as usual.
-   * Each abandoned row is reported by `outbox:publish-failed` with code `PUBLISH_TIMEOUT` and its
-   * attempts as they were.
-   * Keep it above the slowest healthy publish of `batchSize` messages: row locks are held this long.
-   * @default 30000
-   */
-  publishTimeoutMs?: number | undefined;
-  /** Publish attempts before a row is parked as `failed`. @default 10 */
-  maxAttempts?: number | undefined;
-  /** Delay before retrying a row after its nth failed attempt, in ms. @default min(500 · 2^(n-1), 60000) */
-  retryDelayMs?: ((attempt: number) => number) | undefined;
-  /** Sent rows are deleted after this long, in ms. @default 1 day */
-  sentRetentionMs?: number | undefined;
-  /** How often sent rows are cleaned up, in ms. @default 60000 */
-  cleanupIntervalMs?: number | undefined;
-  /** LISTEN for after-commit wake-ups (one connection held). @default true */
-  listen?: boolean | undefined;
-  /** `(fields, message)`; `false` or none: silent. @default silent */
-  logger?: Logger | false | undefined;
-}
-
-/** The relay's state, for health checks. */
-export interface RelayHealth {
-  running: boolean;
-  listening: boolean;
-  /** When the last round finished (ms since epoch), if any. */
-  lastRoundAt: number | undefined;
-  lastError: string | undefined;
-  published: number;
-  parked: number;
-}
 
 interface Row {
   seq: string;
@@ -85,25 +35,15 @@ interface Row {
  * inboxes drop the copy.
  */
 export class Relay {
-  readonly #o: {
-    pool: PgPoolLike;
-    publishers: Readonly<Record<string, OutboxPublisher>>;
-    batchSize: number;
-    pollIntervalMs: number;
-    publishTimeoutMs: number;
-    maxAttempts: number;
-    retryDelayMs: (attempt: number) => number;
-    sentRetentionMs: number;
-    cleanupIntervalMs: number;
-    listen: boolean;
-    logger: Logger;
-  };
+  readonly #o: ResolvedRelayOptions;
   readonly #sql: ReturnType<typeof outboxSql>;
   readonly #listenSql: ReturnType<typeof listenSql>;
   readonly #events: Events;
   #running = false;
   #wake: (() => void) | undefined;
   #listener: PgClientLike | undefined;
+  /** The LISTEN check failed: notifications do not reach this relay, so it stops trying. */
+  #noNotifications = false;
   #loop: Promise<void> | undefined;
   #lastCleanup = 0;
   /** The last round had a destination outlive the deadline: no point in going again at once. */
@@ -113,6 +53,7 @@ export class Relay {
   #health: RelayHealth = {
     running: false,
     listening: false,
+    pollingOnly: false,
     lastRoundAt: undefined,
     lastError: undefined,
     published: 0,
@@ -127,35 +68,9 @@ export class Relay {
     const schema = options.schema ?? 'once';
     this.#sql = outboxSql(quoteIdentifier(schema, 'options.schema'));
     this.#listenSql = listenSql(schema);
-    const publishers = options.publishers;
-    if (!publishers || typeof publishers !== 'object' || Object.keys(publishers).length === 0) {
-      throw new OnceError(
-        ErrorCode.InvalidOption,
-        'options.publishers must map at least one destination to a publisher',
-      );
-    }
-    for (const [name, p] of Object.entries(publishers)) {
-      if (typeof p?.publish !== 'function') {
-        throw new OnceError(
-          ErrorCode.InvalidOption,
-          `options.publishers.${name} must have a publish() method`,
-        );
-      }
-    }
-    const logger = options.logger || silentLogger;
-    this.#o = {
-      pool: options.pool,
-      publishers,
-      batchSize: checkNumber('batchSize', options.batchSize ?? 100, 1),
-      pollIntervalMs: checkNumber('pollIntervalMs', options.pollIntervalMs ?? 1000, 1),
-      publishTimeoutMs: checkNumber('publishTimeoutMs', options.publishTimeoutMs ?? 30_000, 1),
-      maxAttempts: checkNumber('maxAttempts', options.maxAttempts ?? 10, 1),
-      retryDelayMs: options.retryDelayMs ?? ((n: number) => Math.min(500 * 2 ** Math.max(0, n - 1), 60_000)),
-      sentRetentionMs: checkNumber('sentRetentionMs', options.sentRetentionMs ?? 86_400_000, 0),
-      cleanupIntervalMs: checkNumber('cleanupIntervalMs', options.cleanupIntervalMs ?? 60_000, 1),
-      listen: options.listen ?? true,
-      logger,
-    };
+    this.#o = resolveRelayOptions(options);
+    const logger = this.#o.logger;
+    this.#health.pollingOnly = !this.#o.listen;
     this.#events = new Events(logger);
   }
 
@@ -205,7 +120,7 @@ export class Relay {
         // A round that ran clears the error a thrown round left (publish failures are set in runOnce).
         if (failures > 0) this.#health.lastError = undefined;
         failures = 0;
-        if (!this.#listener && this.#o.listen) await this.#listen();
+        if (!this.#listener && this.#o.listen && !this.#noNotifications) await this.#listen();
       } catch (err) {
         failures++;
         this.#health.lastError = String((err as Error)?.message ?? err);
@@ -217,7 +132,9 @@ export class Relay {
           'once relay: round failed; backing off',
         );
       }
-      if (busy && this.#running) continue;
+      // stop() during the round: its wake-up found no sleep to end, so do not start one.
+      if (!this.#running) break;
+      if (busy) continue;
       const pause =
         failures > 0 ? Math.min(this.#o.pollIntervalMs * 2 ** failures, 30_000) : this.#o.pollIntervalMs;
       await new Promise<void>((resolve) => {
@@ -353,6 +270,9 @@ export class Relay {
     const results = new Map<string, OutboxPublishResult>();
     const timedOut = new Set<string>();
     const controller = new AbortController();
+    // A publisher may wait on the signal once per message of the round (each removes its listener
+    // when done): up to batchSize listeners is expected, not the leak Node's default of 10 warns of.
+    setMaxListeners(Math.max(10, rows.length + 10), controller.signal);
     let timer: NodeJS.Timeout | undefined;
     let reason = timeoutError(this.#o.publishTimeoutMs);
     const onStop = () =>
@@ -439,8 +359,9 @@ export class Relay {
   }
 
   async #listen(): Promise<void> {
+    let client: PgClientLike | undefined;
     try {
-      const client = await this.#o.pool.connect();
+      client = await this.#o.pool.connect();
       const c = client as PgClientLike & {
         on?(event: 'notification', l: () => void): unknown;
       };
@@ -451,20 +372,61 @@ export class Relay {
           },
           'once relay: LISTEN connection lost; polling until it is back',
         );
-        if (this.#listener === client) {
+        if (client !== undefined && this.#listener === client) {
           this.#listener = undefined;
           this.#health.listening = false;
           client.release(err);
         }
       });
-      (c.on as unknown as (e: string, l: () => void) => void)?.call(client, 'notification', () =>
-        this.#wake?.(),
+      let heard: (() => void) | undefined;
+      const token = `${PROBE_PREFIX}${randomUUID()}`;
+      (c.on as unknown as (e: string, l: (n: { payload?: string }) => void) => void)?.call(
+        client,
+        'notification',
+        (n) => {
+          // Another relay's check is no work for this one.
+          if (n?.payload?.startsWith(PROBE_PREFIX)) {
+            if (n.payload === token) heard?.();
+            return;
+          }
+          this.#wake?.();
+        },
       );
       await client.query(this.#listenSql.listen);
+      if (!(await this.#hears(token, (resolve) => (heard = resolve)))) {
+        this.#noNotifications = true;
+        this.#health.pollingOnly = true;
+        this.#o.logger.warn(
+          { checkMs: this.#o.listenCheckMs, pollIntervalMs: this.#o.pollIntervalMs },
+          'once relay: LISTEN hears no notifications (a pooler in transaction mode, such as PgBouncer?); polling only',
+        );
+        // Destroyed, not returned: the pool keeps no connection with this relay's listeners on it.
+        client.release(true);
+        return;
+      }
       this.#listener = client;
       this.#health.listening = true;
     } catch (err) {
+      if (client !== undefined && this.#listener !== client) client.release(err as Error);
       this.#o.logger.warn({ error: String(err) }, 'once relay: LISTEN failed; polling');
+    }
+  }
+
+  /**
+   * Sends `token` on the channel from another pool connection and waits up to `listenCheckMs` for
+   * the LISTEN session to hear it. Without a pooler in between it arrives in milliseconds.
+   */
+  async #hears(token: string, onHeard: (resolve: () => void) => void): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    const heard = new Promise<boolean>((resolve) => {
+      onHeard(() => resolve(true));
+      timer = setTimeout(() => resolve(false), this.#o.listenCheckMs);
+    });
+    try {
+      await this.#o.pool.query(this.#listenSql.probe, [this.#listenSql.channel, token]);
+      return await heard;
+    } finally {
+      clearTimeout(timer);
     }
   }
 
@@ -488,6 +450,8 @@ export function createRelay(options: RelayOptions): Relay {
 }
 
 const TIMED_OUT = Symbol('timed out');
+/** Payloads of the LISTEN checks of relays; never a wake-up. */
+const PROBE_PREFIX = 'probe:';
 
 function timeoutError(ms: number): OnceError {
   return new OnceError(

@@ -31,6 +31,8 @@ export interface RunSpec<R> {
   timeoutMs: number;
   storeResult: boolean;
   outbox: Outbox | undefined;
+  /** The caller-owned transaction object (`options.transactions`), handed on as `ctx.transaction`. */
+  transaction?: unknown;
 }
 
 /**
@@ -61,6 +63,7 @@ export function runHandler<R>(spec: RunSpec<R>, envelope: Envelope): Promise<Han
     step: stepNeedsLease,
     idempotencyKey: (step) => idempotencyKey(spec.consumer, spec.id, step),
   };
+  if (spec.transaction !== undefined) ctx.transaction = spec.transaction;
   return underDeadline<R>(
     {
       timeoutMs: spec.timeoutMs,

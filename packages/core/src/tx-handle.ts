@@ -1,6 +1,6 @@
 import { ErrorCode, OnceError } from './errors.js';
 import type { Tx } from './handler.js';
-import type { PgClientLike, QueryResultLike } from './pg-like.js';
+import type { PgClientLike, QueryConfigLike, QueryResultLike } from './pg-like.js';
 
 /**
  * The handler's transaction. Revoked the moment its message settles, so a query issued late
@@ -15,7 +15,7 @@ export class TxHandle implements Tx {
   }
 
   // biome-ignore lint/suspicious/noExplicitAny: row type chosen by the caller, as in pg
-  query<R = any>(text: string, values?: unknown[]): Promise<QueryResultLike<R>> {
+  query<R = any>(text: string | QueryConfigLike, values?: unknown[]): Promise<QueryResultLike<R>> {
     const client = this.#client;
     if (!client) {
       return Promise.reject(
@@ -25,10 +25,36 @@ export class TxHandle implements Tx {
         ),
       );
     }
-    return values === undefined ? client.query<R>(text) : client.query<R>(text, values);
+    return queryOn<R>(client, text, values);
   }
 
   revoke(): void {
     this.#client = undefined;
   }
+}
+
+/**
+ * A handler's query on `client`: SQL text with its values, or a query-config object, which goes
+ * to the client as it is (every pg 8 client takes one).
+ */
+export function queryOn<R>(
+  client: PgClientLike,
+  config: string | QueryConfigLike,
+  values: unknown[] | undefined,
+): Promise<QueryResultLike<R>> {
+  if (typeof config === 'string') {
+    return values === undefined ? client.query<R>(config) : client.query<R>(config, values);
+  }
+  if (typeof config !== 'object' || config === null || typeof config.text !== 'string') {
+    return Promise.reject(
+      new OnceError(
+        ErrorCode.InvalidOption,
+        'ctx.tx.query: pass SQL text, or a query config with a string `text`',
+      ),
+    );
+  }
+  const pgClient = client as unknown as {
+    query<T>(config: QueryConfigLike, values?: unknown[]): Promise<QueryResultLike<T>>;
+  };
+  return values === undefined ? pgClient.query<R>(config) : pgClient.query<R>(config, values);
 }

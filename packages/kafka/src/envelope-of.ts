@@ -1,4 +1,4 @@
-import { type Envelope, InvalidIdError } from '@once/core';
+import type { Envelope } from '@once/core';
 import type { IHeaders, KafkaMessage } from 'kafkajs';
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
@@ -10,17 +10,14 @@ export interface EnvelopeContext {
   groupId: string;
   idHeader: string;
   idFrom: 'header' | 'offset';
-  /** True when the user's `idOf` decides the id: header problems are then not ours to report. */
-  hasIdOf: boolean;
   attempt: number;
   redelivered: boolean;
 }
 
-/** An envelope, or the reason the message has no usable id (it is dead-lettered with it). */
+/** A message and its envelope. */
 export interface MappedMessage {
   message: KafkaMessage;
   envelope: Envelope;
-  idError: InvalidIdError | undefined;
 }
 
 /** Decodes one header value; `undefined` when it is absent or not valid UTF-8. */
@@ -42,7 +39,9 @@ function valuesOf(raw: IHeaders[string]): (Buffer | string)[] {
 /**
  * Maps a kafkajs message to an {@link Envelope}. Headers are decoded as UTF-8; a header that is
  * not valid UTF-8 is left out of `envelope.headers` (the dead-letter copy keeps the raw bytes).
- * A repeated header keeps its last value.
+ * A repeated header keeps its last value. An id header that is not valid UTF-8, or that repeats
+ * with different values, makes the id unusable (`idUnusable`): core fails the message
+ * `invalid-id` unless `idOf` decides the id.
  */
 export function envelopeOf(message: KafkaMessage, ctx: EnvelopeContext): MappedMessage {
   const headers: Record<string, string | undefined> = {};
@@ -52,24 +51,16 @@ export function envelopeOf(message: KafkaMessage, ctx: EnvelopeContext): MappedM
     headers[name] = last === undefined ? undefined : decode(last);
   }
   let id: string | undefined;
-  let idError: InvalidIdError | undefined;
+  let idUnusable: string | undefined;
   if (ctx.idFrom === 'offset') {
     id = `${ctx.topic}/${ctx.partition}/${message.offset}`;
   } else {
     const values = valuesOf(message.headers?.[ctx.idHeader]);
     const decoded = values.map(decode);
     if (decoded.some((v) => v === undefined)) {
-      idError = new InvalidIdError(
-        `the ${ctx.idHeader} header is not valid UTF-8; publish ids as UTF-8 text or pass idOf`,
-        Buffer.from(values.find((v) => decode(v) === undefined) ?? '')
-          .toString('hex')
-          .slice(0, 128),
-      );
+      idUnusable = `the ${ctx.idHeader} header is not valid UTF-8; publish ids as UTF-8 text or pass idOf`;
     } else if (new Set(decoded).size > 1) {
-      idError = new InvalidIdError(
-        `the ${ctx.idHeader} header appears ${values.length} times with different values; a message has one id`,
-        decoded,
-      );
+      idUnusable = `the ${ctx.idHeader} header appears ${values.length} times with different values; a message has one id`;
     } else {
       id = decoded[0];
     }
@@ -77,6 +68,7 @@ export function envelopeOf(message: KafkaMessage, ctx: EnvelopeContext): MappedM
   const key = message.key === null || message.key === undefined ? undefined : decode(message.key);
   const envelope: Envelope = {
     id,
+    ...(idUnusable === undefined ? {} : { idUnusable }),
     body: message.value ?? Buffer.alloc(0),
     headers,
     key,
@@ -90,5 +82,5 @@ export function envelopeOf(message: KafkaMessage, ctx: EnvelopeContext): MappedM
     attempt: ctx.attempt,
     redelivered: ctx.redelivered,
   };
-  return { message, envelope, idError: ctx.hasIdOf ? undefined : idError };
+  return { message, envelope };
 }

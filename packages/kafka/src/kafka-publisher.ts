@@ -6,7 +6,7 @@ import {
   type OutboxPublishOptions,
   type OutboxPublishResult,
 } from '@once/core';
-import type { IHeaders, Message, ProducerConfig } from 'kafkajs';
+import { type IHeaders, type Message, Partitioners, type ProducerConfig } from 'kafkajs';
 import { KafkaErrorCode } from './errors.js';
 import type { KafkaLike, ProducerLike } from './kafka-like.js';
 
@@ -30,7 +30,11 @@ export interface KafkaPublisherOptions {
   idHeader?: string;
   /** Broker acknowledgement wait per request, in ms. @default 30000 */
   ackTimeoutMs?: number;
-  /** Other kafkajs producer settings; `idempotent` and `maxInFlightRequests` are fixed. */
+  /**
+   * Other kafkajs producer settings; `idempotent` and `maxInFlightRequests` are fixed.
+   * `createPartitioner` defaults to `Partitioners.DefaultPartitioner`, kafkajs' own default, named
+   * so that kafkajs does not print its partitioner warning.
+   */
   producerConfig?: Omit<ProducerConfig, 'idempotent' | 'maxInFlightRequests' | 'transactionalId'>;
 }
 
@@ -69,7 +73,12 @@ export class KafkaPublisher implements OutboxPublisher {
     this.#header = header;
     this.#ackTimeoutMs = ack;
     this.#kafka = options.kafka;
-    this.#producerConfig = { ...options.producerConfig, idempotent: true, maxInFlightRequests: 1 };
+    this.#producerConfig = {
+      createPartitioner: Partitioners.DefaultPartitioner,
+      ...options.producerConfig,
+      idempotent: true,
+      maxInFlightRequests: 1,
+    };
     this.#producer = options.kafka.producer(this.#producerConfig);
   }
 

@@ -1,10 +1,11 @@
-import type { Envelope, FailedOutcome, Logger, Outcome } from '@once/core';
+import type { Envelope, Logger, Outcome } from '@once/core';
 import {
+  deadLetteredEvent,
   type Gate,
-  isRecordedFailed,
   type StartCounter,
   serializeError,
   settlePlanOf,
+  sleep,
   type TypedEmitter,
 } from '@once/core/adapter';
 import type { EachBatchPayload, KafkaMessage, Offsets } from 'kafkajs';
@@ -22,6 +23,7 @@ import { planSettle } from './settle-plan.js';
 export interface InboxLike {
   process(envelope: Envelope): Promise<Outcome>;
   processBatch(envelopes: readonly Envelope[]): Promise<Outcome[]>;
+  notRun(envelopes: readonly Envelope[]): Outcome[];
 }
 
 /** What {@link runPartitionBatch} needs from the consumer that owns it. */
@@ -30,8 +32,6 @@ export interface PartitionBatchDeps {
   inbox: InboxLike;
   /** The inbox's redelivery delay for attempt n, in ms. */
   retryDelayMs: (attempt: number) => number;
-  /** True when the user's `idOf` decides ids. */
-  hasIdOf: boolean;
   /**
    * The inbox runs in lease mode: each envelope gets a `liveness` whose `extend` calls this
    * batch's `heartbeat()`, so core's lease clock also keeps the group session alive. @default false
@@ -176,8 +176,7 @@ class BatchRun {
       payload: this.#payload,
       logger: this.#deps.logger,
       identify: (m) => {
-        const mapped = this.#mapEnvelope(m, 1, false);
-        return mapped.idError ? undefined : check.identify(mapped.envelope);
+        return check.identify(this.#mapEnvelope(m, 1, false).envelope);
       },
       seek: (offset) => this.#deps.retryLater(this.#topic, this.#partition, offset, 0),
     });
@@ -309,29 +308,32 @@ class BatchRun {
       groupId: o.groupId,
       idHeader: o.idHeader,
       idFrom: o.idFrom,
-      hasIdOf: this.#deps.hasIdOf,
       attempt,
       redelivered,
     });
   }
 
-  /** Runs the inbox; messages without a usable id get a `failed` outcome here, in their place. */
+  /** Runs the inbox; a message without an outcome (the inbox threw, the generation ended) is undefined. */
   async #process(mapped: MappedMessage[]): Promise<(Outcome | undefined)[]> {
     const { inbox, options } = this.#deps;
-    const valid = mapped.filter((m) => !m.idError).map((m) => m.envelope);
-    let results: Outcome[] = [];
+    const envelopes = mapped.map((m) => m.envelope);
+    const results: Outcome[] = [];
     try {
-      if (options.batch && valid.length > 1) {
-        results = await inbox.processBatch(valid);
+      if (options.batch && envelopes.length > 1) {
+        results.push(...(await inbox.processBatch(envelopes)));
       } else {
-        for (const envelope of valid) {
+        for (const envelope of envelopes) {
           // The generation ended (a heartbeat said so): the partition may be another member's now.
           if (this.#lost) break;
           const o = await inbox.process(envelope);
           results.push(o);
-          // Core says run it (or what follows) again: the rest of the slice waits behind it.
+          // Core says run it (or what follows) again: the rest of the slice waits behind it,
+          // not run (the inbox reports them so, as it does the rest of a stopped batch).
           const next = settlePlanOf(o, options.consumer).kind;
-          if (next === 'retry' || next === 'rerun') break;
+          if (next === 'retry' || next === 'rerun') {
+            results.push(...inbox.notRun(envelopes.slice(results.length)));
+            break;
+          }
         }
       }
     } catch (err) {
@@ -339,18 +341,7 @@ class BatchRun {
       this.#deps.logger.error({ error: String(err) }, 'once/kafka: the inbox cannot process messages');
       this.#emitError('inbox', err);
     }
-    let k = 0;
-    return mapped.map((m): Outcome | undefined => {
-      if (!m.idError) return results[k++];
-      const failed: FailedOutcome = {
-        status: 'failed',
-        id: undefined,
-        envelope: m.envelope,
-        reason: 'invalid-id',
-        error: serializeError(m.idError),
-      };
-      return failed;
-    });
+    return mapped.map((_, k) => results[k]);
   }
 
   /** Dead-letters, resolves and commits the settled prefix; schedules the retry of the rest. */
@@ -373,13 +364,10 @@ class BatchRun {
         retryDelay = this.#faultDelay();
         break;
       }
-      deps.events.emit('message:dead-lettered', {
-        id: outcome.id,
-        reason: outcome.status === 'conflict' ? 'conflict' : outcome.reason,
-        source: m.envelope.source,
-        deadLetter: deps.options.deadLetterTopicOf(this.#topic),
-        recorded: isRecordedFailed(outcome),
-      });
+      deps.events.emit(
+        'message:dead-lettered',
+        deadLetteredEvent(outcome, deps.options.deadLetterTopicOf(this.#topic)),
+      );
     }
     if (retryDelay === undefined && plan.retryAt !== undefined) {
       const o = outcomes[plan.retryAt];
@@ -425,7 +413,7 @@ class BatchRun {
     if (this.#lost) return 'lost';
     if (retryDelay <= deps.options.inlineRetryMaxMs && !this.#deps.isStopping()) {
       // A short wait in place (heartbeats go on) is cheaper than a pause, a seek and a refetch.
-      await new Promise((resolve) => setTimeout(resolve, retryDelay));
+      await sleep(retryDelay);
       return prefix;
     }
     deps.retryLater(this.#topic, this.#partition, at, retryDelay);

@@ -31,6 +31,7 @@ const SYSTEMS: Readonly<Record<string, string>> = Object.freeze({
   kafka: 'kafka',
   sqs: 'aws_sqs',
   rabbitmq: 'rabbitmq',
+  nats: 'nats',
 });
 
 /** The `messaging.system` value of an adapter's broker name; unknown names pass through. */

@@ -1,7 +1,7 @@
 import type { Attributes } from '@opentelemetry/api';
 import { Attr, destinationOf } from './attributes.js';
 import type { EventInstruments } from './instruments.js';
-import type { KafkaConsumerLike, RabbitConsumerLike, SqsConsumerLike } from './targets.js';
+import type { KafkaConsumerLike, NatsConsumerLike, RabbitConsumerLike, SqsConsumerLike } from './targets.js';
 
 /**
  * Feeds `once.dead_letters` from each adapter's own event: the outcome says a message is to be
@@ -31,6 +31,18 @@ export function subscribeSqsDeadLetters(c: SqsConsumerLike, m: EventInstruments)
     // A URL is a queue once copied it to; an ARN (or 'redrive') is the queue's redrive policy.
     const target =
       e.deadLetter === undefined ? 'discard' : /^https?:/.test(e.deadLetter) ? 'queue' : 'redrive';
+    m.deadLetters.add(1, { ...base, [Attr.deadLetterReason]: e.reason, [Attr.deadLetterTarget]: target });
+  });
+}
+
+export function subscribeNatsDeadLetters(c: NatsConsumerLike, m: EventInstruments): () => void {
+  const base: Attributes = {
+    [Attr.consumer]: c.inbox.consumer,
+    [Attr.system]: 'nats',
+    [Attr.destination]: c.options.subject,
+  };
+  return c.on('message:dead-lettered', (e) => {
+    const target = e.deadLetter === undefined ? 'discard' : 'subject';
     m.deadLetters.add(1, { ...base, [Attr.deadLetterReason]: e.reason, [Attr.deadLetterTarget]: target });
   });
 }

@@ -21,6 +21,8 @@ export type {
   InstrumentTarget,
   KafkaConsumerLike,
   KafkaDeadLetteredEvent,
+  NatsConsumerLike,
+  NatsDeadLetteredEvent,
   RabbitConsumerLike,
   RabbitSettledEvent,
   RelayLike,

@@ -3,6 +3,7 @@ import { metrics } from '@opentelemetry/api';
 import { observeInbox, observeOutbox } from './db-gauges.js';
 import {
   subscribeKafkaDeadLetters,
+  subscribeNatsDeadLetters,
   subscribeRabbitDeadLetters,
   subscribeSqsDeadLetters,
 } from './dead-letter-metrics.js';
@@ -53,6 +54,10 @@ export function instrument(target: InstrumentTarget, options: InstrumentOptions 
     case 'rabbitmq':
       inbox = kind.consumer.inbox;
       off.push(subscribeRabbitDeadLetters(kind.consumer, m));
+      break;
+    case 'nats':
+      inbox = kind.consumer.inbox;
+      off.push(subscribeNatsDeadLetters(kind.consumer, m));
       break;
     case 'consumer':
       inbox = kind.consumer.inbox;

@@ -66,6 +66,20 @@ export interface RabbitConsumerLike {
   on(name: 'settled', listener: (event: RabbitSettledEvent) => void): () => void;
 }
 
+/** The `message:dead-lettered` event of @once/nats's consumer (the adapter kit's shape). */
+export interface NatsDeadLetteredEvent {
+  reason: string;
+  /** The dead-letter subject, or undefined when dead-lettering is off (termed and logged). */
+  deadLetter: string | undefined;
+}
+
+/** A `NatsConsumer` from @once/nats. */
+export interface NatsConsumerLike {
+  readonly inbox: InboxLike;
+  readonly options: { readonly subject: string; readonly durable: string };
+  on(name: 'message:dead-lettered', listener: (event: NatsDeadLetteredEvent) => void): () => void;
+}
+
 /** Any consumer of another adapter: its inbox is instrumented, its own events are not read. */
 export interface ConsumerLike {
   readonly inbox: InboxLike;
@@ -78,6 +92,7 @@ export type InstrumentTarget =
   | KafkaConsumerLike
   | SqsConsumerLike
   | RabbitConsumerLike
+  | NatsConsumerLike
   | ConsumerLike;
 
 /** Which kind of target this is; adapters are told apart by their resolved options. */
@@ -87,6 +102,7 @@ export type TargetKind =
   | { kind: 'kafka'; consumer: KafkaConsumerLike }
   | { kind: 'sqs'; consumer: SqsConsumerLike }
   | { kind: 'rabbitmq'; consumer: RabbitConsumerLike }
+  | { kind: 'nats'; consumer: NatsConsumerLike }
   | { kind: 'consumer'; consumer: ConsumerLike };
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
@@ -99,6 +115,8 @@ export function kindOf(target: InstrumentTarget): TargetKind {
     const o = isObject(options) ? options : {};
     if (typeof o.queueUrl === 'string') return { kind: 'sqs', consumer: target as SqsConsumerLike };
     if (Array.isArray(o.topics)) return { kind: 'kafka', consumer: target as KafkaConsumerLike };
+    if (typeof o.subject === 'string' && typeof o.durable === 'string')
+      return { kind: 'nats', consumer: target as NatsConsumerLike };
     if (typeof o.queue === 'string') return { kind: 'rabbitmq', consumer: target as RabbitConsumerLike };
     return { kind: 'consumer', consumer: target };
   }

@@ -1,12 +1,15 @@
 import type { Inbox, Outcome } from '@once/core';
 import {
   DEAD_LETTER_RECORD,
+  deadLetteredEvent,
   encodeDeadLetterRecord,
   type Gate,
-  isRecordedFailed,
+  processGroup,
   type StartCounter,
   serializeError,
+  sleep,
   type TypedEmitter,
+  takeGroup,
 } from '@once/core/adapter';
 import type { ConfirmChannel, ConsumeMessage } from 'amqplib';
 import { type AckKind, AckWatermark } from './ack-watermark.js';
@@ -160,13 +163,11 @@ export class ChannelConsumer<R> {
   #pump(): void {
     const o = this.#ctx.options;
     while (!this.#lost && this.#active < o.concurrency && this.#buffer.length > 0) {
-      // A redelivered message runs alone; a batch holds only fresh ones, up to the next suspect.
-      const suspect = this.#buffer[0]!.fields.redelivered;
-      let n = 1;
-      if (!suspect && o.batch) {
-        while (n < o.batchSize && n < this.#buffer.length && !this.#buffer[n]!.fields.redelivered) n++;
-      }
-      const take = this.#buffer.splice(0, n);
+      const { group: take, suspect } = takeGroup(
+        this.#buffer,
+        (m) => m.fields.redelivered,
+        o.batch ? o.batchSize : 1,
+      );
       this.#active++;
       this.#run(take, suspect)
         .catch((err: unknown) => this.#error(err, 'process'))
@@ -181,24 +182,17 @@ export class ChannelConsumer<R> {
   async #run(messages: ConsumeMessage[], suspect: boolean): Promise<void> {
     const o = this.#ctx.options;
     const envelopes = messages.map((m) => envelopeOf(m, o.queue, o.idHeader));
-    const leave = suspect ? await this.#ctx.gate.exclusive() : await this.#ctx.gate.shared();
     let outcomes: Outcome<R>[];
     try {
-      if (suspect) this.#ctx.counter.mark(envelopes[0]!);
-      outcomes =
-        envelopes.length > 1
-          ? await this.#ctx.inbox.processBatch(envelopes)
-          : [await this.#ctx.inbox.process(envelopes[0]!)];
+      outcomes = await processGroup(this.#ctx, envelopes, suspect);
     } catch (err) {
       // The inbox answers every message with an outcome and throws for none: this is a bug. Hand
-      // the messages back to the broker (they come again as redeliveries) and say so.
-      leave(); // not held through the pause (leaving twice is harmless)
+      // the messages back to the broker (they come again as redeliveries) and say so. The gate is
+      // left by now: not held through the pause.
       this.#error(err, 'inbox');
-      await pause(REQUEUE_PAUSE_MS);
+      await sleep(REQUEUE_PAUSE_MS);
       for (const m of messages) this.#done(m, 'requeue');
       return;
-    } finally {
-      leave();
     }
     // A batch stops at its first retry; the messages behind it never ran. They are still in our
     // prefetch window, so run them again at once instead of sending them through a retry tier.
@@ -230,20 +224,14 @@ export class ChannelConsumer<R> {
       }
     } catch (err) {
       this.#error(err, plan.kind);
-      await pause(REQUEUE_PAUSE_MS);
+      await sleep(REQUEUE_PAUSE_MS);
       this.#done(m, 'requeue');
       return;
     }
     this.#done(m, 'ack');
     this.#ctx.events.emit('settled', { id: outcome.id, status: outcome.status, plan: plan.kind });
     if (plan.kind === 'dead-letter' && (outcome.status === 'failed' || outcome.status === 'conflict')) {
-      this.#ctx.events.emit('message:dead-lettered', {
-        id: outcome.id,
-        reason: plan.record.reason,
-        source: outcome.envelope.source,
-        deadLetter: t.deadLetterExchange,
-        recorded: isRecordedFailed(outcome),
-      });
+      this.#ctx.events.emit('message:dead-lettered', deadLetteredEvent(outcome, t.deadLetterExchange));
     }
   }
 
@@ -268,8 +256,4 @@ export class ChannelConsumer<R> {
     );
     this.#ctx.events.emit('error', { error: serializeError(err), where });
   }
-}
-
-function pause(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }

@@ -1,21 +1,15 @@
-import { createInbox, type Inbox, OnceError, type SerializedError } from '@once/core';
+import { OnceError, type SerializedError } from '@once/core';
 import {
-  type Consumer,
+  ConsumerBase,
   type ConsumerHealth,
-  ConsumerLifecycle,
   type ConsumerState,
   processGate,
-  StartCounter,
   serializeError,
 } from '@once/core/adapter';
 import { type ChannelModel, type ConfirmChannel, connect } from 'amqplib';
 import { ChannelConsumer, type ChannelConsumerContext } from './channel-consumer.js';
 import { RabbitErrorCode, setupError } from './errors.js';
-import type {
-  RabbitConsumerEventListener,
-  RabbitConsumerEventMap,
-  RabbitConsumerEventName,
-} from './events.js';
+import type { RabbitConsumerEventMap } from './events.js';
 import {
   type RabbitConsumerOptions,
   type ResolvedRabbitConsumerOptions,
@@ -39,9 +33,6 @@ export interface RabbitConsumerHealth extends ConsumerHealth {
   active: number;
 }
 
-/** Longest wait for the start count of a redelivered message, in ms (see StartCounter). */
-const START_COUNT_WAIT_MS = 5_000;
-
 interface Session {
   connection: ChannelModel;
   work: ChannelConsumer<unknown>;
@@ -62,17 +53,22 @@ interface Session {
  * tag acked on a new channel is a 406 that closes it: amqp-connection-manager#297), channel-level
  * closes need the same recovery as connection loss, and the topology and consumers are ours to
  * re-create anyway.
+ *
+ * `start()` connects, declares the topology and starts consuming. It rejects with a named error
+ * when that first attempt fails (AMQP_CONNECT, AMQP_QUEUE_NOT_FOUND, AMQP_TOPOLOGY); after it,
+ * faults are recovered by reconnecting. Never for the database: while PostgreSQL is down or
+ * once's schema is missing or too new, the consumer runs unhealthy and takes no deliveries until
+ * it can. `stop()` is graceful: it cancels the consumer, lets buffered and running messages finish
+ * (up to `stopTimeoutMs`), sends their acks, closes the connection. Idempotent.
  */
-export class RabbitConsumer<R = unknown>
-  implements Consumer<R, RabbitConsumerEventMap, RabbitConsumerHealth>
-{
-  /** The inbox doing the once-only work; subscribe to its `message:*` events here. */
-  readonly inbox: Inbox<R>;
+export class RabbitConsumer<R = unknown> extends ConsumerBase<
+  R,
+  RabbitConsumerEventMap,
+  RabbitConsumerHealth
+> {
   /** The AMQP options after defaults. */
   readonly options: ResolvedRabbitConsumerOptions;
   readonly #topology: Topology;
-  readonly #life: ConsumerLifecycle<R, RabbitConsumerEventMap>;
-  readonly #counter: StartCounter<R>;
   #session: Session | undefined;
   #timer: NodeJS.Timeout | undefined;
   #attempt = 0;
@@ -81,78 +77,32 @@ export class RabbitConsumer<R = unknown>
 
   constructor(options: RabbitConsumerOptions<R>) {
     const { rabbit, inbox } = resolveRabbitConsumerOptions(options);
-    this.options = rabbit;
-    this.#topology = topologyOf(rabbit);
-    this.#counter = new StartCounter<R>({
-      inbox: () => this.inbox,
-      waitMs: START_COUNT_WAIT_MS,
-      onExhausted: (envelope, starts) =>
-        this.#life.events.emit('message:killed-consumer', {
-          id: envelope.id,
-          starts,
-          source: envelope.source,
-        }),
-    });
-    this.inbox = createInbox<R>({
-      ...inbox,
-      consumer: rabbit.consumer,
-      handler: this.#counter.wrap(inbox.handler),
-    });
-    this.#life = new ConsumerLifecycle<R, RabbitConsumerEventMap>({
+    super({
       name: 'once/rabbitmq',
-      inbox: this.inbox,
-      logger: this.inbox.options.logger,
+      inbox: { ...inbox, consumer: rabbit.consumer },
       stopTimeoutMs: rabbit.stopTimeoutMs,
     });
-    this.#life.attach({
-      open: async () => {
-        this.#session = await this.#open();
-        await this.#resume();
-        this.#life.events.emit('connected', { reconnects: 0 });
-      },
-      pause: () => this.#session?.work.cancel(),
-      resume: () => this.#resume(),
-      drain: () => this.#drain(),
-      close: () => this.#close(),
-    });
+    this.options = rabbit;
+    this.#topology = topologyOf(rabbit);
   }
 
-  /** Subscribe to a consumer event; returns an unsubscribe function. */
-  on<E extends RabbitConsumerEventName>(name: E, listener: RabbitConsumerEventListener<E>): () => void {
-    return this.#life.events.on(name, listener);
+  /** Connects, declares the topology, consumes (unless the database is unusable). */
+  protected async open(): Promise<void> {
+    this.#session = await this.#connect();
+    await this.resume();
+    this.life.events.emit('connected', { reconnects: 0 });
   }
 
-  get state(): RabbitConsumerState {
-    return this.#life.state;
-  }
-
-  /**
-   * Connects, declares the topology and starts consuming. Throws a named error when that first
-   * attempt fails (AMQP_CONNECT, AMQP_QUEUE_NOT_FOUND, AMQP_TOPOLOGY); after it, faults are
-   * recovered by reconnecting. Never for the database: while PostgreSQL is down or once's schema
-   * is missing or too new, the consumer runs unhealthy and takes no deliveries until it can.
-   */
-  start(): Promise<void> {
-    return this.#life.start();
-  }
-
-  /**
-   * Graceful stop: cancels the consumer, lets buffered and running messages finish (up to
-   * `stopTimeoutMs`), sends their acks, closes the connection. Idempotent.
-   */
-  stop(): Promise<void> {
-    return this.#life.stop();
-  }
-
-  async [Symbol.asyncDispose](): Promise<void> {
-    await this.stop();
+  /** Cancels the AMQP consumer (basic.cancel): the broker hands over nothing more. */
+  protected async pause(): Promise<void> {
+    await this.#session?.work.cancel();
   }
 
   health(): RabbitConsumerHealth {
     const s = this.#session;
     const live = s && !s.lost ? s : undefined;
     return {
-      ...this.#life.health(live !== undefined),
+      ...this.life.health(live !== undefined),
       reconnects: this.#reconnects,
       unsettled: live?.work.unsettled ?? 0,
       active: live?.work.active ?? 0,
@@ -163,9 +113,9 @@ export class RabbitConsumer<R = unknown>
    * Consumes on the current session when the lifecycle says to fetch. Called on `resume`, and
    * after each (re)connect: a resume that came while no session was up finds it here.
    */
-  async #resume(): Promise<void> {
+  protected async resume(): Promise<void> {
     const s = this.#session;
-    if (!s || s.lost || !this.#life.fetching) return;
+    if (!s || s.lost || !this.life.fetching) return;
     try {
       await s.work.consume();
     } catch (err) {
@@ -173,7 +123,8 @@ export class RabbitConsumer<R = unknown>
     }
   }
 
-  async #drain(): Promise<void> {
+  /** Cancels the consumer and waits for buffered and running deliveries to settle. */
+  protected async drain(): Promise<void> {
     clearTimeout(this.#timer);
     await this.#opening?.catch(() => {});
     const s = this.#session;
@@ -182,7 +133,8 @@ export class RabbitConsumer<R = unknown>
     await s.work.drained();
   }
 
-  async #close(): Promise<void> {
+  /** Closes the channel (its acks go out first), then the connection. */
+  protected async close(): Promise<void> {
     clearTimeout(this.#timer);
     const s = this.#session;
     this.#session = undefined;
@@ -192,7 +144,7 @@ export class RabbitConsumer<R = unknown>
     await s.connection.close().catch(() => {});
   }
 
-  async #open(): Promise<Session> {
+  async #connect(): Promise<Session> {
     const p = this.#openUnguarded();
     this.#opening = p;
     try {
@@ -225,9 +177,9 @@ export class RabbitConsumer<R = unknown>
         inbox: this.inbox,
         options: this.options,
         topology: this.#topology,
-        events: this.#life.events,
+        events: this.life.events,
         gate: processGate(),
-        counter: this.#counter,
+        counter: this.counter,
         onLost: lose,
       };
       session.work = new ChannelConsumer(ch, ctx) as ChannelConsumer<unknown>;
@@ -253,7 +205,7 @@ export class RabbitConsumer<R = unknown>
 
   #noteError(err: unknown, where: string): void {
     this.inbox.options.logger.warn({ error: String(err) }, `once/rabbitmq: ${where} error`);
-    this.#life.noteError(where, err);
+    this.life.noteError(where, err);
   }
 
   /** The session is gone (connection or its channel): drop its tags, reconnect. */
@@ -263,12 +215,12 @@ export class RabbitConsumer<R = unknown>
     session.work?.lose();
     // A channel-level close leaves the connection up: close it so the channel starts over.
     session.connection.close().catch(() => {});
-    if (this.#session !== session || this.#life.stopping) return;
+    if (this.#session !== session || this.life.stopping) return;
     this.#session = undefined;
-    this.#life.set('reconnecting');
+    this.life.set('reconnecting');
     const error = serializeError(err);
-    this.#life.events.emit('error', { where: 'connection', error });
-    this.#life.events.emit('disconnected', { error });
+    this.life.events.emit('error', { where: 'connection', error });
+    this.life.events.emit('disconnected', { error });
     this.#attempt = 0;
     this.#schedule(error);
   }
@@ -281,28 +233,28 @@ export class RabbitConsumer<R = unknown>
     } catch {
       delayMs = 1_000;
     }
-    this.#life.events.emit('reconnect-scheduled', { attempt, delayMs, error });
+    this.life.events.emit('reconnect-scheduled', { attempt, delayMs, error });
     this.#timer = setTimeout(() => void this.#reconnect(), delayMs);
   }
 
   async #reconnect(): Promise<void> {
-    if (this.#life.state !== 'reconnecting') return;
+    if (this.life.state !== 'reconnecting') return;
     try {
-      const session = await this.#open();
-      if (this.#life.state !== 'reconnecting') {
+      const session = await this.#connect();
+      if (this.life.state !== 'reconnecting') {
         session.lost = true;
         await session.connection.close().catch(() => {});
         return;
       }
       this.#session = session;
-      this.#life.set('running');
+      this.life.set('running');
       // While the database is unusable the broker keeps the messages: consume once it is back.
-      await this.#resume();
+      await this.resume();
       this.#reconnects++;
-      this.#life.events.emit('connected', { reconnects: this.#reconnects });
+      this.life.events.emit('connected', { reconnects: this.#reconnects });
     } catch (err) {
       this.#noteError(err, 'reconnect');
-      if (this.#life.state === 'reconnecting') this.#schedule(serializeError(err));
+      if (this.life.state === 'reconnecting') this.#schedule(serializeError(err));
     }
   }
 }

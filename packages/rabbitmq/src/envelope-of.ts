@@ -1,4 +1,5 @@
 import type { Envelope } from '@once/core';
+import { decodedIdCheck } from '@once/core/adapter';
 import type { Message } from 'amqplib';
 import { Header, intHeader, stringHeaders } from './headers.js';
 
@@ -6,7 +7,8 @@ import { Header, intHeader, stringHeaders } from './headers.js';
  * Maps an AMQP delivery to core's envelope. The id is `properties.messageId` (what once's
  * publisher sets), else the `idHeader` header; the user's `idOf`, when given, overrides both.
  * `attempt` is our own `x-once-attempt` header: `x-delivery-count` misses dead-letter round
- * trips and its meaning differs between RabbitMQ versions. `redelivered` is the broker's flag:
+ * trips and its meaning differs between RabbitMQ versions. amqplib hands over ids already decoded
+ * as UTF-8, so one holding U+FFFD is refused (`decodedIdCheck`). `redelivered` is the broker's flag:
  * the delivery was handed out before and never settled (a consumer died or lost its channel).
  */
 export function envelopeOf(message: Message, queue: string, idHeader: string): Envelope {
@@ -16,14 +18,7 @@ export function envelopeOf(message: Message, queue: string, idHeader: string): E
   const id = typeof messageId === 'string' && messageId.length > 0 ? messageId : headers[idHeader];
   return {
     id,
-    // amqplib hands us text it has already decoded, turning each invalid UTF-8 sequence into
-    // U+FFFD: two different byte ids would arrive as one. Such an id is refused, not guessed at.
-    ...(id?.includes('\ufffd')
-      ? {
-          idUnusable:
-            'it holds U+FFFD: its bytes were not valid UTF-8 (publish ids as UTF-8 text, or pass idOf)',
-        }
-      : {}),
+    ...decodedIdCheck(id),
     body: message.content,
     headers,
     key: message.fields.routingKey,

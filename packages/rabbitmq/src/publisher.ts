@@ -6,10 +6,10 @@ import {
   type OutboxPublishResult,
   silentLogger,
 } from '@once/core';
-import { checkNumber, serializeError } from '@once/core/adapter';
-import { type ChannelModel, type ConfirmChannel, connect, type Options } from 'amqplib';
-import { ConfirmedPublisher } from './confirmed-publish.js';
+import { checkNumber, serializeError, untilAborted } from '@once/core/adapter';
+import type { Options } from 'amqplib';
 import { RabbitErrorCode } from './errors.js';
+import { closeLink, type Link, openLink } from './publisher-link.js';
 import type { SocketOptionsLike as SocketOptions } from './socket-options.js';
 
 /** Bytes an AMQP shortstr holds: `messageId`, routing key. */
@@ -55,50 +55,6 @@ export interface RabbitPublisherOptions {
   confirmTimeoutMs?: number;
   /** `(fields, message)`; `false` or none: silent. @default silent */
   logger?: Logger | false;
-}
-
-interface Link {
-  connection: ChannelModel;
-  channel: ConfirmChannel;
-  publisher: ConfirmedPublisher;
-}
-
-/** `work`, or a rejection with the signal's reason once it is aborted, whichever comes first. */
-function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    work.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (err: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(err);
-      },
-    );
-  });
-}
-
-/**
- * Closes a link without waiting on the broker: a stalled broker never answers `close`, so after
- * `graceMs` the socket is destroyed (amqplib then fails whatever was still unconfirmed).
- */
-function closeLink(link: Link, graceMs: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const overdue = new Promise<void>((resolve) => {
-    timer = setTimeout(() => {
-      const stream = (link.connection as unknown as { connection?: { stream?: { destroy?(): void } } })
-        .connection?.stream;
-      stream?.destroy?.();
-      resolve();
-    }, graceMs);
-  });
-  link.channel.close().catch(() => {});
-  const closed = link.connection.close().catch(() => {});
-  return Promise.race([closed, overdue]).finally(() => clearTimeout(timer));
 }
 
 /**
@@ -311,7 +267,7 @@ export class RabbitPublisher {
       return Promise.reject(new OnceError(ErrorCode.Closed, 'the publisher is stopped'));
     }
     if (!this.#link) {
-      const link = this.#open(() => {
+      const link = openLink(this.#url, this.#socketOptions, this.#logger, () => {
         if (this.#link === link) this.#link = undefined;
       });
       this.#link = link;
@@ -320,55 +276,6 @@ export class RabbitPublisher {
       });
     }
     return this.#link;
-  }
-
-  async #open(forget: () => void) {
-    let connection: ChannelModel;
-    try {
-      connection = await connect(this.#url, this.#socketOptions);
-    } catch (err) {
-      throw new OnceError(
-        RabbitErrorCode.Connect,
-        `cannot connect to RabbitMQ: ${(err as Error)?.message ?? err}`,
-        {
-          retryable: true,
-          cause: err,
-        },
-      );
-    }
-    const drop = (err: unknown) => {
-      this.#logger.warn(
-        {
-          error: serializeError(err).message,
-        },
-        'once/rabbitmq: publisher link lost; reconnecting on the next publish',
-      );
-      forget();
-      connection.close().catch(() => {});
-    };
-    connection.on('error', (err: Error) =>
-      this.#logger.warn({ error: String(err) }, 'once/rabbitmq: publisher connection error'),
-    );
-    connection.on('close', (err?: Error) => drop(err ?? new Error('connection closed')));
-    let channel: ConfirmChannel;
-    try {
-      channel = await connection.createConfirmChannel();
-    } catch (err) {
-      await connection.close().catch(() => {});
-      throw new OnceError(
-        RabbitErrorCode.Connect,
-        `cannot open a channel: ${(err as Error)?.message ?? err}`,
-        {
-          retryable: true,
-          cause: err,
-        },
-      );
-    }
-    channel.on('error', (err: Error) =>
-      this.#logger.warn({ error: String(err) }, 'once/rabbitmq: publisher channel error'),
-    );
-    channel.on('close', () => drop(new Error('channel closed')));
-    return { connection, channel, publisher: new ConfirmedPublisher(channel) };
   }
 }
 

@@ -1,32 +1,30 @@
 import { type Message, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
-import { createInbox, type Envelope, type Inbox, OnceError } from '@once/core';
+import type { Envelope } from '@once/core';
 import {
-  type Consumer,
+  ConsumerBase,
   type ConsumerHealth,
-  ConsumerLifecycle,
   type ConsumerState,
   KeyedSerializer,
   Limiter,
   processGate,
-  StartCounter,
   serializeError,
+  sleep,
   warnIfRetentionShort,
 } from '@once/core/adapter';
 import { envelopeOf } from './envelope-of.js';
-import { SqsErrorCode } from './errors.js';
-import type { SqsConsumerEventListener, SqsConsumerEventMap, SqsConsumerEventName } from './events.js';
+import type { SqsConsumerEventMap } from './events.js';
 import type { Held } from './held.js';
 import { KeyLanes } from './key-lanes.js';
 import {
-  queueNameOf,
   type ResolvedSqsConsumerOptions,
   resolveSqsConsumerOptions,
   type SqsConsumerOptions,
 } from './options.js';
 import { planChains } from './plan-chains.js';
+import { checkIdSource, resolveDeadLetter } from './queue-checks.js';
 import { type QueueInfo, queueInfo } from './queue-info.js';
 import { type ChainContext, runBatch, runChain } from './run-chain.js';
-import { type DeadLetterTarget, Settler, toSeconds } from './settler.js';
+import { Settler, toSeconds } from './settler.js';
 
 /** Where the consumer is in its life (the kit's states; an SQS consumer is never `reconnecting`). */
 export type SqsConsumerState = ConsumerState;
@@ -46,22 +44,24 @@ export interface SqsConsumerHealth extends ConsumerHealth {
   consecutiveReceiveErrors: number;
 }
 
-/** Longest wait for the start count of a redelivered message, in ms (see StartCounter). */
-const START_COUNT_WAIT_MS = 5_000;
-
 /**
  * Polls one SQS queue and processes each message effectively once through a core inbox: the
  * handler's writes and the message's claim commit together, and the message is deleted only
  * after that commit. While the database or once's schema cannot be used it receives nothing, and
  * begins again once the schema checks out. Create it with {@link createSqsConsumer}.
+ *
+ * `start()` checks the queue (it must exist; a `deduplication-id` id needs a FIFO queue without
+ * content-based deduplication; the dead-letter queue must exist), then starts receiving. It
+ * rejects with a named OnceError when a check fails (`SQS_QUEUE_NOT_FOUND`, `SQS_UNREACHABLE`,
+ * `SQS_QUEUE_MISMATCH`); state `failed` then. Never for the database: while PostgreSQL is down or
+ * once's schema is missing or too new, the consumer runs unhealthy and receives nothing, and
+ * begins once the schema checks out. `stop()` is graceful: no new receives (a long poll in flight
+ * is aborted), messages already held are processed and settled (within `stopTimeoutMs`), then the
+ * heartbeat ends. The client and pool stay open. Idempotent.
  */
-export class SqsConsumer<R = unknown> implements Consumer<R, SqsConsumerEventMap, SqsConsumerHealth> {
+export class SqsConsumer<R = unknown> extends ConsumerBase<R, SqsConsumerEventMap, SqsConsumerHealth> {
   /** The SQS options after defaults. */
   readonly options: ResolvedSqsConsumerOptions;
-  /** The core inbox; subscribe to message outcomes with `consumer.inbox.on('message:processed', ...)`. */
-  readonly inbox: Inbox<R>;
-  readonly #life: ConsumerLifecycle<R, SqsConsumerEventMap>;
-  readonly #counter: StartCounter<R>;
   readonly #held = new Map<string, Held>();
   readonly #limiter: Limiter;
   readonly #serializer = new KeyedSerializer();
@@ -84,43 +84,18 @@ export class SqsConsumer<R = unknown> implements Consumer<R, SqsConsumerEventMap
 
   constructor(options: SqsConsumerOptions<R>) {
     const { sqs, inbox } = resolveSqsConsumerOptions(options);
+    super({
+      name: 'once/sqs',
+      inbox: { ...inbox, consumer: sqs.consumer },
+      stopTimeoutMs: sqs.stopTimeoutMs,
+      // SQS counts receives, not runs: a message's attempt is its starts counted in Postgres, and
+      // a redelivered message started more than maxAttempts times (it keeps killing the process)
+      // is failed unrun.
+      attemptIsStarts: true,
+    });
     this.options = sqs;
     this.#limiter = new Limiter(sqs.concurrency);
-    // SQS counts receives, not runs: a message's attempt is its starts counted in Postgres, and a
-    // redelivered message started more than maxAttempts times (it keeps killing the process) is
-    // failed unrun.
-    this.#counter = new StartCounter<R>({
-      inbox: () => this.inbox,
-      waitMs: START_COUNT_WAIT_MS,
-      attemptIsStarts: true,
-      onExhausted: (envelope, starts) =>
-        this.#life.events.emit('message:killed-consumer', {
-          id: envelope.id,
-          starts,
-          source: envelope.source,
-        }),
-    });
-    this.inbox = createInbox<R>({
-      ...inbox,
-      consumer: sqs.consumer,
-      handler: this.#counter.wrap(inbox.handler),
-    });
     const logger = this.inbox.options.logger;
-    this.#life = new ConsumerLifecycle<R, SqsConsumerEventMap>({
-      name: 'once/sqs',
-      inbox: this.inbox,
-      logger,
-      stopTimeoutMs: sqs.stopTimeoutMs,
-    });
-    this.#life.attach({
-      open: () => this.#open(),
-      // Receivers check `fetching` before each receive; a poll in flight still lands and its
-      // messages come back `not-run` (made visible again after core's delay), nothing spent.
-      pause: () => {},
-      resume: () => this.#wakeReceivers(),
-      drain: () => this.#drain(),
-      close: () => this.#close(),
-    });
     this.#settler = new Settler({
       client: sqs.client,
       queueUrl: sqs.queueUrl,
@@ -128,8 +103,8 @@ export class SqsConsumer<R = unknown> implements Consumer<R, SqsConsumerEventMap
       idHeader: sqs.idHeader,
       lingerMs: sqs.settleLingerMs,
       logger,
-      events: this.#life.events,
-      noteError: (where, err) => this.#life.noteError(where, err),
+      events: this.life.events,
+      noteError: (where, err) => this.life.noteError(where, err),
       retryDelayMs: (attempt) => this.inbox.options.retryDelayMs(Math.max(1, attempt)),
       forget: (e) => this.#forget(e),
       track: (p) => this.#track(p),
@@ -139,10 +114,10 @@ export class SqsConsumer<R = unknown> implements Consumer<R, SqsConsumerEventMap
       limiter: this.#limiter,
       settler: this.#settler,
       gate: processGate(),
-      counter: this.#counter,
+      counter: this.counter,
       logger,
       forget: (e) => this.#forget(e),
-      noteError: (where, err) => this.#life.noteError(where, err),
+      noteError: (where, err) => this.life.noteError(where, err),
     };
     this.#lanes =
       sqs.batch && sqs.keyOf
@@ -165,48 +140,14 @@ export class SqsConsumer<R = unknown> implements Consumer<R, SqsConsumerEventMap
     });
   }
 
-  /** Subscribe to a consumer event; returns an unsubscribe function. */
-  on<E extends SqsConsumerEventName>(name: E, listener: SqsConsumerEventListener<E>): () => void {
-    return this.#life.events.on(name, listener);
-  }
-
-  get state(): SqsConsumerState {
-    return this.#life.state;
-  }
-
   /** The queue's attributes as read at start. */
   get queue(): QueueInfo | undefined {
     return this.#queue;
   }
 
-  /**
-   * Checks the queue (it must exist; a `deduplication-id` id needs a FIFO queue without
-   * content-based deduplication; the dead-letter queue must exist), then starts receiving. Rejects
-   * with a named OnceError when a check fails (`SQS_QUEUE_NOT_FOUND`, `SQS_UNREACHABLE`,
-   * `SQS_QUEUE_MISMATCH`); state `failed` then. Never for the database: while PostgreSQL is down or
-   * once's schema is missing or too new, the consumer runs unhealthy and receives nothing, and
-   * begins once the schema checks out.
-   */
-  start(): Promise<void> {
-    return this.#life.start();
-  }
-
-  /**
-   * Graceful stop: no new receives (a long poll in flight is aborted), messages already held are
-   * processed and settled (within `stopTimeoutMs`), then the heartbeat ends. The client and pool
-   * stay open. Idempotent.
-   */
-  stop(): Promise<void> {
-    return this.#life.stop();
-  }
-
-  async [Symbol.asyncDispose](): Promise<void> {
-    await this.stop();
-  }
-
   health(): SqsConsumerHealth {
     return {
-      ...this.#life.health(this.#receiveErrors < this.options.unhealthyAfterErrors),
+      ...this.life.health(this.#receiveErrors < this.options.unhealthyAfterErrors),
       queueUrl: this.options.queueUrl,
       held: this.#held.size,
       running: this.#limiter.active,
@@ -217,10 +158,11 @@ export class SqsConsumer<R = unknown> implements Consumer<R, SqsConsumerEventMap
 
   // ---------------------------------------------------------------- life
 
-  async #open(): Promise<void> {
+  /** Checks the queue and the dead-letter target, starts the heartbeat and the receivers. */
+  protected async open(): Promise<void> {
     const o = this.options;
     this.#queue = await queueInfo(o.client, o.queueUrl);
-    this.#checkIdSource(this.#queue);
+    checkIdSource(o, this.inbox.options, this.#queue);
     if (this.#queue.retentionS !== undefined && Number.isFinite(this.#queue.retentionS)) {
       warnIfRetentionShort(this.inbox.options.logger, {
         consumer: this.inbox.options.consumer,
@@ -229,7 +171,7 @@ export class SqsConsumer<R = unknown> implements Consumer<R, SqsConsumerEventMap
         source: `SQS queue ${o.queueUrl} (MessageRetentionPeriod)`,
       });
     }
-    this.#settler.target = await this.#resolveDeadLetter(this.#queue);
+    this.#settler.target = await resolveDeadLetter(o, this.#queue);
     if (o.heartbeat) {
       this.#heartbeat = setInterval(() => this.#beat(), o.heartbeatIntervalMs);
       this.#heartbeat.unref?.();
@@ -237,7 +179,19 @@ export class SqsConsumer<R = unknown> implements Consumer<R, SqsConsumerEventMap
     for (let i = 0; i < o.receivers; i++) this.#receivers.push(this.#receiveLoop());
   }
 
-  async #drain(): Promise<void> {
+  /**
+   * Receivers check `fetching` before each receive; a poll in flight still lands and its messages
+   * come back `not-run` (made visible again after core's delay), nothing spent.
+   */
+  protected pause(): void {}
+
+  /** Wakes the receivers waiting for the database. */
+  protected resume(): void {
+    this.#wakeReceivers();
+  }
+
+  /** Ends the receivers (a long poll in flight is aborted), waits for the held messages to settle. */
+  protected async drain(): Promise<void> {
     this.#abort.abort();
     this.#wakeReceivers();
     for (const wake of this.#capacityWaiters.splice(0)) wake();
@@ -246,7 +200,8 @@ export class SqsConsumer<R = unknown> implements Consumer<R, SqsConsumerEventMap
     await this.#settler.drain();
   }
 
-  async #close(): Promise<void> {
+  /** Ends what is left: the receivers, the heartbeat. */
+  protected async close(): Promise<void> {
     // Past the stop deadline too: held messages are no longer extended and come back to the queue.
     this.#abort.abort();
     this.#wakeReceivers();
@@ -257,58 +212,20 @@ export class SqsConsumer<R = unknown> implements Consumer<R, SqsConsumerEventMap
     for (const wake of this.#resumeWaiters.splice(0)) wake();
   }
 
-  #checkIdSource(queue: QueueInfo): void {
-    if (this.options.idFrom !== 'deduplication-id' || this.inbox.options.idOf) return;
-    if (!queue.fifo) {
-      throw new OnceError(
-        SqsErrorCode.QueueMismatch,
-        `idFrom 'deduplication-id' needs a FIFO queue; ${queue.url} is standard`,
-      );
-    }
-    if (queue.contentBasedDeduplication) {
-      throw new OnceError(
-        SqsErrorCode.QueueMismatch,
-        `idFrom 'deduplication-id' refused: ${queue.url} uses content-based deduplication, so the id is a hash of the ` +
-          'body and two separate messages with the same body would collapse into one. Publish a message-id attribute ' +
-          "(idFrom 'header') or pass idOf",
-      );
-    }
-  }
-
-  async #resolveDeadLetter(queue: QueueInfo): Promise<DeadLetterTarget> {
-    const option = this.options.deadLetterQueueUrl;
-    if (option === false) return 'discard';
-    if (option === undefined && queue.redrive)
-      return { redrive: queue.redrive.deadLetterTargetArn ?? 'redrive' };
-    const url = option ?? defaultDeadLetterUrl(queue);
-    try {
-      const target = await queueInfo(this.options.client, url, 'deadLetterQueueUrl');
-      return { url: target.url, fifo: target.fifo };
-    } catch (err) {
-      if (option !== undefined || !OnceError.is(err) || err.code !== SqsErrorCode.QueueNotFound) throw err;
-      throw new OnceError(
-        SqsErrorCode.QueueNotFound,
-        `the default dead-letter queue ${url} does not exist and ${queue.url} has no redrive policy: create it, ` +
-          'pass deadLetterQueueUrl, or pass deadLetterQueueUrl: false to delete failed messages (their inbox rows keep them)',
-        { cause: err },
-      );
-    }
-  }
-
   // ---------------------------------------------------------------- receiving
 
   async #receiveLoop(): Promise<void> {
     const o = this.options;
     let backoffMs = o.receiveBackoffMs;
-    while (!this.#life.stopping) {
-      if (!this.#life.fetching) {
+    while (!this.life.stopping) {
+      if (!this.life.fetching) {
         // The database or schema cannot be used: take nothing until the lifecycle resumes.
         await new Promise<void>((resolve) => this.#resumeWaiters.push(resolve));
         continue;
       }
       const want = await this.#reserve();
       if (want === 0) break;
-      if (!this.#life.fetching) {
+      if (!this.life.fetching) {
         this.#reserved -= want;
         continue;
       }
@@ -328,11 +245,11 @@ export class SqsConsumer<R = unknown> implements Consumer<R, SqsConsumerEventMap
         messages = res.Messages ?? [];
       } catch (err) {
         this.#reserved -= want;
-        if (this.#life.stopping) break;
+        if (this.life.stopping) break;
         this.#receiveErrors++;
         const error = serializeError(err);
-        this.#life.noteError('receive', err);
-        this.#life.events.emit('receive:error', { error, consecutive: this.#receiveErrors, backoffMs });
+        this.life.noteError('receive', err);
+        this.life.events.emit('receive:error', { error, consecutive: this.#receiveErrors, backoffMs });
         this.inbox.options.logger.warn(
           {
             queueUrl: o.queueUrl,
@@ -341,7 +258,7 @@ export class SqsConsumer<R = unknown> implements Consumer<R, SqsConsumerEventMap
           },
           'once/sqs: receive failed; retrying',
         );
-        await this.#sleep(backoffMs);
+        await sleep(backoffMs, this.#abort.signal);
         backoffMs = Math.min(backoffMs * 2, o.receiveBackoffMaxMs);
         continue;
       }
@@ -349,7 +266,7 @@ export class SqsConsumer<R = unknown> implements Consumer<R, SqsConsumerEventMap
       this.#receiveErrors = 0;
       backoffMs = o.receiveBackoffMs;
       this.#lastReceiveAt = Date.now();
-      this.#life.events.emit('received', {
+      this.life.events.emit('received', {
         count: messages.length,
         redelivered: messages.filter((m) => Number(m.Attributes?.ApproximateReceiveCount ?? 1) > 1).length,
       });
@@ -361,7 +278,7 @@ export class SqsConsumer<R = unknown> implements Consumer<R, SqsConsumerEventMap
   /** Waits until there is room below `maxInFlight` and reserves it; 0 once stopping. */
   async #reserve(): Promise<number> {
     for (;;) {
-      if (this.#life.stopping) return 0;
+      if (this.life.stopping) return 0;
       // Wait for room for a full receive: many small receives cost more requests than they save.
       const room = this.options.maxInFlight - this.#held.size - this.#reserved;
       if (room >= Math.min(10, this.options.maxInFlight)) {
@@ -371,19 +288,6 @@ export class SqsConsumer<R = unknown> implements Consumer<R, SqsConsumerEventMap
       }
       await new Promise<void>((resolve) => this.#capacityWaiters.push(resolve));
     }
-  }
-
-  #sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const t = setTimeout(done, ms);
-      const signal = this.#abort.signal;
-      function done(): void {
-        clearTimeout(t);
-        signal.removeEventListener('abort', done);
-        resolve();
-      }
-      signal.addEventListener('abort', done, { once: true });
-    });
   }
 
   // ---------------------------------------------------------------- dispatch
@@ -481,7 +385,7 @@ export class SqsConsumer<R = unknown> implements Consumer<R, SqsConsumerEventMap
           },
           'once/sqs: message held past maxHeldMs; no longer extended',
         );
-        this.#life.events.emit('heartbeat:cap', { messageId: e.message.MessageId, heldMs });
+        this.life.events.emit('heartbeat:cap', { messageId: e.message.MessageId, heldMs });
         continue;
       }
       if (now - e.extendedAt < heartbeatIntervalMs / 2) continue;
@@ -495,13 +399,4 @@ export class SqsConsumer<R = unknown> implements Consumer<R, SqsConsumerEventMap
 /** Creates an {@link SqsConsumer}; validates the options and names the first bad field. Call `start()` next. */
 export function createSqsConsumer<R = unknown>(options: SqsConsumerOptions<R>): SqsConsumer<R> {
   return new SqsConsumer(options);
-}
-
-/** The default dead-letter queue: `<name>-dead` beside the queue (`<name>-dead.fifo` for FIFO). */
-function defaultDeadLetterUrl(queue: QueueInfo): string {
-  const name = queueNameOf(queue.url);
-  const base = name.endsWith('.fifo') ? name.slice(0, -'.fifo'.length) : name;
-  const url = new URL(queue.url);
-  url.pathname = url.pathname.replace(/[^/]+\/?$/, `${base}-dead${queue.fifo ? '.fifo' : ''}`);
-  return url.toString();
 }

@@ -1,7 +1,7 @@
 import type { Message } from '@aws-sdk/client-sqs';
 import type { Envelope } from '@once/core';
 import type { SqsIdSource } from './options.js';
-import { BODY_ENCODING_ATTRIBUTE } from './publisher.js';
+import { BODY_ENCODING_ATTRIBUTE } from './sqs-body.js';
 
 /** What {@link envelopeOf} needs to know about the queue and the id. */
 export interface EnvelopeSettings {

@@ -10,7 +10,6 @@ export {
   type SqsIdSource,
 } from './options.js';
 export {
-  BODY_ENCODING_ATTRIBUTE,
   createSqsPublisher,
   type PublishMessage,
   type PublishResult,
@@ -18,3 +17,4 @@ export {
   type SqsPublisherOptions,
 } from './publisher.js';
 export type { QueueInfo } from './queue-info.js';
+export { BODY_ENCODING_ATTRIBUTE } from './sqs-body.js';

@@ -1,3 +1,4 @@
+import { takeGroup } from '@once/core/adapter';
 import type { Held } from './held.js';
 
 /** What one lane is running or will run. */
@@ -73,12 +74,11 @@ export class KeyLanes {
   async #drain(lane: Lane): Promise<void> {
     try {
       while (lane.pending.length > 0) {
-        const alone = lane.pending[0]!.envelope.redelivered;
-        let n = 1;
-        if (!alone) {
-          while (n < lane.pending.length && n < this.#maxBatch && !lane.pending[n]!.envelope.redelivered) n++;
-        }
-        const take = lane.pending.splice(0, n);
+        const { group: take, suspect: alone } = takeGroup(
+          lane.pending,
+          (e) => e.envelope.redelivered,
+          this.#maxBatch,
+        );
         try {
           await this.#run(take, !alone);
         } finally {

@@ -62,7 +62,10 @@ async function runEach<R>(ctx: ChainContext<R>, entries: Held[]): Promise<void> 
     await ctx.counter.settled(outcome);
     const plan = await ctx.settler.settle(e, outcome);
     if (plan.kind === 'retry') {
-      retryRest(ctx, entries.slice(i + 1), plan.delayMs);
+      // The rest of the group never reached the inbox: it reports them not run, then they go back.
+      const rest = entries.slice(i + 1);
+      ctx.inbox.notRun(rest.map((r) => r.envelope));
+      retryRest(ctx, rest, plan.delayMs);
       return;
     }
   }

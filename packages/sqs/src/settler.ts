@@ -8,7 +8,8 @@ import type { Logger, Outcome } from '@once/core';
 import {
   type DeadLetterOutcome,
   type DeadLetterRecord,
-  isRecordedFailed,
+  deadLetteredEvent,
+  logDropped,
   type SettlePlan,
   serializeError,
   settlePlanOf,
@@ -216,29 +217,12 @@ export class Settler {
   }
 
   async #deadLetter(e: Held, record: DeadLetterRecord, outcome: DeadLetterOutcome): Promise<void> {
-    const { reason, id } = record;
     const messageId = e.message.MessageId;
     const target = this.target;
     const done = (deadLetter: string | undefined) =>
-      this.#d.events.emit('message:dead-lettered', {
-        id,
-        reason,
-        source: e.envelope.source,
-        deadLetter,
-        recorded: isRecordedFailed(outcome),
-      });
+      this.#d.events.emit('message:dead-lettered', deadLetteredEvent(outcome, deadLetter));
     if (target === 'discard') {
-      const where = isRecordedFailed(outcome)
-        ? 'its failed inbox row holds the body and error (once failed list)'
-        : 'it is NOT recorded anywhere but this log line';
-      this.#d.logger.error(
-        {
-          messageId,
-          id,
-          reason,
-        },
-        `once/sqs: message failed (${reason}) and dead-lettering is off; ${where}; deleted`,
-      );
+      logDropped(this.#d.logger, outcome, { name: 'once/sqs', action: 'deleted', fields: { messageId } });
       done(undefined);
       this.delete(e);
       return;

@@ -1,5 +1,6 @@
 import type { BrokerHarness, BrokerName, ConformanceDb } from './harness.js';
 import { kafkaHarness } from './kafka-harness.js';
+import { natsHarness } from './nats-harness.js';
 import { rabbitmqHarness } from './rabbitmq-harness.js';
 import { sqsHarness } from './sqs-harness.js';
 
@@ -8,4 +9,5 @@ export const BROKERS: readonly (readonly [BrokerName, (db: ConformanceDb) => Bro
   ['kafka', kafkaHarness],
   ['sqs', sqsHarness],
   ['rabbitmq', rabbitmqHarness],
+  ['nats', natsHarness],
 ];

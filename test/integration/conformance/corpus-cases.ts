@@ -266,6 +266,7 @@ export const CORPUS_CASES: readonly CorpusCase[] = [
       sqs: sqsRefuses((c) => ({ id: `${c.tag}-order-\ud800`, body: 'x' }), /InvalidMessageContents/),
       kafka: encodesAsReplacement('kafkajs'),
       rabbitmq: encodesAsReplacement('amqplib'),
+      nats: encodesAsReplacement('nats.js'),
     },
     bad: () => [],
   },
@@ -295,7 +296,12 @@ export const CORPUS_CASES: readonly CorpusCase[] = [
   },
   {
     name: 'an id over 255 bytes as the AMQP messageId',
-    notApplicable: { rabbitmq: amqpIdTooLong, kafka: { reason: 'AMQP only' }, sqs: { reason: 'AMQP only' } },
+    notApplicable: {
+      rabbitmq: amqpIdTooLong,
+      kafka: { reason: 'AMQP only' },
+      sqs: { reason: 'AMQP only' },
+      nats: { reason: 'AMQP only' },
+    },
     bad: () => [],
   },
   {
@@ -532,6 +538,8 @@ export const RED_WHEN_WRITTEN: Readonly<Record<BrokerName, readonly string[]>> =
     'a result holding NUL reaches a later duplicate unchanged',
     'a throwing fingerprintOf',
   ],
+  // Written after the corpus: nothing of it was red when the adapter joined.
+  nats: [],
   rabbitmq: [
     'NUL in a header value',
     'invalid UTF-8 ids (0xFF, 0xFE): two ids, not one',

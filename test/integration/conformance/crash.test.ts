@@ -16,11 +16,30 @@ const script = fileURLToPath(new URL('./fixtures/consumer-child.mjs', import.met
 const event = (name: string) => (l: ChildLine) => (l.json as { event?: string } | undefined)?.event === name;
 
 describe.each(BROKERS)('%s: redelivery after a crash', (broker, make) => {
-  const t = useBroker(`conf_crash_${broker}`, make);
+  crashScenario(broker, make, undefined);
+});
+
+// The same with a handler bound to an ORM that owns its transaction (@once/core/prisma,
+// @once/core/typeorm): settled only after the ORM's COMMIT resolved, on one broker.
+const rabbitmq = BROKERS.find(([b]) => b === 'rabbitmq')!;
+describe.each(['prisma', 'typeorm'] as const)(
+  'rabbitmq with a %s handler: redelivery after a crash',
+  (orm) => {
+    crashScenario(rabbitmq[0], rabbitmq[1], orm);
+  },
+);
+
+function crashScenario(
+  broker: (typeof BROKERS)[number][0],
+  make: (typeof BROKERS)[number][1],
+  orm: 'prisma' | 'typeorm' | undefined,
+): void {
+  const tag = orm ? `${broker}_${orm}` : broker;
+  const t = useBroker(`conf_crash_${tag}`, make);
 
   it('SIGKILL between commit and settle, a new consumer finishes: one effect per id, none lost', async () => {
     const { harness, db } = t;
-    const dest = await harness.create(`conf-crash-${broker}`);
+    const dest = await harness.create(`conf-crash-${tag.replace('_', '-')}`);
     const ledger = await db.ledger();
     const messages = messagesOf(dest, 60, 4);
     await harness.publish(dest, messages);
@@ -32,7 +51,10 @@ describe.each(BROKERS)('%s: redelivery after a crash', (broker, make) => {
         ledgerTable: ledger.table,
         handlerDelayMs: 5,
         killAfterProcessed,
+        ...(orm ? { orm } : {}),
       }),
+      // Prisma's generated client is TypeScript.
+      ...(orm === 'prisma' ? { NODE_OPTIONS: '--import jiti/register' } : {}),
     });
 
     const first = startChild({ script, env: env(20) });
@@ -58,4 +80,4 @@ describe.each(BROKERS)('%s: redelivery after a crash', (broker, make) => {
     const duplicates = second.lines.filter(event('duplicate')).map((l) => (l.json as { id: string }).id);
     expect(duplicates).toContain(diedOn);
   });
-});
+}

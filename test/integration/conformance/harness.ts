@@ -22,7 +22,7 @@ import {
 // only speak this interface, so the same assertions run against Kafka, SQS and RabbitMQ.
 
 /** The brokers the suite covers. */
-export type BrokerName = 'kafka' | 'sqs' | 'rabbitmq';
+export type BrokerName = 'kafka' | 'sqs' | 'rabbitmq' | 'nats';
 
 /** One message to publish. */
 export interface OutMessage {
@@ -133,6 +133,27 @@ export interface RunningConsumer {
   readonly inbox: Pick<Inbox, 'on'>;
   /** A graceful stop; idempotent. */
   stop(): Promise<void>;
+}
+
+/**
+ * Starts `consumer` for a suite: tracked in `running` (so `close()` stops what a test left), its
+ * inbox shown to `spec.listen` before the first message, and a handle whose `stop()` untracks it.
+ */
+export async function startTracked<C extends { inbox: Inbox; start(): Promise<void>; stop(): Promise<void> }>(
+  consumer: C,
+  spec: ConsumerSpec,
+  running: Set<C>,
+): Promise<RunningConsumer> {
+  running.add(consumer);
+  spec.listen?.(consumer.inbox);
+  await consumer.start();
+  return {
+    inbox: consumer.inbox,
+    async stop() {
+      running.delete(consumer);
+      await consumer.stop();
+    },
+  };
 }
 
 /** Settings a consumer child process needs to build the same consumer (see fixtures/consumer-child.mjs). */

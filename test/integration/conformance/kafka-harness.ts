@@ -13,7 +13,7 @@ import type {
   OutMessage,
   RunningConsumer,
 } from './harness.js';
-import { deadLetterWhy, inboxOptionsOf } from './harness.js';
+import { deadLetterWhy, inboxOptionsOf, startTracked } from './harness.js';
 
 /** Partitions of every conformance topic: enough that two members split it and keys spread. */
 export const KAFKA_PARTITIONS = 4;
@@ -145,16 +145,7 @@ export function kafkaHarness(db: ConformanceDb): BrokerHarness {
         ...inboxOptionsOf(spec.options),
         ...(spec.options?.batch === undefined ? {} : { batch: spec.options.batch }),
       });
-      running.add(consumer);
-      spec.listen?.(consumer.inbox);
-      await consumer.start();
-      const handle: RunningConsumer = {
-        inbox: consumer.inbox,
-        async stop() {
-          running.delete(consumer);
-          await consumer.stop();
-        },
-      };
+      const handle = await startTracked(consumer, spec, running);
       owners.set(handle, consumer);
       return handle;
     },

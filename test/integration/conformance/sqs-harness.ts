@@ -21,6 +21,7 @@ import {
   deadLetterWhy,
   inboxOptionsOf,
   type OutMessage,
+  startTracked,
 } from './harness.js';
 
 /**
@@ -133,16 +134,7 @@ export function sqsHarness(db: ConformanceDb): BrokerHarness {
         ...inboxOptionsOf(spec.options),
         ...(spec.options?.batch === undefined ? {} : { batch: spec.options.batch }),
       });
-      running.add(consumer);
-      spec.listen?.(consumer.inbox);
-      await consumer.start();
-      return {
-        inbox: consumer.inbox,
-        async stop() {
-          running.delete(consumer);
-          await consumer.stop();
-        },
-      };
+      return startTracked(consumer, spec, running);
     },
 
     balanced: () => true,

@@ -1,6 +1,6 @@
 import { LATEST_SCHEMA_VERSION } from '@once/core';
 import { type ConsumerStats, type DestinationStats, inboxStats, outboxStats } from '@once/core/admin';
-import { type Database, migrateCommandLine, schemaVersion } from '../database.js';
+import { type Database, migrateCommandLine, schemaState } from '../database.js';
 import { formatDuration, formatTable, formatTime } from '../format.js';
 import type { Report } from '../report.js';
 import { outboxSummary, outboxTable } from './outbox.js';
@@ -9,12 +9,13 @@ import { outboxSummary, outboxTable } from './outbox.js';
 const OUTBOX_VERSION = 2;
 
 /**
- * `once status`: schema version, inbox rows per consumer (done, failed, expired, oldest) and
- * the outbox by status. An older schema is shown as far as it goes, flagged for `once migrate`;
- * a missing or newer one is exit 4.
+ * `once status`: schema version and the oldest code version that runs on it, inbox rows per
+ * consumer (done, failed, expired, oldest) and the outbox by status. An older schema is shown as
+ * far as it goes, flagged for `once migrate`; a newer one this build runs on is shown as such; a
+ * missing one, or a newer one that removed what this build uses, is exit 4.
  */
 export async function statusCommand(db: Database): Promise<Report> {
-  const version = await schemaVersion(db);
+  const { version, status, compatibleFrom } = await schemaState(db);
   const inbox = version >= 1 ? await inboxStats(db.pool, db.schema) : [];
   const outbox = version >= OUTBOX_VERSION ? await outboxStats(db.pool, db.schema) : null;
   const inboxTotals = {
@@ -28,7 +29,10 @@ export async function statusCommand(db: Database): Promise<Report> {
     schema: db.schema,
     version,
     latestVersion: LATEST_SCHEMA_VERSION,
-    upToDate: version === LATEST_SCHEMA_VERSION,
+    /** `behind`, `current` or `ahead` (a newer schema this once still runs on). */
+    status,
+    compatibleFrom,
+    upToDate: version >= LATEST_SCHEMA_VERSION,
     inbox: {
       consumers: inbox.map((r) => ({ ...r })),
       totals: inboxTotals,
@@ -39,13 +43,17 @@ export async function statusCommand(db: Database): Promise<Report> {
 }
 
 function statusText(
-  data: { schema: string; version: number; upToDate: boolean },
+  data: { schema: string; version: number; status: string; compatibleFrom: number | null },
   inbox: readonly ConsumerStats[],
   outbox: readonly DestinationStats[] | null,
 ): string {
-  const head = data.upToDate
-    ? `schema ${data.schema}: version ${data.version} (up to date)`
-    : `schema ${data.schema}: version ${data.version}, this once needs ${LATEST_SCHEMA_VERSION}: run \`${migrateCommandLine(data.schema)}\``;
+  const compat = `compatible from version ${data.compatibleFrom}`;
+  const head =
+    data.status === 'current'
+      ? `schema ${data.schema}: version ${data.version} (up to date; ${compat})`
+      : data.status === 'ahead'
+        ? `schema ${data.schema}: version ${data.version}, newer than this once (${LATEST_SCHEMA_VERSION}); ${compat}, so this once runs on it`
+        : `schema ${data.schema}: version ${data.version}, this once needs ${LATEST_SCHEMA_VERSION}: run \`${migrateCommandLine(data.schema)}\``;
   const inboxText =
     inbox.length === 0
       ? 'inbox: empty'

@@ -246,11 +246,89 @@ describe('schema not installed, too old or too new: exit 4', () => {
     }
   });
 
-  it('a schema newer than this build: every command, migrate included', async () => {
+  it('a newer schema that records no oldest compatible version: every command, migrate included', async () => {
     for (const argv of [['migrate'], ...EVERY_COMMAND]) {
       const r = await cli(['--schema', newer.schema, ...argv]);
       expect(r.code, argv.join(' ')).toBe(4);
-      expect(r.stderr).toContain('version 99, newer than this');
+      expect(r.stderr).toContain(
+        `version 99 and records no oldest compatible version (written by hand or by a tool that does not record one); this once is at schema version ${LATEST_SCHEMA_VERSION}: upgrade @once/cli`,
+      );
+    }
+  });
+
+  it('a newer schema whose contract migration removed what this build uses: every command, migrate included', async () => {
+    const contract = await freshOnce('cli_contract');
+    try {
+      const v = LATEST_SCHEMA_VERSION;
+      await contract.pool.query(
+        `INSERT INTO ${quoteIdent(contract.schema)}.schema_version (version, name, compatible_from, removes)
+         VALUES ($1, 'wide-ids', 1, NULL), ($2, 'drop-body', $2, 'inbox.body')`,
+        [v + 1, v + 2],
+      );
+      for (const argv of [['migrate'], ...EVERY_COMMAND]) {
+        const r = await cli(['--schema', contract.schema, ...argv]);
+        expect(r.code, argv.join(' ')).toBe(4);
+        expect(r.stderr.trim()).toBe(
+          `once: schema ${contract.schema} is at version ${v + 2}, and version ${v + 2} (drop-body) removed inbox.body: ` +
+            `it runs code of schema version ${v + 2} or later; this once is at schema version ${v}: upgrade @once/cli`,
+        );
+      }
+      const j = await cli(['--schema', contract.schema, '--json', 'status']);
+      expect(j.errorJson().error).toMatchObject({ code: 'SCHEMA_TOO_NEW', exitCode: 4 });
+    } finally {
+      await contract.close();
+    }
+  });
+});
+
+describe('a newer schema that only expanded: this once runs on it', () => {
+  let ahead: Awaited<ReturnType<typeof freshOnce>>;
+  const v = LATEST_SCHEMA_VERSION;
+  beforeAll(async () => {
+    ahead = await freshOnce('cli_ahead');
+    // What a newer release's migrate() writes for an additive migration.
+    await ahead.pool.query(
+      `INSERT INTO ${quoteIdent(ahead.schema)}.schema_version (version, name, compatible_from) VALUES ($1, 'wide-ids', 1)`,
+      [v + 1],
+    );
+  });
+  afterAll(async () => {
+    await ahead.close();
+  });
+
+  it('status and migrate say so, exit 0; migrate changes nothing', async () => {
+    const s = await cli(['--schema', ahead.schema, 'status']);
+    expect(s.code).toBe(0);
+    expect(s.stdout.split('\n')[0]).toBe(
+      `schema ${ahead.schema}: version ${v + 1}, newer than this once (${v}); compatible from version 1, so this once runs on it`,
+    );
+    const j = await cli(['--schema', ahead.schema, '--json', 'status']);
+    expect(j.json()).toMatchObject({
+      version: v + 1,
+      latestVersion: v,
+      status: 'ahead',
+      compatibleFrom: 1,
+      upToDate: true,
+    });
+    const m = await cli(['--schema', ahead.schema, 'migrate']);
+    expect(m.code).toBe(0);
+    expect(m.stdout.trim()).toBe(
+      `schema ${ahead.schema} is at version ${v + 1}, newer than this once (${v}), and compatible from version 1: nothing to do`,
+    );
+    const mj = await cli(['--schema', ahead.schema, '--json', 'migrate']);
+    expect(mj.json()).toEqual({
+      schema: ahead.schema,
+      from: v + 1,
+      to: v + 1,
+      compatibleFrom: 1,
+      changed: false,
+    });
+  });
+
+  it('the other commands run', async () => {
+    for (const argv of [['failed', 'list'], ['purge'], ['outbox', 'status']]) {
+      const r = await cli(['--schema', ahead.schema, ...argv]);
+      expect(r.code, `${argv.join(' ')}: ${r.stderr}`).toBe(0);
     }
   });
 });

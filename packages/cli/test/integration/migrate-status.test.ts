@@ -14,7 +14,9 @@ describe('once migrate', () => {
   it('installs from nothing, then says it is up to date', async () => {
     const first = await cli(['migrate', '--schema', schema]);
     expect(first.code).toBe(0);
-    expect(first.stdout.trim()).toBe(`schema ${schema} migrated from version 0 to ${LATEST_SCHEMA_VERSION}`);
+    expect(first.stdout.trim()).toBe(
+      `schema ${schema} migrated from version 0 to ${LATEST_SCHEMA_VERSION}; compatible from version 1`,
+    );
     const tables = await pool.query<{ t: string }>(
       `SELECT table_name AS t FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1`,
       [schema],
@@ -23,12 +25,15 @@ describe('once migrate', () => {
       expect.arrayContaining(['inbox', 'outbox', 'schema_version']),
     );
     const again = await cli(['migrate', '--schema', schema]);
-    expect(again.stdout.trim()).toBe(`schema ${schema} is up to date (version ${LATEST_SCHEMA_VERSION})`);
+    expect(again.stdout.trim()).toBe(
+      `schema ${schema} is up to date (version ${LATEST_SCHEMA_VERSION}; compatible from version 1)`,
+    );
     const json = await cli(['--json', 'migrate', '--schema', schema]);
     expect(json.json()).toEqual({
       schema,
       from: LATEST_SCHEMA_VERSION,
       to: LATEST_SCHEMA_VERSION,
+      compatibleFrom: 1,
       changed: false,
     });
   });
@@ -39,7 +44,12 @@ describe('once migrate', () => {
       await installUpTo(pool, v1, 1);
       const r = await cli(['--json', '--schema', v1, 'migrate']);
       expect(r.code).toBe(0);
-      expect(r.json()).toMatchObject({ from: 1, to: LATEST_SCHEMA_VERSION, changed: true });
+      expect(r.json()).toMatchObject({
+        from: 1,
+        to: LATEST_SCHEMA_VERSION,
+        compatibleFrom: 1,
+        changed: true,
+      });
       expect((await cli(['--schema', v1, 'outbox', 'status'])).code).toBe(0);
     } finally {
       await dropSchema(pool, v1);
@@ -95,7 +105,12 @@ describe('once status', () => {
         totals: Record<string, number>;
       };
     }>();
-    expect(s).toMatchObject({ version: LATEST_SCHEMA_VERSION, upToDate: true });
+    expect(s).toMatchObject({
+      version: LATEST_SCHEMA_VERSION,
+      status: 'current',
+      compatibleFrom: 1,
+      upToDate: true,
+    });
     expect(s.inbox.consumers).toHaveLength(2);
     expect(s.inbox.consumers[0]).toMatchObject({
       consumer: 'billing',
@@ -125,7 +140,9 @@ describe('once status', () => {
     const r = await cli(['--schema', db.schema, 'status']);
     expect(r.code).toBe(0);
     const lines = r.stdout.split('\n');
-    expect(lines[0]).toBe(`schema ${db.schema}: version ${LATEST_SCHEMA_VERSION} (up to date)`);
+    expect(lines[0]).toBe(
+      `schema ${db.schema}: version ${LATEST_SCHEMA_VERSION} (up to date; compatible from version 1)`,
+    );
     expect(r.stdout).toMatch(/consumer\s+rows\s+done\s+failed\s+in progress\s+expired\s+oldest row/);
     expect(r.stdout).toMatch(/orders\s+4\s+3\s+1\s+0\s+0\s+\d+(ms|s)/);
     expect(r.stdout).toMatch(/billing\s+2\s+2\s+0\s+0\s+1\s+1h/);

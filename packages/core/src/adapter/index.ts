@@ -1,12 +1,16 @@
 /**
  * `@once/core/adapter`: the adapter kit. What broker adapters need from core and users do not:
- * the consumer contract (`Consumer`, its state, health and base events), the lifecycle with its
- * stop deadline and its hold while the database is unusable, option splitting and validators,
- * the killer budget (`StartCounter`), the concurrency primitives (limiter, keyed serializer, the
- * process-wide isolation gate), `jsonHandler`, settle plans and the dead-letter record, and the
- * helpers adapters share with core (`resolveId`, `fingerprint`, `serializeError`, `TypedEmitter`,
- * `warnIfRetentionShort`, `checkNumber`). It names no broker. See docs/adapters.md. Stability: 0.x, like every package here; a minor version may
- * change it, and each change is listed in CHANGELOG.md.
+ * the consumer contract (`Consumer`, its state, health and base events), `ConsumerBase` (the
+ * skeleton every consumer shares), the lifecycle with its stop deadline and its hold while the
+ * database is unusable, option splitting and validators, the killer budget (`StartCounter`), the
+ * concurrency primitives (limiter, keyed serializer, the process-wide isolation gate and
+ * `processGroup` and `takeGroup`, a group's making and its run through the inbox behind it),
+ * `jsonHandler`, settle plans, the dead-letter record with its event and log line, an abortable
+ * `sleep`, the check of an id the client decoded as text (`decodedIdCheck`), and the helpers
+ * adapters share with core (`resolveId`, `fingerprint`, `serializeError`, `TypedEmitter`,
+ * `warnIfRetentionShort`, `checkNumber`). It names no broker.
+ * See docs/adapters.md. Stability: 0.x, like every package here; a minor version may change it,
+ * and each change is listed in CHANGELOG.md.
  *
  * ```ts
  * const { inbox, adapter } = splitOptions(options, { factory: 'createNatsConsumer', adapterKeys: ['subject'] });
@@ -23,6 +27,7 @@ export { checkNumber } from '../options.js';
 export { type RetentionCheck, warnIfRetentionShort } from '../retention.js';
 export { fromJsonb, isJsonbSafeString, toJsonb } from '../sql/jsonb.js';
 export type { Consumer, ConsumerEventMap, ConsumerHealth, ConsumerState } from './consumer.js';
+export { ConsumerBase, type ConsumerBaseSpec } from './consumer-base.js';
 export {
   DEAD_LETTER_RECORD,
   type DeadLetterOutcome,
@@ -32,14 +37,19 @@ export {
   encodeDeadLetterRecord,
   isRecordedFailed,
 } from './dead-letter-record.js';
+export { type DroppedSpec, deadLetteredEvent, logDropped } from './dead-lettered.js';
+export { decodedIdCheck } from './decoded-id.js';
 export { Gate, processGate } from './isolation-gate.js';
 export { jsonHandler } from './json-handler.js';
 export { KeyedSerializer } from './keyed-serializer.js';
 export { ConsumerLifecycle, type LifecycleHooks, type LifecycleSpec } from './lifecycle.js';
 export { Limiter } from './limiter.js';
+export { type ProcessGroupDeps, processGroup, takeGroup } from './process-group.js';
 export { type SettlePlan, settlePlanOf } from './settle-plan.js';
+export { sleep } from './sleep.js';
 export { type SplitSpec, splitOptions, withDefaults } from './split-options.js';
 export { StartCounter, type StartCounterSpec } from './start-counter.js';
+export { untilAborted } from './until-aborted.js';
 export {
   checkBoolean,
   checkDurationMs,

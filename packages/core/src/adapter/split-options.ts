@@ -26,6 +26,7 @@ const INBOX_KEY_SET: Record<keyof InboxOptions, true> = {
   logger: true,
   outbox: true,
   fenceOf: true,
+  transactions: true,
   mode: true,
   leaseMs: true,
   heartbeatMs: true,

@@ -13,6 +13,7 @@
 
 export { checkSchema } from '../migrate.js';
 export { type PurgeOptions, purge } from '../purge.js';
+export type { SchemaStatus } from '../schema-compat.js';
 export { outboxChannel } from '../sql/outbox.js';
 export { classifyDbError, type DbErrorClass } from '../sqlstate.js';
 export { AdminError, AdminErrorCode, type AdminErrorDetail } from './admin-error.js';
@@ -39,6 +40,7 @@ export {
   forgetRange,
 } from './forget.js';
 export { type InboxGauges, type OutboxGauges, readInboxGauges, readOutboxGauges } from './gauges.js';
+export { grantRuntime, runtimeGrants } from './grants.js';
 export {
   consumerExists,
   findInboxRow,

@@ -6,7 +6,7 @@ import type { MessageKey } from './admin-sql.js';
 export interface RepublishOptions {
   /**
    * The outbox destination. @default the source the message came from, when that is a place to
-   * publish to: its Kafka topic or SQS queue URL (a RabbitMQ queue is not an exchange)
+   * publish to: its Kafka topic, SQS queue URL or NATS subject (a RabbitMQ queue is not an exchange)
    */
   readonly destination?: string | undefined;
   /** The key (partition key, message group, routing key). @default the key it came with */
@@ -21,8 +21,12 @@ export interface RepublishPlan {
   readonly headers: Record<string, string>;
 }
 
-/** Headers that belong to one delivery, not to the message: never carried into a republish. */
-const DELIVERY_HEADER = /^(message-id$|x-once-|x-death$|x-delivery-count$|x-first-death-)/i;
+/**
+ * Headers that belong to one delivery, not to the message: never carried into a republish. NATS
+ * `Nats-*` headers are JetStream's (the publish-side `Nats-Msg-Id` the publisher sets again, and
+ * expectations such as `Nats-Expected-Last-Sequence` that would refuse a second publish).
+ */
+const DELIVERY_HEADER = /^(message-id$|x-once-|x-death$|x-delivery-count$|x-first-death-|nats-)/i;
 
 /**
  * What a republish of a failed row writes, or an {@link AdminError} saying what is missing: a
@@ -44,7 +48,10 @@ export function republishPlan(
     });
   }
   const origin = row.origin ?? {};
-  const fromSource = origin.broker === 'kafka' || origin.broker === 'sqs' ? origin.queue : undefined;
+  const fromSource =
+    origin.broker === 'kafka' || origin.broker === 'sqs' || origin.broker === 'nats'
+      ? origin.queue
+      : undefined;
   const destination = options.destination ?? fromSource;
   if (destination === undefined) {
     throw new AdminError(schema, { code: AdminErrorCode.NoDestination, ...key, origin: row.origin });

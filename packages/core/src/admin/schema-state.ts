@@ -1,6 +1,7 @@
 import { quoteIdentifier } from '../identifier.js';
 import { LATEST_SCHEMA_VERSION } from '../migrations.js';
 import type { Queryable } from '../outbox.js';
+import { judgeSchema, type SchemaStatus } from '../schema-compat.js';
 import { migrationSql } from '../sql/inbox.js';
 import { classifyDbError } from '../sqlstate.js';
 
@@ -12,18 +13,27 @@ export interface SchemaState {
   /** The version this build expects (`LATEST_SCHEMA_VERSION`). */
   readonly latestVersion: number;
   /**
-   * `not-installed` (version 0), `behind` (run `migrate`), `current`, or `ahead` (a newer
-   * @once/core migrated it: upgrade this one).
+   * `not-installed` (version 0), `behind` (run `migrate`), `current`, `ahead` (a newer
+   * @once/core migrated it and only expanded what this one uses: this one still runs on it), or
+   * `too-new` (a newer @once/core removed something this one uses: upgrade this one).
    */
-  readonly status: 'not-installed' | 'behind' | 'current' | 'ahead';
+  readonly status: SchemaStatus;
+  /**
+   * The oldest code version (schema version of a build) that runs on the schema; null when it
+   * is not installed, or is newer and records none (docs/upgrades.md).
+   */
+  readonly compatibleFrom: number | null;
+  /** `too-new` only: which migration removed what, in words; null otherwise. */
+  readonly tooNew: string | null;
 }
 
 /**
- * Reads the installed version of `schema` without judging it (`checkSchema` throws instead).
+ * Reads the installed version of `schema` and judges it (`checkSchema` throws instead).
  * A missing schema or version table is version 0; any other failure is thrown.
  */
 export async function readSchemaState(db: Queryable, schema: string): Promise<SchemaState> {
-  const sql = migrationSql(quoteIdentifier(schema, 'schema'));
+  const quoted = quoteIdentifier(schema, 'schema');
+  const sql = migrationSql(quoted);
   let version: number;
   try {
     version = Number((await db.query<{ version: number }>(sql.currentVersion)).rows[0]?.version ?? 0);
@@ -32,13 +42,6 @@ export async function readSchemaState(db: Queryable, schema: string): Promise<Sc
     if (classifyDbError(err) !== 'schema-missing') throw err;
     version = 0;
   }
-  const status =
-    version === 0
-      ? 'not-installed'
-      : version < LATEST_SCHEMA_VERSION
-        ? 'behind'
-        : version === LATEST_SCHEMA_VERSION
-          ? 'current'
-          : 'ahead';
-  return { schema, version, latestVersion: LATEST_SCHEMA_VERSION, status };
+  const standing = await judgeSchema(db, schema, quoted, version);
+  return { schema, version, latestVersion: LATEST_SCHEMA_VERSION, ...standing };
 }

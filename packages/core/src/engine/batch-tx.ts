@@ -130,7 +130,7 @@ export class BatchTx<R> {
         const item = items[k]!;
         if (!claimed.has(item.id)) continue;
         if (savepoints) await stmt(conn.client.query('SAVEPOINT once_message'));
-        const run = await runInTx(ctx, conn, item);
+        const run = await runInTx(ctx, conn.client, item);
         if (run.ok) {
           if (savepoints) await stmt(conn.client.query('RELEASE SAVEPOINT once_message'));
           outcomes[k] = { status: 'processed', id: item.id, envelope: item.envelope, result: run.result };

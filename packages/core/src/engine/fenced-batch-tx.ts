@@ -74,7 +74,7 @@ export class FencedBatchTx<R> {
       for (let k = 0; k < items.length; k++) {
         if (outcomes[k]) continue;
         const item = items[k]!;
-        const run = await runInTx(ctx, conn, item);
+        const run = await runInTx(ctx, conn.client, item);
         if (!run.ok) {
           await rollback(conn, run.error);
           if (poisonsBatch(run.error)) {

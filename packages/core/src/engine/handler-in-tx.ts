@@ -3,24 +3,34 @@
  * Decides nothing: what the run comes to is the caller's (and the verdict's) to judge.
  */
 
-import type { Connection } from '../connection.js';
 import { serializeError } from '../errors.js';
+import type { PgClientLike } from '../pg-like.js';
 import { type HandlerRun, runHandler } from '../run-handler.js';
 import type { EngineContext } from './context.js';
 import type { Item } from './item.js';
 
-export function runInTx<R>(ctx: EngineContext<R>, conn: Connection, item: Item): Promise<HandlerRun<R>> {
+/**
+ * `client` runs `ctx.tx`'s queries; `transaction` is a caller-owned transaction object, handed on
+ * as `ctx.transaction` (options.transactions).
+ */
+export function runInTx<R>(
+  ctx: EngineContext<R>,
+  client: PgClientLike,
+  item: Item,
+  transaction?: unknown,
+): Promise<HandlerRun<R>> {
   const o = ctx.o;
   const started = performance.now();
   const run = runHandler(
     {
       handler: o.handler,
-      client: conn.client,
+      client,
       id: item.id,
       consumer: o.consumer,
       timeoutMs: o.handlerTimeoutMs,
       storeResult: o.storeResult,
       outbox: o.outbox,
+      ...(transaction === undefined ? {} : { transaction }),
     },
     item.envelope,
   );

@@ -108,7 +108,7 @@ export class SingleTx<R> {
         return claim.unclaimed(item, row);
       }
       started = true;
-      const run = await runInTx(ctx, conn, item);
+      const run = await runInTx(ctx, conn.client, item);
       if (!run.ok) return await afterHandlerError(ctx, conn, item, run.error);
       // Never on the fenced path: fenceOf cannot be combined with storeResult.
       if (ctx.o.storeResult) {

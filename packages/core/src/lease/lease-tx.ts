@@ -1,7 +1,8 @@
 import { Connection } from '../connection.js';
 import { ErrorCode, OnceError } from '../errors.js';
 import type { Tx } from '../handler.js';
-import type { PgPoolLike, QueryResultLike } from '../pg-like.js';
+import type { PgPoolLike, QueryConfigLike, QueryResultLike } from '../pg-like.js';
+import { queryOn } from '../tx-handle.js';
 
 /**
  * `ctx.tx` in lease mode: a transaction opened on first use, so a handler that only calls
@@ -32,11 +33,11 @@ export class LeaseTx implements Tx {
   }
 
   // biome-ignore lint/suspicious/noExplicitAny: row type chosen by the caller, as in pg
-  async query<R = any>(text: string, values?: unknown[]): Promise<QueryResultLike<R>> {
+  async query<R = any>(text: string | QueryConfigLike, values?: unknown[]): Promise<QueryResultLike<R>> {
     if (this.#revoked) throw revoked();
     const conn = await this.#open();
     if (this.#revoked) throw revoked();
-    return values === undefined ? conn.client.query<R>(text) : conn.client.query<R>(text, values);
+    return queryOn<R>(conn.client, text, values);
   }
 
   /** Refuses every later query; the caller commits, rolls back or destroys {@link connection}. */

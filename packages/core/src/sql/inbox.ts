@@ -37,6 +37,17 @@ export function inboxSql(schema: string) {
     /** $1 consumer, $2 id, $3 fingerprint, $4 retention ms. A rival's uncommitted row makes this wait. */
     claimOne: `INSERT INTO ${inbox} (consumer, message_id, fingerprint, status, expires_at)
       VALUES ($1, $2, $3, 'done', now() + $4 * interval '1 millisecond') ON CONFLICT DO NOTHING`,
+    /**
+     * The single-message claim in a transaction once did not open (`options.transactions`), with
+     * the settings {@link begin} would have pinned, in one statement with parameters (a library's
+     * raw-SQL call runs one statement): synchronous_commit on, and $5 the lock timeout in ms, as
+     * text, set before the insert can wait. Returns the claimed row, for raw-SQL calls that report
+     * rows but no count. $1 consumer, $2 id, $3 fingerprint, $4 retention ms.
+     */
+    claimOwned: `INSERT INTO ${inbox} (consumer, message_id, fingerprint, status, expires_at)
+      SELECT $1, $2, $3, 'done', now() + $4 * interval '1 millisecond'
+      FROM (SELECT set_config('synchronous_commit', 'on', true), set_config('lock_timeout', $5, true)) AS pin
+      ON CONFLICT DO NOTHING RETURNING message_id`,
     /** $1 consumer, $2 ids (sorted, so overlapping batches lock in one order), $3 fingerprints, $4 retention ms. */
     claimMany: `INSERT INTO ${inbox} (consumer, message_id, fingerprint, status, expires_at)
       SELECT $1, t.m, t.f, 'done', now() + $4 * interval '1 millisecond'
@@ -94,10 +105,40 @@ export type InboxSql = ReturnType<typeof inboxSql>;
 export function migrationSql(schema: string) {
   return Object.freeze({
     createSchema: `CREATE SCHEMA IF NOT EXISTS ${schema}`,
+    // compatible_from: the oldest code version that runs on the schema once this row's migration
+    // is applied; removes: what a contract migration removed (NULL when it only expands). Both
+    // are NULL on rows written before @once/core recorded them.
     createVersionTable: `CREATE TABLE IF NOT EXISTS ${schema}.schema_version (
-      version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
+      version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now(),
+      compatible_from integer, removes text)`,
+    /** How many of the two compatibility columns a version table has (0 when an older release made it). */
+    compatibilityColumns: `SELECT count(*)::int AS n FROM pg_attribute
+      WHERE attrelid = '${schema}.schema_version'::regclass AND attname IN ('compatible_from', 'removes')
+        AND NOT attisdropped`,
+    /** Adds them to a version table an older release made; only run when they are missing. */
+    addCompatibilityColumns: `ALTER TABLE ${schema}.schema_version
+      ADD COLUMN IF NOT EXISTS compatible_from integer, ADD COLUMN IF NOT EXISTS removes text`,
+    /** Fills them on rows an older release wrote: $1 versions, $2 compatible_from, $3 removes. */
+    fillCompatibility: `UPDATE ${schema}.schema_version AS s SET compatible_from = k.compatible_from, removes = k.removes
+      FROM unnest($1::int[], $2::int[], $3::text[]) AS k(version, compatible_from, removes)
+      WHERE s.version = k.version AND s.compatible_from IS NULL`,
     currentVersion: `SELECT coalesce(max(version), 0) AS version FROM ${schema}.schema_version`,
-    recordVersion: `INSERT INTO ${schema}.schema_version (version, name) VALUES ($1, $2)`,
+    /**
+     * The version, and how many rows lack their compatibility (fails on a version table made
+     * before the columns existed): migrate()'s read-only check of a current schema.
+     */
+    currentAndUnfilled: `SELECT coalesce(max(version), 0) AS version,
+      count(*) FILTER (WHERE compatible_from IS NULL)::int AS unfilled FROM ${schema}.schema_version`,
+    recordVersion: `INSERT INTO ${schema}.schema_version (version, name, compatible_from, removes)
+      VALUES ($1, $2, $3, $4)`,
+    /**
+     * What the newest row says about the code that runs on the schema, and the first migration
+     * that left code of version $1 behind (NULL when none did).
+     */
+    compatibility: `SELECT l.compatible_from, c.version AS cut_version, c.name AS cut_name, c.removes AS cut_removes
+      FROM (SELECT compatible_from FROM ${schema}.schema_version ORDER BY version DESC LIMIT 1) AS l
+      LEFT JOIN LATERAL (SELECT version, name, removes FROM ${schema}.schema_version
+        WHERE compatible_from > $1 ORDER BY version LIMIT 1) AS c ON true`,
     /** Serialises migrate() across processes: $1, $2 are the two halves of the lock key. */
     lock: 'SELECT pg_advisory_xact_lock($1::int, $2::int)',
   });

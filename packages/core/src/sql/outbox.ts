@@ -86,9 +86,17 @@ export function outboxChannel(schemaName: string): string {
  * `quoteIdentifier` like every identifier (the channel is one: lower-case, at most 63 bytes).
  */
 export function listenSql(schemaName: string) {
-  const channel = quoteIdentifier(outboxChannel(schemaName), 'channel');
+  const name = outboxChannel(schemaName);
+  const channel = quoteIdentifier(name, 'channel');
   return Object.freeze({
+    /** The channel's name, the first parameter of {@link listenSql}'s `probe`. */
+    channel: name,
     listen: `LISTEN ${channel}`,
     unlisten: `UNLISTEN ${channel}`,
+    /**
+     * The relay's check that its LISTEN session hears notifications, sent from another pool
+     * connection. $1 channel, $2 payload (`probe:` and a token; relays ignore such payloads).
+     */
+    probe: 'SELECT pg_notify($1, $2)',
   });
 }

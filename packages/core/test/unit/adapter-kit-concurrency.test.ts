@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { jsonHandler, KeyedSerializer, Limiter } from '../../src/adapter/index.js';
+import {
+  Gate,
+  jsonHandler,
+  KeyedSerializer,
+  Limiter,
+  processGroup,
+  takeGroup,
+} from '../../src/adapter/index.js';
 import type { Envelope } from '../../src/envelope.js';
 import { PermanentError } from '../../src/errors.js';
 import type { HandlerContext } from '../../src/handler.js';
@@ -93,5 +100,79 @@ describe('jsonHandler', () => {
     expect(() => h(envelope('{nope'), ctx)).toThrow(PermanentError);
     expect(() => h(envelope('{nope'), ctx)).toThrow(/not valid JSON/);
     expect(() => h(envelope('{"n":"x"}'), ctx)).toThrow(/failed validation: n must be a number/);
+  });
+});
+
+describe('processGroup', () => {
+  const env = (id: string, redelivered = false): Envelope => ({
+    id,
+    body: Buffer.from(id),
+    headers: {},
+    key: undefined,
+    source: { broker: 'test', queue: 'q' },
+    attempt: 1,
+    redelivered,
+  });
+  const fakeInbox = (log: string[], fail = false) => ({
+    async process(e: Envelope) {
+      log.push(`process ${e.id}`);
+      if (fail) throw new Error('inbox bug');
+      return { status: 'processed', id: e.id } as never;
+    },
+    async processBatch(es: readonly Envelope[]) {
+      log.push(`batch ${es.map((e) => e.id).join(',')}`);
+      return es.map((e) => ({ status: 'processed', id: e.id }) as never);
+    },
+  });
+
+  it('runs one envelope through process, more through processBatch; a fresh group shared and unmarked', async () => {
+    const log: string[] = [];
+    const gate = new Gate();
+    const counter = { mark: (e: Envelope) => log.push(`mark ${e.id}`) };
+    const other = await gate.shared(); // a shared holder does not keep a fresh group out
+    expect(await processGroup({ inbox: fakeInbox(log), gate, counter }, [env('a')], false)).toHaveLength(1);
+    expect(
+      await processGroup({ inbox: fakeInbox(log), gate, counter }, [env('b'), env('c')], false),
+    ).toHaveLength(2);
+    other();
+    expect(log).toEqual(['process a', 'batch b,c']);
+  });
+
+  it('runs a suspect group exclusive and marks it; leaves the gate when the inbox throws', async () => {
+    const log: string[] = [];
+    const gate = new Gate();
+    const counter = { mark: (e: Envelope) => log.push(`mark ${e.id}`) };
+    const holder = await gate.shared();
+    const run = processGroup({ inbox: fakeInbox(log, true), gate, counter }, [env('s', true)], true);
+    await tick();
+    expect(log).toEqual([]); // waits for the shared holder to leave
+    holder();
+    await expect(run).rejects.toThrow('inbox bug');
+    expect(log).toEqual(['mark s', 'process s']);
+    const leave = await gate.exclusive(); // left: another exclusive holder gets in
+    leave();
+  });
+});
+
+describe('takeGroup', () => {
+  const fresh = (id: string) => ({ id, redelivered: false });
+  const suspect = (id: string) => ({ id, redelivered: true });
+  const ids = (r: { group: { id: string }[]; suspect: boolean }) => [r.group.map((x) => x.id), r.suspect];
+
+  it('takes a suspect alone, fresh ones up to max and never past the next suspect', () => {
+    const queue = [suspect('s1'), fresh('a'), fresh('b'), fresh('c'), suspect('s2'), fresh('d')];
+    const take = () => ids(takeGroup(queue, (x) => x.redelivered, 2));
+    expect(take()).toEqual([['s1'], true]);
+    expect(take()).toEqual([['a', 'b'], false]);
+    expect(take()).toEqual([['c'], false]);
+    expect(take()).toEqual([['s2'], true]);
+    expect(take()).toEqual([['d'], false]);
+    expect(queue).toEqual([]);
+  });
+
+  it('takes one at a time with max 1', () => {
+    const queue = [fresh('a'), fresh('b')];
+    expect(ids(takeGroup(queue, (x) => x.redelivered, 1))).toEqual([['a'], false]);
+    expect(queue.map((x) => x.id)).toEqual(['b']);
   });
 });

@@ -81,7 +81,7 @@ it('start() succeeds while PostgreSQL is unreachable; the consumer fetches nothi
   timeout: 120_000,
 }, async () => {
   await db.pool.query(`CREATE TABLE IF NOT EXISTS ${db.schema}.effects (message_id text NOT NULL)`);
-  const proxy = await FaultProxy.start({ host: '127.0.0.1', port: 5432 });
+  const proxy = await FaultProxy.start(new URL(serviceUrls().databaseUrl).host);
   cleanup.push(() => proxy.close());
   proxy.refuse(true);
   const pool = new pg.Pool({ connectionString: proxy.url(serviceUrls().databaseUrl), max: 4 });
@@ -147,7 +147,7 @@ it('when PostgreSQL goes away mid-run the consumer pauses its partitions, and re
   timeout: 120_000,
 }, async () => {
   await db.pool.query(`CREATE TABLE IF NOT EXISTS ${db.schema}.effects (message_id text NOT NULL)`);
-  const proxy = await FaultProxy.start({ host: '127.0.0.1', port: 5432 });
+  const proxy = await FaultProxy.start(new URL(serviceUrls().databaseUrl).host);
   cleanup.push(() => proxy.close());
   const pool = new pg.Pool({ connectionString: proxy.url(serviceUrls().databaseUrl), max: 4 });
   cleanup.push(() => pool.end());

@@ -1,3 +1,4 @@
+import { resolveId } from '@once/core/adapter';
 import type { KafkaMessage } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
 import { type EnvelopeContext, envelopeOf } from '../../src/envelope-of.js';
@@ -8,7 +9,6 @@ const ctx: EnvelopeContext = {
   groupId: 'g',
   idHeader: 'message-id',
   idFrom: 'header' as const,
-  hasIdOf: false,
   attempt: 1,
   redelivered: false,
 };
@@ -26,8 +26,8 @@ function msg(headers: KafkaMessage['headers'], value: Buffer | null = Buffer.fro
 
 describe('envelopeOf', () => {
   it('maps id, key, body and source', () => {
-    const { envelope, idError } = envelopeOf(msg({ 'message-id': Buffer.from('m-1'), other: 'x' }), ctx);
-    expect(idError).toBeUndefined();
+    const { envelope } = envelopeOf(msg({ 'message-id': Buffer.from('m-1'), other: 'x' }), ctx);
+    expect(envelope.idUnusable).toBeUndefined();
     expect(envelope.id).toBe('m-1');
     expect(envelope.key).toBe('k1');
     expect(envelope.headers).toEqual({ 'message-id': 'm-1', other: 'x' });
@@ -41,30 +41,31 @@ describe('envelopeOf', () => {
   });
 
   it('leaves a missing id to core (which names it)', () => {
-    const { envelope, idError } = envelopeOf(msg({}), ctx);
+    const { envelope } = envelopeOf(msg({}), ctx);
     expect(envelope.id).toBeUndefined();
-    expect(idError).toBeUndefined();
+    expect(envelope.idUnusable).toBeUndefined();
   });
 
-  it('rejects an id header that is not UTF-8', () => {
-    const { idError, envelope } = envelopeOf(
+  it('marks an id header that is not UTF-8 unusable: core refuses it as an invalid id', () => {
+    const { envelope } = envelopeOf(
       msg({ 'message-id': Buffer.from([0xff, 0xfe]), x: Buffer.from([0xc3]) }),
       ctx,
     );
-    expect(idError?.code).toBe('INVALID_ID');
-    expect(idError?.message).toMatch(/not valid UTF-8/);
+    expect(envelope.idUnusable).toMatch(/not valid UTF-8/);
+    expect(() => resolveId(envelope)).toThrow(expect.objectContaining({ code: 'INVALID_ID' }));
     expect(envelope.headers.x).toBeUndefined();
   });
 
-  it('rejects repeated ids that differ, accepts repeats that agree', () => {
-    expect(envelopeOf(msg({ 'message-id': ['a', 'b'] }), ctx).idError?.message).toMatch(/different values/);
+  it('marks repeated ids that differ unusable, accepts repeats that agree', () => {
+    expect(envelopeOf(msg({ 'message-id': ['a', 'b'] }), ctx).envelope.idUnusable).toMatch(
+      /different values/,
+    );
     expect(envelopeOf(msg({ 'message-id': ['a', Buffer.from('a')] }), ctx).envelope.id).toBe('a');
   });
 
-  it('ignores header problems when idOf decides', () => {
-    expect(
-      envelopeOf(msg({ 'message-id': Buffer.from([0xff]) }), { ...ctx, hasIdOf: true }).idError,
-    ).toBeUndefined();
+  it('lets idOf decide over an unusable id header', () => {
+    const { envelope } = envelopeOf(msg({ 'message-id': Buffer.from([0xff]) }), ctx);
+    expect(resolveId(envelope, () => 'from-body')).toBe('from-body');
   });
 
   it('uses topic/partition/offset only when asked', () => {

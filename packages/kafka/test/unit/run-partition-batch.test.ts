@@ -103,6 +103,17 @@ function harness(
       }
       return out;
     },
+    notRun(es) {
+      log.push(`not-run ${es.map((e) => e.source.offset).join(',')}`);
+      return es.map((e) => ({
+        status: 'not-run',
+        id: e.id,
+        envelope: e,
+        why: 'behind',
+        error: { name: 'E', message: 'not run' },
+        delayMs: 0,
+      }));
+    },
   };
   const state = newPartitionState();
   const deps: PartitionBatchDeps = {
@@ -117,7 +128,6 @@ function harness(
     } as KafkaConsumerOptions).kafka,
     inbox,
     retryDelayMs: () => 11,
-    hasIdOf: false,
     ...(opts.lease === undefined ? {} : { lease: opts.lease }),
     logger: silentLogger,
     events: new TypedEmitter<KafkaConsumerEventMap>(silentLogger),
@@ -274,6 +284,20 @@ describe('runPartitionBatch', () => {
       'process 1 attempt=1 redelivered=false',
       'resolve 1',
       'commit 2',
+    ]);
+  });
+
+  it('message mode: the messages behind a retry are reported not run, and read again after it', async () => {
+    const h = harness({
+      options: { batch: false, crashReplay: false, inlineRetryMaxMs: 0 },
+      decide: (e) => (e.source.offset === '1' && e.attempt === 1 ? 'retry' : 'processed'),
+    });
+    await h.run(messages(0, 4));
+    expect(h.log.slice(0, 4)).toEqual([
+      'process 0 attempt=1 redelivered=false',
+      'process 1 attempt=1 redelivered=false',
+      'not-run 2',
+      'resolve 0',
     ]);
   });
 

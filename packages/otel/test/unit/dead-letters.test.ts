@@ -101,6 +101,24 @@ describe('dead letters', () => {
     });
   });
 
+  it('NATS: message:dead-lettered, by subject, reason and whether a dead-letter subject took it', async () => {
+    const { consumer, events } = consumerWith<{
+      'message:dead-lettered': { reason: string; deadLetter: string | undefined };
+    }>('n', { subject: 'orders.>', durable: 'billing' });
+    const handle = instrument(consumer, { meterProvider: h.meterProvider, pool: false });
+    events.emit('message:dead-lettered', { reason: 'permanent', deadLetter: 'once.dead.billing' });
+    events.emit('message:dead-lettered', { reason: 'invalid-id', deadLetter: undefined });
+    handle.close();
+    const m = await h.collect();
+    const base = {
+      'once.consumer': 'n',
+      'messaging.system': 'nats',
+      'messaging.destination.name': 'orders.>',
+    };
+    expect(sumOf(m, 'once.dead_letters', { ...base, 'once.dead_letter.target': 'subject' })).toBe(1);
+    expect(sumOf(m, 'once.dead_letters', { ...base, 'once.dead_letter.target': 'discard' })).toBe(1);
+  });
+
   it('RabbitMQ: only settled deliveries planned as dead letters count, not acks or retries', async () => {
     const { consumer, events } = consumerWith<{ settled: { status: string; plan: string } }>('r', {
       queue: 'emails',

@@ -19,6 +19,7 @@ describe('kindOf', () => {
     expect(t({ inbox, on, options: { topics: ['a'] } })).toBe('kafka');
     expect(t({ inbox, on, options: { queueUrl: 'http://x/1/q' } })).toBe('sqs');
     expect(t({ inbox, on, options: { queue: 'q' } })).toBe('rabbitmq');
+    expect(t({ inbox, on, options: { subject: 'orders.>', durable: 'billing' } })).toBe('nats');
     expect(t({ inbox })).toBe('consumer');
   });
 

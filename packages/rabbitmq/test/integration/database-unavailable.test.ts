@@ -85,7 +85,7 @@ it('a consumer started before migrate() takes nothing, dead-letters nothing, and
 });
 
 it('when PostgreSQL goes away the consumer stops consuming, and consumes again when it is back', async () => {
-  const proxy = await FaultProxy.start({ host: '127.0.0.1', port: 5432 });
+  const proxy = await FaultProxy.start(new URL(serviceUrls().databaseUrl).host);
   cleanup.push(() => proxy.close());
   const pool = new pg.Pool({ connectionString: proxy.url(serviceUrls().databaseUrl), max: 4 });
   pool.on('error', () => {});
@@ -131,7 +131,7 @@ it('when PostgreSQL goes away the consumer stops consuming, and consumes again w
 });
 
 it('a connection lost while the database is down comes back without consuming, and consumes once the database is back', async () => {
-  const proxy = await FaultProxy.start({ host: '127.0.0.1', port: 5432 });
+  const proxy = await FaultProxy.start(new URL(serviceUrls().databaseUrl).host);
   cleanup.push(() => proxy.close());
   const pool = new pg.Pool({ connectionString: proxy.url(serviceUrls().databaseUrl), max: 4 });
   pool.on('error', () => {});

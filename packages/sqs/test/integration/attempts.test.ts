@@ -1,6 +1,6 @@
 import type { Message } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { readDeadLetter, type SqsConsumer } from '../../src/index.js';
+import { createSqsConsumer, readDeadLetter, type SqsConsumer } from '../../src/index.js';
 import { type Db, drain, freshDb, queues, sendAll, sqsClient, unique, waitFor } from './fixtures/env.js';
 import { startOnce } from './fixtures/once-consumer.js';
 
@@ -166,4 +166,40 @@ it('runs that fail on the environment (a deadlock) are not counted: only the mes
   expect(calls).toEqual([1, 1, 1, 1, 1, 1, 1, 2]);
   expect(await db.counts(id)).toEqual(new Map([[id, 1]]));
   expect(await drain(client, dlq, 300)).toEqual([]);
+});
+
+it('the messages of a FIFO group sent back behind a retried one are reported not run (behind), then run once', async () => {
+  const prefix = `${run}-notrun`;
+  const url = await q.create(`${prefix}.fifo`);
+  const ids = [1, 2, 3].map((n) => `${prefix}-${n}`);
+  await sendAll(
+    client,
+    url,
+    ids.map((id, n) => ({ body: `{"n":${n + 1}}`, id, group: 'g', dedup: id })),
+  );
+  let firstRuns = 0;
+  const c = createSqsConsumer({
+    client,
+    queueUrl: url,
+    pool: db.pool,
+    schema: db.schema,
+    consumer: 'not-run',
+    deadLetterQueueUrl: false,
+    waitTimeSeconds: 1,
+    visibilityTimeoutS: 10,
+    retryDelayMs: () => 0,
+    handler: async (envelope, { tx, id }) => {
+      if (id === ids[0] && ++firstRuns === 1) throw new Error('transient once');
+      await db.record(tx, id, envelope.key, 1);
+    },
+  });
+  consumers.push(c);
+  const notRun: string[] = [];
+  c.inbox.on('message:not-run', (e) => notRun.push(`${e.id}: ${e.why}`));
+  await c.start();
+  await waitFor(async () => (await db.counts(`${prefix}-`)).size === 3, 60_000, 'the group processed');
+  expect(await db.check(ids, true)).toMatchObject({ ok: true });
+  // The first receive ran the first message only; the two behind it went back unrun.
+  expect(notRun.slice(0, 2)).toEqual([`${ids[1]}: behind`, `${ids[2]}: behind`]);
+  expect(notRun.filter((e) => e.startsWith(`${ids[0]}:`))).toEqual([]);
 });

@@ -110,7 +110,7 @@ it('a consumer started before migrate() receives nothing, dead-letters nothing, 
 });
 
 it('started while PostgreSQL refuses connections: start() resolves, nothing is received until it is back', async () => {
-  const proxy = await FaultProxy.start({ host: '127.0.0.1', port: 5432 });
+  const proxy = await FaultProxy.start(new URL(serviceUrls().databaseUrl).host);
   cleanup.push(() => proxy.close());
   const pool = new pg.Pool({ connectionString: proxy.url(serviceUrls().databaseUrl), max: 4 });
   pool.on('error', () => {});
@@ -137,7 +137,7 @@ it('started while PostgreSQL refuses connections: start() resolves, nothing is r
 });
 
 it('when PostgreSQL goes away mid-run the consumer stops receiving, and receives again when it is back', async () => {
-  const proxy = await FaultProxy.start({ host: '127.0.0.1', port: 5432 });
+  const proxy = await FaultProxy.start(new URL(serviceUrls().databaseUrl).host);
   cleanup.push(() => proxy.close());
   const pool = new pg.Pool({ connectionString: proxy.url(serviceUrls().databaseUrl), max: 4 });
   pool.on('error', () => {});

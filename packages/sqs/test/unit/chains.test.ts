@@ -98,6 +98,7 @@ function context(answer: (envelopes: Envelope[]) => Outcome[]) {
   const settled: [string, string, (number | undefined)?][] = [];
   const marked = new WeakSet<Envelope>();
   const errors: string[] = [];
+  const notRun: string[][] = [];
   const inbox = {
     options: { retryDelayMs: () => 1000 },
     process: async (e: Envelope) => {
@@ -111,6 +112,10 @@ function context(answer: (envelopes: Envelope[]) => Outcome[]) {
     noteStart: async (e: Envelope) => {
       started.push(e.id!);
       return started.filter((id) => id === e.id).length;
+    },
+    notRun: (es: Envelope[]) => {
+      notRun.push(es.map((e) => e.id!));
+      return es.map((e) => retry(e, false, 0));
     },
   } as unknown as Inbox;
   const settler = {
@@ -135,7 +140,7 @@ function context(answer: (envelopes: Envelope[]) => Outcome[]) {
     forget: (e) => settled.push([e.envelope.id!, 'forget']),
     noteError: (where) => errors.push(where),
   };
-  return { ctx, calls, settled, started, marked, errors };
+  return { ctx, calls, settled, started, marked, errors, notRun };
 }
 const processed = (e: Envelope): Outcome => ({
   status: 'processed',
@@ -156,14 +161,18 @@ const retry = (e: Envelope, ran: boolean | 'unavailable', delayMs = 500): Outcom
       };
 
 describe('runChain', () => {
-  it('stops at a retry and sends the rest of the group back behind it with the same delay', async () => {
-    const { ctx, settled } = context((es) => es.map((e) => (e.id === 'b' ? retry(e, true) : processed(e))));
-    await runChain(ctx, [held('a', 'g'), held('b', 'g'), held('c', 'g')]);
+  it('stops at a retry and sends the rest of the group back behind it with the same delay, reported not run', async () => {
+    const { ctx, settled, notRun } = context((es) =>
+      es.map((e) => (e.id === 'b' ? retry(e, true) : processed(e))),
+    );
+    await runChain(ctx, [held('a', 'g'), held('b', 'g'), held('c', 'g'), held('d', 'g')]);
     expect(settled).toEqual([
       ['a', 'ack', undefined],
       ['b', 'retry', 500],
       ['c', 'retry', 500],
+      ['d', 'retry', 500],
     ]);
+    expect(notRun).toEqual([['c', 'd']]);
   });
 
   it("builds no outcome when the inbox throws: reports it and sends the group back after core's delay", async () => {

@@ -1,7 +1,7 @@
 import type { OutboxMessage, OutboxPublisher } from '@once/core';
 import { describe, expect, it } from 'vitest';
 import { createSqsPublisher } from '../../src/index.js';
-import { sqsToken } from '../../src/publisher.js';
+import { sqsToken } from '../../src/sqs-body.js';
 import { fakeClient } from './fake-client.js';
 
 const FIFO = 'http://h/000/q.fifo';

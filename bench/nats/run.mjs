@@ -1,0 +1,243 @@
+// NATS JetStream benchmark: @once/nats against a plain @nats-io/jetstream pull consumer doing the
+// same work, the same number of messages outstanding.
+//   R0  raw consume + ack, no database: the ceiling.
+//   B1/msg    plain consumer, one transaction per message (INSERT effect; COMMIT; ack).
+//   B1/batch  plain consumer, one transaction per fetched batch, then an ack per message.
+//   once/msg  createNatsConsumer, per-message transactions.
+//   once/batch createNatsConsumer({ batch: true }).
+//   floor/msg, floor/batch  the floor (bench/support/floor.mjs, a frozen hand-written inbox) in
+//             B1's consumers: its claim before the effect, ack after COMMIT.
+// Every variant consumes BENCH_MESSAGES messages pre-published to its own file-stored stream.
+// Size: BENCH_MESSAGES (default 10000), BENCH_REPS interleaved runs (default 7; per variant the
+// median, ratios the median of per-repetition paired ratios with min–max), BENCH_ONLY=name,name.
+import { AckPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { migrate } from '@once/core';
+import { createNatsConsumer } from '@once/nats';
+import pg from 'pg';
+import { countingPool } from '../support/counting-pool.mjs';
+import { createFloorTable, floorBatch, floorOne } from '../support/floor.mjs';
+import { timeConsumer } from '../support/measure.mjs';
+import { ADAPTER_CHECKS, closeBench } from '../support/report.mjs';
+
+const N = Number(process.env.BENCH_MESSAGES ?? 10_000);
+const PREFETCH = Number(process.env.BENCH_PREFETCH ?? 200);
+const MSG_CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 8);
+const BATCH = Number(process.env.BENCH_BATCH ?? 100);
+const REPS = Number(process.env.BENCH_REPS ?? 7);
+const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+const DB_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const SCHEMA = 'once_bench_nats';
+const RUN = `bench_nats_${process.pid}`;
+
+const raw = new pg.Pool({ connectionString: DB_URL, max: 20 });
+raw.on('error', () => {});
+const { pool, counter } = countingPool(raw);
+
+await raw.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
+await migrate(raw, { schema: SCHEMA });
+await raw.query(
+  `CREATE TABLE ${SCHEMA}.effects (variant text NOT NULL, id text NOT NULL, amount int NOT NULL)`,
+);
+await createFloorTable(raw, SCHEMA);
+const EFFECT = `INSERT INTO ${SCHEMA}.effects (variant, id, amount) VALUES ($1, $2, $3)`;
+
+const nc = await connect({ servers: NATS_URL, name: RUN });
+const jsm = await jetstreamManager(nc);
+const js = jetstream(nc);
+const idOf = (m) => m.headers.get('Nats-Msg-Id');
+const amountOf = (m) => JSON.parse(new TextDecoder().decode(m.data)).amount;
+
+async function fill(stream) {
+  await jsm.streams.add({ name: stream, subjects: [`${stream}.in`] });
+  for (let i = 0; i < N; i += 500) {
+    const acks = [];
+    for (let k = i; k < Math.min(N, i + 500); k++) {
+      const body = JSON.stringify({ id: `m-${k}`, amount: k % 100 });
+      acks.push(js.publish(`${stream}.in`, body, { msgID: `m-${k}` }));
+    }
+    await Promise.all(acks);
+  }
+}
+
+/** The durable a plain variant reads (once's variants create their own). */
+async function plainConsumer(stream) {
+  await jsm.consumers.add(stream, {
+    durable_name: 'plain',
+    ack_policy: AckPolicy.Explicit,
+    ack_wait: 60_000 * 1e6,
+    max_ack_pending: 1_000,
+  });
+  return js.consumers.get(stream, 'plain');
+}
+
+/** Times `consume` until it reports N messages done; returns the measurements. */
+async function measure(name, stream, consume) {
+  await fill(stream);
+  const r = await timeConsumer({ name, n: N, counter, consume });
+  await jsm.streams.delete(stream).catch(() => {});
+  return r;
+}
+
+/** B1/msg's consumer: `consume()` with PREFETCH outstanding, MSG_CONCURRENCY `work(m)` at once, ack after each. */
+async function perMessage(stream, onDone, work) {
+  const c = await plainConsumer(stream);
+  const messages = await c.consume({ max_messages: PREFETCH });
+  const buffer = [];
+  let active = 0;
+  const pump = () => {
+    while (active < MSG_CONCURRENCY && buffer.length > 0) {
+      const m = buffer.shift();
+      active++;
+      work(m)
+        .then(() => {
+          m.ack();
+          onDone();
+        })
+        .finally(() => {
+          active--;
+          pump();
+        });
+    }
+  };
+  void (async () => {
+    for await (const m of messages) {
+      buffer.push(m);
+      pump();
+    }
+  })();
+  return () => messages.close();
+}
+
+/** B1/batch's consumer: fetch up to BATCH, `work(take)` in one transaction, ack each. */
+async function batched(stream, onDone, work) {
+  const c = await plainConsumer(stream);
+  let stopped = false;
+  const loop = (async () => {
+    while (!stopped) {
+      const take = [];
+      for await (const m of await c.fetch({ max_messages: BATCH, expires: 1_000 })) take.push(m);
+      if (take.length === 0) continue;
+      await work(take);
+      for (const m of take) {
+        m.ack();
+        onDone();
+      }
+    }
+  })();
+  return async () => {
+    stopped = true;
+    await loop;
+  };
+}
+
+const variants = {
+  R0: (stream) =>
+    measure('R0 raw', stream, async (onDone) => {
+      const c = await plainConsumer(stream);
+      const messages = await c.consume({ max_messages: PREFETCH });
+      void (async () => {
+        for await (const m of messages) {
+          m.ack();
+          onDone();
+        }
+      })();
+      return () => messages.close();
+    }),
+  'B1/msg': (stream) =>
+    measure('B1/msg', stream, (onDone) =>
+      perMessage(stream, onDone, async (m) => {
+        const c = await pool.connect();
+        try {
+          await c.query('BEGIN');
+          await c.query(EFFECT, [stream, idOf(m), amountOf(m)]);
+          await c.query('COMMIT');
+        } finally {
+          c.release();
+        }
+      }),
+    ),
+  'B1/batch': (stream) =>
+    measure('B1/batch', stream, (onDone) =>
+      batched(stream, onDone, async (take) => {
+        const c = await pool.connect();
+        try {
+          await c.query('BEGIN');
+          for (const m of take) await c.query(EFFECT, [stream, idOf(m), amountOf(m)]);
+          await c.query('COMMIT');
+        } finally {
+          c.release();
+        }
+      }),
+    ),
+  'floor/msg': (stream) =>
+    measure('floor/msg', stream, (onDone) =>
+      perMessage(stream, onDone, (m) =>
+        floorOne(pool, SCHEMA, stream, idOf(m), (q) => q.query(EFFECT, [stream, idOf(m), amountOf(m)])),
+      ),
+    ),
+  'floor/batch': (stream) =>
+    measure('floor/batch', stream, (onDone) =>
+      batched(stream, onDone, (take) =>
+        floorBatch(pool, SCHEMA, stream, take, idOf, (q, m) =>
+          q.query(EFFECT, [stream, idOf(m), amountOf(m)]),
+        ),
+      ),
+    ),
+  'once/msg': (stream) => onceVariant('once/msg', stream, false),
+  'once/batch': (stream) => onceVariant('once/batch', stream, true),
+};
+
+function onceVariant(name, stream, batch) {
+  return measure(name, stream, async (onDone) => {
+    const consumer = createNatsConsumer({
+      connection: nc,
+      subject: `${stream}.in`,
+      stream,
+      durable: 'once',
+      consumer: stream,
+      deadLetterSubject: false,
+      pool,
+      schema: SCHEMA,
+      // The same outstanding window as the plain variants: PREFETCH in all.
+      concurrency: batch ? 1 : MSG_CONCURRENCY,
+      batch,
+      batchSize: batch ? BATCH : Math.max(1, Math.round(PREFETCH / MSG_CONCURRENCY)),
+      logger: false,
+      handler: async (e, { tx }) => {
+        await tx.query(EFFECT, [stream, e.id, JSON.parse(e.body.toString()).amount]);
+      },
+    });
+    consumer.on('settled', () => onDone());
+    await consumer.start();
+    return () => consumer.stop();
+  });
+}
+
+console.log(
+  `NATS JetStream bench: ${N} messages per variant (file store), ${PREFETCH} outstanding, per-message concurrency ${MSG_CONCURRENCY}, batch ${BATCH}, ${REPS} interleaved repetitions`,
+);
+const only = process.env.BENCH_ONLY?.split(',');
+const names = Object.keys(variants).filter((n) => !only || only.includes(n));
+const runs = Object.fromEntries(names.map((n) => [n, []]));
+// Repetitions interleave the variants in a rotating order, so a noisy neighbour slows all alike.
+for (let rep = 0; rep < REPS; rep++) {
+  const order = names.slice(rep % names.length).concat(names.slice(0, rep % names.length));
+  for (const name of order)
+    runs[name].push(await variants[name](`${RUN}_${name.replace(/\W/g, '_')}_${rep}`));
+}
+closeBench({
+  runs,
+  reps: REPS,
+  checks: ADAPTER_CHECKS,
+  file: new URL('../results/nats.json', import.meta.url),
+  meta: { messages: N, reps: REPS, prefetch: PREFETCH, concurrency: MSG_CONCURRENCY, batch: BATCH },
+});
+const dupes = await raw.query(
+  `SELECT variant, count(*)::int AS n FROM (SELECT variant, id FROM ${SCHEMA}.effects GROUP BY 1, 2 HAVING count(*) > 1) d GROUP BY 1`,
+);
+if (dupes.rows.length > 0) console.log('  duplicate effects:', dupes.rows);
+
+await nc.close();
+await raw.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
+await raw.end();

@@ -1,0 +1,118 @@
+import type { TypedEmitter } from '../events.js';
+import { createInbox, type Inbox } from '../inbox.js';
+import type { InboxOptions } from '../options.js';
+import type { Consumer, ConsumerEventMap, ConsumerHealth, ConsumerState } from './consumer.js';
+import { ConsumerLifecycle } from './lifecycle.js';
+import { StartCounter } from './start-counter.js';
+
+/** What a {@link ConsumerBase} needs from the adapter's constructor. */
+export interface ConsumerBaseSpec<R> {
+  /** Prefix of log lines: `once/kafka`. */
+  name: string;
+  /**
+   * The inbox's options after the adapter's split, `consumer` set: the user's handler is wrapped
+   * in the start counter before the inbox is made.
+   */
+  inbox: InboxOptions<R>;
+  /** How long `stop()` waits for in-flight messages to settle, in ms. */
+  stopTimeoutMs: number;
+  /** The broker counts deliveries, not runs: see {@link StartCounterSpec.attemptIsStarts}. @default false */
+  attemptIsStarts?: boolean;
+}
+
+/** Longest wait for the start count of a message that runs alone, in ms (see StartCounter). */
+const START_COUNT_WAIT_MS = 5_000;
+
+/**
+ * The part of a consumer that is the same on every broker: the inbox behind the killer budget
+ * (`StartCounter`, whose refusals are the `message:killed-consumer` event), the lifecycle (state,
+ * the one emitter, the stop deadline, the hold while the database is unusable), and the
+ * `Consumer` methods over them. An adapter extends it and writes what only its broker knows:
+ * `open`, `pause`, `resume`, `drain` and `close` (see {@link LifecycleHooks}) and `health()`
+ * (the kit's fields from `this.life.health(ok)`, plus its own).
+ *
+ * A base class rather than a helper the adapter holds: what it saves is exactly the `Consumer`
+ * methods, which a held helper would still make every adapter forward one by one.
+ */
+export abstract class ConsumerBase<
+  R,
+  M extends ConsumerEventMap = ConsumerEventMap,
+  H extends ConsumerHealth = ConsumerHealth,
+> implements Consumer<R, M, H>
+{
+  /** The inbox doing the processing; subscribe to per-message events with `inbox.on(...)`. */
+  readonly inbox: Inbox<R>;
+  /** State, the one emitter (`life.events`), `stopping`, `fetching`, `noteError`. */
+  protected readonly life: ConsumerLifecycle<R, M>;
+  /** The killer budget: `mark` a delivery that runs alone before the inbox runs it. */
+  protected readonly counter: StartCounter<R>;
+
+  protected constructor(spec: ConsumerBaseSpec<R>) {
+    this.counter = new StartCounter<R>({
+      inbox: () => this.inbox,
+      waitMs: START_COUNT_WAIT_MS,
+      ...(spec.attemptIsStarts === undefined ? {} : { attemptIsStarts: spec.attemptIsStarts }),
+      onExhausted: (envelope, starts) =>
+        this.#events.emit('message:killed-consumer', { id: envelope.id, starts, source: envelope.source }),
+    });
+    this.inbox = createInbox<R>({ ...spec.inbox, handler: this.counter.wrap(spec.inbox.handler) });
+    this.life = new ConsumerLifecycle<R, M>({
+      name: spec.name,
+      inbox: this.inbox,
+      logger: this.inbox.options.logger,
+      stopTimeoutMs: spec.stopTimeoutMs,
+    });
+    this.life.attach({
+      open: () => this.open(),
+      pause: () => this.pause(),
+      resume: () => this.resume(),
+      drain: () => this.drain(),
+      close: () => this.close(),
+    });
+  }
+
+  /** The emitter as the kit's base map (the adapter's map extends it). */
+  get #events(): TypedEmitter<ConsumerEventMap> {
+    return this.life.events as unknown as TypedEmitter<ConsumerEventMap>;
+  }
+
+  /** Connects, declares, subscribes; fetch at once only when `life.fetching` is true at its end. */
+  protected abstract open(): Promise<void>;
+  /** Stop taking messages: the database or once's schema cannot be used. */
+  protected abstract pause(): void | Promise<void>;
+  /** Take messages again. */
+  protected abstract resume(): void | Promise<void>;
+  /** Stop fetching for good; resolve once everything in flight has settled with the broker. */
+  protected abstract drain(): Promise<void>;
+  /** Close every client: after `drain`, or once `stopTimeoutMs` has passed without it. */
+  protected abstract close(): Promise<void>;
+
+  abstract health(): H;
+
+  get state(): ConsumerState {
+    return this.life.state;
+  }
+
+  /** Subscribes to a consumer event; returns an unsubscribe function. */
+  on<E extends keyof M>(name: E, listener: (event: M[E]) => void): () => void {
+    return this.life.events.on(name, listener);
+  }
+
+  /**
+   * Connects and starts consuming; the adapter's class documents what it checks. Rejects only for
+   * the broker's sake, never because of the database: while it or once's schema is not usable
+   * the consumer runs unhealthy, takes nothing, and begins once the schema checks out.
+   */
+  start(): Promise<void> {
+    return this.life.start();
+  }
+
+  /** Stops fetching, lets in-flight messages settle (up to `stopTimeoutMs`), closes. Idempotent. */
+  stop(): Promise<void> {
+    return this.life.stop();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.stop();
+  }
+}

@@ -1,0 +1,124 @@
+import { ErrorCode, OnceError } from './errors.js';
+import { type Logger, silentLogger } from './logger.js';
+import { checkNumber } from './options.js';
+import type { OutboxPublisher } from './outbox-publisher.js';
+import type { PgPoolLike } from './pg-like.js';
+
+/**
+ * Error codes of the relay, in `outbox:publish-failed` events and `health().lastError`. Defined
+ * here rather than in core's `ErrorCode` until that list is reorganised.
+ */
+export const RelayErrorCode = {
+  /** A publisher call outlived `publishTimeoutMs`: aborted, its rows left pending, attempts unchanged. */
+  PublishTimeout: 'PUBLISH_TIMEOUT',
+} as const;
+
+/** Options of {@link createRelay}. */
+export interface RelayOptions {
+  pool: PgPoolLike;
+  /** @default 'once' */
+  schema?: string | undefined;
+  /** A publisher per destination (the names given to `createOutbox`). */
+  publishers: Readonly<Record<string, OutboxPublisher>>;
+  /** Rows claimed per round. @default 100 */
+  batchSize?: number | undefined;
+  /** Poll interval when no wake-up arrives, in ms. @default 1000 */
+  pollIntervalMs?: number | undefined;
+  /**
+   * The deadline of one publisher call, in ms. When it passes, the call's `signal` is aborted
+   * (the publisher gives up: closes its channel, aborts its request) and the round is rolled back
+   * for that destination's rows: they stay pending with their attempts unchanged, are never
+   * parked for it, and whatever the broker confirms late marks nothing sent. They are published
+   * again, under the same id, in a later round. Rows of other destinations are recorded as usual.
+   * Each abandoned row is reported by `outbox:publish-failed` with code `PUBLISH_TIMEOUT` and its
+   * attempts as they were.
+   * Keep it above the slowest healthy publish of `batchSize` messages: row locks are held this long.
+   * @default 30000
+   */
+  publishTimeoutMs?: number | undefined;
+  /** Publish attempts before a row is parked as `failed`. @default 10 */
+  maxAttempts?: number | undefined;
+  /** Delay before retrying a row after its nth failed attempt, in ms. @default min(500 · 2^(n-1), 60000) */
+  retryDelayMs?: ((attempt: number) => number) | undefined;
+  /** Sent rows are deleted after this long, in ms. @default 1 day */
+  sentRetentionMs?: number | undefined;
+  /** How often sent rows are cleaned up, in ms. @default 60000 */
+  cleanupIntervalMs?: number | undefined;
+  /**
+   * LISTEN for after-commit wake-ups (one connection held). At start the relay checks that its
+   * LISTEN session hears a notification sent from another connection; where it does not (PgBouncer
+   * in transaction or statement pooling mode hands each transaction to any server connection, so
+   * the session that ran LISTEN is not the relay's), it releases that connection, logs a warning,
+   * reports `pollingOnly` and polls every `pollIntervalMs`. `false`: poll only, no check.
+   * @default true
+   */
+  listen?: boolean | undefined;
+  /** How long the LISTEN check waits for its notification, in ms. @default 2000 */
+  listenCheckMs?: number | undefined;
+  /** `(fields, message)`; `false` or none: silent. @default silent */
+  logger?: Logger | false | undefined;
+}
+
+/** The relay's state, for health checks. */
+export interface RelayHealth {
+  running: boolean;
+  listening: boolean;
+  /**
+   * True when wake-ups are off for good and rows are found by polling only: `listen: false`, or
+   * the LISTEN session heard no notification (a transaction-pooling PgBouncer between the relay
+   * and PostgreSQL).
+   */
+  pollingOnly: boolean;
+  /** When the last round finished (ms since epoch), if any. */
+  lastRoundAt: number | undefined;
+  lastError: string | undefined;
+  published: number;
+  parked: number;
+}
+
+/** The relay's options after defaults, validated. */
+export interface ResolvedRelayOptions {
+  pool: PgPoolLike;
+  publishers: Readonly<Record<string, OutboxPublisher>>;
+  batchSize: number;
+  pollIntervalMs: number;
+  publishTimeoutMs: number;
+  maxAttempts: number;
+  retryDelayMs: (attempt: number) => number;
+  sentRetentionMs: number;
+  cleanupIntervalMs: number;
+  listen: boolean;
+  listenCheckMs: number;
+  logger: Logger;
+}
+
+/** Applies the defaults and validates; throws `INVALID_OPTION` naming the bad field. */
+export function resolveRelayOptions(options: RelayOptions): ResolvedRelayOptions {
+  const publishers = options.publishers;
+  if (!publishers || typeof publishers !== 'object' || Object.keys(publishers).length === 0) {
+    throw new OnceError(
+      ErrorCode.InvalidOption,
+      'options.publishers must map at least one destination to a publisher',
+    );
+  }
+  for (const [name, p] of Object.entries(publishers)) {
+    if (typeof p?.publish !== 'function') {
+      throw new OnceError(ErrorCode.InvalidOption, `options.publishers.${name} must have a publish() method`);
+    }
+  }
+  const logger = options.logger || silentLogger;
+  return Object.freeze({
+    pool: options.pool,
+    publishers,
+    batchSize: checkNumber('batchSize', options.batchSize ?? 100, 1),
+    pollIntervalMs: checkNumber('pollIntervalMs', options.pollIntervalMs ?? 1000, 1),
+    publishTimeoutMs: checkNumber('publishTimeoutMs', options.publishTimeoutMs ?? 30_000, 1),
+    maxAttempts: checkNumber('maxAttempts', options.maxAttempts ?? 10, 1),
+    retryDelayMs: options.retryDelayMs ?? ((n: number) => Math.min(500 * 2 ** Math.max(0, n - 1), 60_000)),
+    sentRetentionMs: checkNumber('sentRetentionMs', options.sentRetentionMs ?? 86_400_000, 0),
+    cleanupIntervalMs: checkNumber('cleanupIntervalMs', options.cleanupIntervalMs ?? 60_000, 1),
+    listen: options.listen ?? true,
+    listenCheckMs: checkNumber('listenCheckMs', options.listenCheckMs ?? 2000, 1),
+    logger,
+  });
+}

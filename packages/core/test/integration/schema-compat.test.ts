@@ -1,0 +1,183 @@
+import { randomBytes } from 'node:crypto';
+import { afterAll, describe, expect, it } from 'vitest';
+import { readSchemaState } from '../../src/admin/index.js';
+import {
+  checkSchema,
+  createInbox,
+  type Handler,
+  LATEST_SCHEMA_VERSION,
+  migrate,
+  schemaSql,
+} from '../../src/index.js';
+import { migrateWith } from '../../src/migrate.js';
+import { MIGRATIONS, type Migration } from '../../src/migrations.js';
+import { envelope, faultyPool, makePool } from './fixtures/db.js';
+
+// Expand/contract (docs/upgrades.md), in one process: migrateWith() with a longer list stands for
+// a newer build's migrate(); the checks under test are this build's. test/integration/
+// rolling-upgrade.test.ts runs the same against separately built copies of @once/core.
+
+const pool = makePool(4);
+const schemas: string[] = [];
+function fresh(prefix: string): string {
+  const s = `${prefix}_${randomBytes(4).toString('hex')}`;
+  schemas.push(s);
+  return s;
+}
+afterAll(async () => {
+  for (const s of schemas) await pool.query(`DROP SCHEMA IF EXISTS ${s} CASCADE`).catch(() => {});
+  await pool.end();
+});
+
+const V = LATEST_SCHEMA_VERSION;
+// What a next release might add: a nullable column (expand), then a narrower check (contract).
+const EXPAND: Migration = {
+  version: V + 1,
+  name: 'inbox-note',
+  change: 'expand',
+  sql: 'ALTER TABLE {schema}.inbox ADD COLUMN note text;',
+};
+const CONTRACT: Migration = {
+  version: V + 2,
+  name: 'short-ids',
+  change: 'contract',
+  removes: 'message ids longer than 256 characters (inbox.message_id is checked)',
+  sql: 'ALTER TABLE {schema}.inbox ADD CONSTRAINT inbox_short_ids CHECK (length(message_id) <= 256);',
+};
+
+const handler: Handler = async () => ({ ok: true });
+
+async function versionRows(schema: string) {
+  const { rows } = await pool.query(
+    `SELECT version, name, compatible_from, removes FROM ${schema}.schema_version ORDER BY version`,
+  );
+  return rows;
+}
+
+describe('a version table written by a release before the compatibility columns', () => {
+  it('migrate() adds them and fills the rows it knows, changing no version', async () => {
+    const schema = fresh('compat_old');
+    await pool.query(`CREATE SCHEMA ${schema}`);
+    await pool.query(
+      `CREATE TABLE ${schema}.schema_version (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
+    );
+    for (const m of MIGRATIONS) {
+      await pool.query(m.sql.replaceAll('{schema}', schema));
+      await pool.query(`INSERT INTO ${schema}.schema_version (version, name) VALUES ($1, $2)`, [
+        m.version,
+        m.name,
+      ]);
+    }
+    await checkSchema(pool, schema); // this build runs on it before any migrate()
+    expect(await migrate(pool, { schema })).toEqual({ schema, from: V, to: V, compatibleFrom: 1 });
+    expect(await versionRows(schema)).toEqual(
+      MIGRATIONS.map((m) => ({ version: m.version, name: m.name, compatible_from: 1, removes: null })),
+    );
+  });
+
+  it('a migrate() with nothing to do alters no table', async () => {
+    const schema = fresh('compat_idle');
+    await migrate(pool, { schema });
+    const seen: string[] = [];
+    // Records every statement, of migrate()'s client and of the pool, and lets it through.
+    const recording = {
+      ...faultyPool(pool, ({ text }) => {
+        seen.push(text);
+        return undefined;
+      }),
+      query: (text: string, values?: unknown[]) => {
+        seen.push(text);
+        return pool.query(text, values);
+      },
+    } as typeof pool;
+    await migrate(recording, { schema });
+    expect(seen.length).toBeGreaterThan(0);
+    expect(seen.filter((s) => /ALTER\s+TABLE/i.test(s))).toEqual([]);
+  });
+});
+
+describe('a newer schema that only expanded', () => {
+  it('this build runs on it: checkSchema, an inbox, migrate() leaves it as it is', async () => {
+    const schema = fresh('compat_expand');
+    expect(await migrateWith(pool, { schema }, [...MIGRATIONS, EXPAND])).toMatchObject({
+      from: 0,
+      to: V + 1,
+      compatibleFrom: 1,
+    });
+    await checkSchema(pool, schema);
+    const inbox = createInbox({ pool, schema, consumer: 'c', handler });
+    await inbox.ready();
+    expect(await inbox.process(envelope('e1'))).toMatchObject({ status: 'processed' });
+    expect(await inbox.process(envelope('e1'))).toMatchObject({ status: 'duplicate' });
+    expect(await migrate(pool, { schema })).toEqual({ schema, from: V + 1, to: V + 1, compatibleFrom: 1 });
+    expect(await readSchemaState(pool, schema)).toEqual({
+      schema,
+      version: V + 1,
+      latestVersion: V,
+      status: 'ahead',
+      compatibleFrom: 1,
+      tooNew: null,
+    });
+    expect((await versionRows(schema)).at(-1)).toEqual({
+      version: V + 1,
+      name: 'inbox-note',
+      compatible_from: 1,
+      removes: null,
+    });
+  });
+
+  it('a contract that removes only what this build no longer uses leaves it running', async () => {
+    const schema = fresh('compat_late');
+    const gentle: Migration = { ...CONTRACT, compatibleFrom: V };
+    await migrateWith(pool, { schema }, [...MIGRATIONS, EXPAND, gentle]);
+    await checkSchema(pool, schema);
+    expect(await readSchemaState(pool, schema)).toMatchObject({ status: 'ahead', compatibleFrom: V });
+  });
+});
+
+describe('a newer schema whose contract migration removed what this build uses', () => {
+  it('is refused by checkSchema, the inbox and migrate(), saying which version removed what', async () => {
+    const schema = fresh('compat_contract');
+    expect(await migrateWith(pool, { schema }, [...MIGRATIONS, EXPAND, CONTRACT])).toMatchObject({
+      to: V + 2,
+      compatibleFrom: V + 2,
+    });
+    const message =
+      `schema ${schema} is at version ${V + 2}, and version ${V + 2} (short-ids) removed message ids longer than 256 ` +
+      `characters (inbox.message_id is checked): it runs code of schema version ${V + 2} or later; ` +
+      `this @once/core is at schema version ${V}: upgrade @once/core`;
+    await expect(checkSchema(pool, schema)).rejects.toMatchObject({ code: 'SCHEMA_TOO_NEW', message });
+    const inbox = createInbox({ pool, schema, consumer: 'c', handler });
+    await expect(inbox.ready()).rejects.toMatchObject({ code: 'SCHEMA_TOO_NEW', message });
+    expect(await inbox.process(envelope('c1'))).toMatchObject({
+      status: 'not-run',
+      why: 'unavailable',
+      error: { code: 'SCHEMA_TOO_NEW' },
+    });
+    await expect(migrate(pool, { schema })).rejects.toMatchObject({ code: 'SCHEMA_TOO_NEW', message });
+    expect(await readSchemaState(pool, schema)).toMatchObject({ status: 'too-new', compatibleFrom: V + 2 });
+    // The newer build itself runs on it.
+    expect(await migrateWith(pool, { schema }, [...MIGRATIONS, EXPAND, CONTRACT])).toMatchObject({
+      from: V + 2,
+      to: V + 2,
+    });
+  });
+});
+
+describe('schemaSql()', () => {
+  it('writes the same version rows as migrate(), and upgrades an older version table', async () => {
+    const byScript = fresh('compat_sql');
+    const byMigrate = fresh('compat_sql_m');
+    await pool.query(schemaSql({ schema: byScript }));
+    await migrate(pool, { schema: byMigrate });
+    expect(await versionRows(byScript)).toEqual(await versionRows(byMigrate));
+    // Applied again over a version table without the columns (a release before them).
+    const older = fresh('compat_sql_old');
+    await pool.query(`CREATE SCHEMA ${older}`);
+    await pool.query(
+      `CREATE TABLE ${older}.schema_version (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
+    );
+    await pool.query(schemaSql({ schema: older }));
+    await checkSchema(pool, older);
+  });
+});

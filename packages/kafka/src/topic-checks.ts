@@ -1,0 +1,78 @@
+import { OnceError, type ResolvedInboxOptions } from '@once/core';
+import { warnIfRetentionShort } from '@once/core/adapter';
+import type { ConfigResourceTypes } from 'kafkajs';
+import { KafkaErrorCode } from './errors.js';
+import type { AdminLike } from './kafka-like.js';
+import type { ResolvedKafkaConsumerOptions } from './options.js';
+
+/** kafkajs' ConfigResourceTypes.TOPIC (the protocol's 2), which its ESM entry does not export by name. */
+const TOPIC_RESOURCE = 2 as ConfigResourceTypes;
+
+/**
+ * What start() checks of the topics, with the admin client: Kafka answers (`KAFKA_UNREACHABLE`
+ * naming the step), every topic exists (`KAFKA_UNKNOWN_TOPIC`), and none keeps messages longer
+ * than the inbox keeps ids (a warning).
+ */
+export async function checkTopics(
+  admin: AdminLike,
+  o: ResolvedKafkaConsumerOptions,
+  inbox: ResolvedInboxOptions,
+): Promise<void> {
+  await kafkaStep('connect the admin client', () => admin.connect());
+  const existing = new Set(await kafkaStep('list topics', () => admin.listTopics()));
+  const missing = o.topics.filter((t) => !existing.has(t));
+  if (missing.length > 0) {
+    throw new OnceError(
+      KafkaErrorCode.UnknownTopic,
+      `topic(s) ${missing.join(', ')} do not exist: create them first`,
+    );
+  }
+  await checkRetention(admin, o, inbox);
+}
+
+/**
+ * Warns when a topic keeps messages longer than the inbox keeps ids: a group whose offsets are
+ * reset reads them again. Offset fencing keeps no per-message rows, so nothing expires there.
+ * Best effort: a failed describeConfigs is only logged at debug level.
+ */
+async function checkRetention(
+  admin: AdminLike,
+  o: ResolvedKafkaConsumerOptions,
+  inbox: ResolvedInboxOptions,
+): Promise<void> {
+  if (o.offsetFencing) return;
+  const logger = inbox.logger;
+  try {
+    const res = await admin.describeConfigs({
+      includeSynonyms: false,
+      resources: o.topics.map((name) => ({ type: TOPIC_RESOURCE, name, configNames: ['retention.ms'] })),
+    });
+    for (const r of res.resources) {
+      const value = r.configEntries.find((e) => e.configName === 'retention.ms')?.configValue;
+      if (value === undefined || value === null) continue;
+      const ms = Number(value);
+      warnIfRetentionShort(logger, {
+        consumer: inbox.consumer,
+        retentionMs: inbox.retentionMs,
+        horizonMs: ms < 0 ? Number.POSITIVE_INFINITY : ms,
+        source: `Kafka topic ${r.resourceName} (retention.ms; read again after an offset reset)`,
+        remedy: 'or use offsetFencing, which keeps no per-message rows',
+      });
+    }
+  } catch (err) {
+    logger.debug({ error: (err as Error)?.message }, 'once kafka: could not read topic retention');
+  }
+}
+
+/** Runs a Kafka call of the start sequence; a failure becomes a `KAFKA_UNREACHABLE` error that says which. */
+export async function kafkaStep<T>(what: string, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (OnceError.is(err)) throw err;
+    throw new OnceError(KafkaErrorCode.Unreachable, `cannot ${what}: ${(err as Error)?.message ?? err}`, {
+      retryable: true,
+      cause: err,
+    });
+  }
+}

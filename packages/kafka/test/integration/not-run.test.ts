@@ -1,0 +1,71 @@
+import type { Admin, Kafka } from 'kafkajs';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { uniqueName } from '../../../../test/support/index.js';
+import { createKafkaConsumer } from '../../src/index.js';
+import { freshDb, type TestDb } from './fixtures/db.js';
+import { createTopics, kafkaClient, message, produce } from './fixtures/kafka.js';
+
+// Message mode (batch: false) runs a slice one message per transaction and stops at a retry: the
+// rest of the slice never reaches the handler and is read again after it. The inbox reports each
+// of them `not-run` (`behind`), as it does the rest of a stopped batch in batch mode.
+
+let db: TestDb;
+let kafka: Kafka;
+let admin: Admin;
+
+beforeAll(async () => {
+  db = await freshDb('kafka_not_run', 4);
+  kafka = kafkaClient('once-not-run');
+  admin = kafka.admin();
+  await admin.connect();
+});
+afterAll(async () => {
+  await admin.disconnect();
+  await db.close();
+});
+
+it('message mode: the rest of a slice after a retried message is reported not run, then runs once', {
+  timeout: 60_000,
+}, async () => {
+  const topic = uniqueName('not-run');
+  await createTopics(admin, { [topic]: 1 });
+  const ids = [1, 2, 3].map((n) => `${topic}-${n}`);
+  await produce(
+    kafka,
+    topic,
+    ids.map((id) => message(id, 'k')),
+  );
+  const runs = new Map<string, number>();
+  const consumer = createKafkaConsumer({
+    kafka,
+    groupId: uniqueName('g-not-run'),
+    topics: [topic],
+    pool: db.pool,
+    schema: db.schema,
+    fromBeginning: true,
+    batch: false,
+    crashReplay: false,
+    deadLetterTopic: false,
+    logger: false,
+    retryDelayMs: () => 10,
+    handler: async (_envelope, { id }) => {
+      const n = (runs.get(id) ?? 0) + 1;
+      runs.set(id, n);
+      if (id === ids[0] && n === 1) throw new Error('transient once');
+    },
+  });
+  const notRun: string[] = [];
+  const processed: string[] = [];
+  consumer.inbox.on('message:not-run', (e) => notRun.push(`${e.id}: ${e.why}`));
+  consumer.inbox.on('message:processed', (e) => processed.push(e.id));
+  await consumer.start();
+  try {
+    const deadline = Date.now() + 45_000;
+    while (processed.length < 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  } finally {
+    await consumer.stop();
+  }
+  expect(processed).toEqual(ids);
+  expect(notRun).toEqual([`${ids[1]}: behind`, `${ids[2]}: behind`]);
+  expect([...runs.values()]).toEqual([2, 1, 1]);
+});

@@ -1,0 +1,273 @@
+import {
+  type ConsumerMessages,
+  type JetStreamClient,
+  type Consumer as JsConsumer,
+  jetstream,
+  jetstreamManager,
+} from '@nats-io/jetstream';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { OnceError } from '@once/core';
+import { ConsumerBase, type ConsumerHealth, type ConsumerState, sleep } from '@once/core/adapter';
+import { Dispatcher } from './dispatch.js';
+import { connectError, NatsErrorCode } from './errors.js';
+import type { NatsConsumerEventMap } from './events.js';
+import {
+  type NatsConsumerOptions,
+  type ResolvedNatsConsumerOptions,
+  resolveNatsConsumerOptions,
+} from './options.js';
+import { type Setup, setUp } from './setup.js';
+
+/** Lifecycle states of a {@link NatsConsumer} (the kit's states). */
+export type NatsConsumerState = ConsumerState;
+
+/**
+ * A snapshot for health checks. `healthy`: running, connected, the database and schema usable, and
+ * (with a connection of your own) that connection not closed.
+ */
+export interface NatsConsumerHealth extends ConsumerHealth {
+  /** The stream and durable consumed, once started. */
+  stream: string | undefined;
+  durable: string;
+  /** Messages fetched and not yet settled (acked, naked or termed). */
+  held: number;
+  /** Handlers (or batches) running now. */
+  active: number;
+  /** Successful reconnects since start. */
+  reconnects: number;
+}
+
+/** How long one pull request waits for messages, in ms. */
+const FETCH_EXPIRES_MS = 5_000;
+/** The first and the longest backoff after a failed pull, in ms. */
+const FETCH_BACKOFF_MS = 100;
+const FETCH_BACKOFF_MAX_MS = 5_000;
+
+/**
+ * Consumes a JetStream subject through a durable pull consumer with explicit acks, effectively
+ * once: each message's id is claimed in the same PostgreSQL transaction as the handler's writes,
+ * and the message is acked only after COMMIT. Retries are naks with core's delay; dead letters are
+ * published (PubAck awaited) to `deadLetterSubject`, then termed. Every message held (buffered,
+ * waiting at the gate, in a handler) is kept alive with `working()` every third of `ack_wait`.
+ * While the database or once's schema cannot be used it fetches nothing, and begins again once
+ * the schema checks out. Create it with {@link createNatsConsumer}.
+ *
+ * `start()` connects (or takes your connection), checks the server (2.9.0 or later, JetStream
+ * on), finds the stream capturing `subject`, checks or creates the durable pull consumer and
+ * checks the dead-letter subject, then starts fetching. It rejects with a named OnceError
+ * (`NATS_CONNECT`, `NATS_SERVER`, `NATS_STREAM_NOT_FOUND`, `NATS_CONSUMER_NOT_FOUND`,
+ * `NATS_CONSUMER_CONFIG`). `stop()` is graceful: no new pulls, held messages run and settle
+ * (within `stopTimeoutMs`), the acks are flushed, and a connection once made is closed (yours is
+ * left open). Idempotent.
+ *
+ * The consumer owns the connection and the fetch loop; what happens to a fetched message is the
+ * {@link Dispatcher}'s (dispatch.ts), and its settle the `Settler`'s (settle.ts).
+ */
+export class NatsConsumer<R = unknown> extends ConsumerBase<R, NatsConsumerEventMap, NatsConsumerHealth> {
+  /** The JetStream options after defaults. */
+  readonly options: ResolvedNatsConsumerOptions;
+  readonly #dispatch: Dispatcher<R>;
+  /** Cuts a fetch backoff short on stop. */
+  readonly #abort = new AbortController();
+  #nc: NatsConnection | undefined;
+  #js: JetStreamClient | undefined;
+  #source: JsConsumer | undefined;
+  #setup: Setup | undefined;
+  #fetch: ConsumerMessages | undefined;
+  #loop: Promise<void> | undefined;
+  #waiters: (() => void)[] = [];
+  /** Messages the pull in flight may still deliver. */
+  #pullRemaining = 0;
+  #heartbeat: NodeJS.Timeout | undefined;
+  #connected = false;
+  #closedError: OnceError | undefined;
+  #reconnects = 0;
+
+  constructor(options: NatsConsumerOptions<R>) {
+    const { nats, inbox } = resolveNatsConsumerOptions(options);
+    // JetStream counts deliveries, not runs (a nak of a message that never ran counts too): a
+    // message's attempt is its starts counted in PostgreSQL, as on SQS.
+    super({
+      name: 'once/nats',
+      inbox: { ...inbox, consumer: nats.consumer },
+      stopTimeoutMs: nats.stopTimeoutMs,
+      attemptIsStarts: true,
+    });
+    this.options = nats;
+    this.#dispatch = new Dispatcher<R>({
+      inbox: this.inbox,
+      options: nats,
+      counter: this.counter,
+      settler: {
+        consumer: nats.consumer,
+        durable: nats.durable,
+        deadLetterSubject: nats.deadLetterSubject,
+        events: this.life.events,
+        logger: this.inbox.options.logger,
+        counter: this.counter,
+        js: () => this.#js!,
+        stream: () => this.#setup!.stream,
+        noteError: (where, err) => this.life.noteError(where, err),
+      },
+      pullRemaining: () => this.#pullRemaining,
+      stopping: () => this.life.stopping,
+      noteError: (where, err) => this.life.noteError(where, err),
+      released: () => this.#wake(),
+    });
+  }
+
+  health(): NatsConsumerHealth {
+    return {
+      ...this.life.health(this.#connected && this.#closedError === undefined),
+      stream: this.#setup?.stream,
+      durable: this.options.durable,
+      held: this.#dispatch.held,
+      active: this.#dispatch.active,
+      reconnects: this.#reconnects,
+    };
+  }
+
+  // ---------------------------------------------------------------- life
+
+  /** Connects, sets up (setup.ts), starts the heartbeat and the fetch loop. */
+  protected async open(): Promise<void> {
+    const o = this.options;
+    let nc = o.connection;
+    if (!nc) {
+      try {
+        nc = await connect({ servers: [...o.servers], maxReconnectAttempts: -1, name: `once:${o.consumer}` });
+      } catch (err) {
+        throw connectError(err, o.servers);
+      }
+    } else if (nc.isClosed()) {
+      throw new OnceError(
+        NatsErrorCode.ConnectionClosed,
+        'the connection passed as options.connection is closed',
+      );
+    }
+    this.#nc = nc;
+    this.#connected = true;
+    const jsm = await jetstreamManager(nc).catch((err: unknown) => {
+      throw new OnceError(NatsErrorCode.Server, `JetStream is not available: ${(err as Error)?.message}`, {
+        cause: err,
+      });
+    });
+    this.#setup = await setUp(nc, jsm, o, this.inbox.options.handlerTimeoutMs);
+    this.#js = jetstream(nc);
+    this.#source = await this.#js.consumers.get(this.#setup.stream, o.durable);
+    this.#watch(nc);
+    const every = Math.max(100, Math.floor(this.#setup.ackWaitMs / 3));
+    this.#heartbeat = setInterval(() => {
+      if (this.#connected) this.#dispatch.beat();
+    }, every);
+    this.#heartbeat.unref?.();
+    this.#loop = this.#fetchLoop();
+  }
+
+  /** The loop checks `fetching` before each pull; a pull in flight is stopped. */
+  protected pause(): void {
+    this.#fetch?.stop();
+  }
+
+  protected resume(): void {
+    this.#wake();
+  }
+
+  /** No new pulls; held messages run and settle; the acks are flushed. */
+  protected async drain(): Promise<void> {
+    this.#fetch?.stop();
+    this.#abort.abort();
+    this.#wake();
+    await this.#loop;
+    await this.#dispatch.idle();
+    await this.#nc?.flush().catch(() => {});
+  }
+
+  /** Closes a connection once made (yours is left open). */
+  protected async close(): Promise<void> {
+    clearInterval(this.#heartbeat);
+    this.#dispatch.close();
+    this.#fetch?.stop();
+    this.#abort.abort();
+    this.#wake();
+    const nc = this.#nc;
+    if (nc && !this.options.connection && !nc.isClosed()) await nc.close().catch(() => {});
+  }
+
+  #watch(nc: NatsConnection): void {
+    void (async () => {
+      for await (const s of nc.status()) {
+        if (s.type === 'disconnect') {
+          this.#connected = false;
+          this.life.set('reconnecting');
+          this.life.events.emit('disconnected', { error: undefined });
+        } else if (s.type === 'reconnect') {
+          this.#connected = true;
+          this.#reconnects++;
+          this.life.set('running');
+          this.life.events.emit('connected', { reconnects: this.#reconnects });
+          this.#wake();
+        }
+      }
+    })().catch(() => {});
+    void nc.closed().then((err) => {
+      this.#connected = false;
+      if (this.life.stopping) return;
+      this.#closedError = new OnceError(
+        NatsErrorCode.ConnectionClosed,
+        `the NATS connection closed${err ? `: ${err.message}` : ''}; the consumer cannot fetch or settle: stop it and start a new one`,
+        { cause: err },
+      );
+      this.life.noteError('connection', this.#closedError);
+      this.#fetch?.stop();
+      this.#wake();
+    });
+  }
+
+  #wake(): void {
+    for (const wake of this.#waiters.splice(0)) wake();
+  }
+
+  #wait(): Promise<void> {
+    return new Promise((resolve) => this.#waiters.push(resolve));
+  }
+
+  // ---------------------------------------------------------------- fetching
+
+  async #fetchLoop(): Promise<void> {
+    const o = this.options;
+    let backoffMs = FETCH_BACKOFF_MS;
+    while (!this.life.stopping && this.#closedError === undefined) {
+      const capacity = o.batchSize * o.concurrency;
+      const room = capacity - this.#dispatch.held;
+      // Wait for room for half a window at least: many one-message pulls cost more than they save.
+      if (!this.life.fetching || room < Math.max(1, Math.floor(capacity / 2))) {
+        await this.#wait();
+        continue;
+      }
+      try {
+        this.#pullRemaining = room;
+        this.#fetch = await this.#source!.fetch({ max_messages: room, expires: FETCH_EXPIRES_MS });
+        for await (const m of this.#fetch) {
+          this.#pullRemaining--;
+          this.#dispatch.take(m);
+        }
+        backoffMs = FETCH_BACKOFF_MS;
+      } catch (err) {
+        if (this.life.stopping || this.#closedError) break;
+        this.life.noteError('fetch', err);
+        await sleep(backoffMs, this.#abort.signal);
+        backoffMs = Math.min(backoffMs * 2, FETCH_BACKOFF_MAX_MS);
+      } finally {
+        this.#fetch = undefined;
+        this.#pullRemaining = 0;
+        this.#dispatch.pullEnded();
+      }
+    }
+  }
+}
+
+/** Creates a {@link NatsConsumer}; validates the options (naming the bad field). Call `start()` next. */
+export function createNatsConsumer<R = unknown>(options: NatsConsumerOptions<R>): NatsConsumer<R> {
+  return new NatsConsumer(options);
+}

@@ -1,0 +1,102 @@
+// Separately built copies of @once/core, for tests that run one release's code against a schema
+// another release migrated (test/integration/rolling-upgrade.test.ts). There is no published
+// release to install, so a "release" is the package as of a commit, or this tree with migrations
+// appended (the next release, as its author would write it), each compiled by the repository's
+// own tsc into .cache/core-builds/<name>/ and loaded with import(). A copy is rebuilt only when
+// its inputs change.
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { cp, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { promisify } from 'node:util';
+import type * as Core from '../../packages/core/src/index.js';
+
+const exec = promisify(execFile);
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const BUILDS = join(ROOT, '.cache', 'core-builds');
+const TSC = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+// What tsc needs to build packages/core on its own (it has no project references).
+const INPUTS = [
+  'packages/core/src',
+  'packages/core/package.json',
+  'packages/core/tsconfig.json',
+  'tsconfig.base.json',
+];
+
+/** One copy's public API, as its dist/index.js exports it. */
+export type CoreBuild = typeof Core;
+
+/** A migration to append, in the shape of `MIGRATIONS`' entries. */
+export type ExtraMigration = Core.Migration;
+
+/**
+ * @once/core as of `commit`, from `git archive` (the repository's history must hold it: a clone,
+ * not a shallow one).
+ */
+export async function coreAtCommit(commit: string): Promise<CoreBuild> {
+  const dir = join(BUILDS, `commit-${commit}`);
+  return build(dir, `commit ${commit}`, async () => {
+    const tar = join(BUILDS, `commit-${commit}.tar`);
+    await exec('git', ['-C', ROOT, 'archive', '--format=tar', '-o', tar, commit, ...INPUTS]);
+    await exec('tar', ['-xf', tar, '-C', dir]);
+    await rm(tar);
+  });
+}
+
+/**
+ * This tree's @once/core with `extra` appended to its migrations: what the next release would be
+ * if those were its new migrations. `name` names the copy in .cache/core-builds/.
+ */
+export async function coreWithMigrations(name: string, extra: readonly ExtraMigration[]): Promise<CoreBuild> {
+  const stamp = [JSON.stringify(extra), ...(await sourceDigests())].join('\n');
+  const dir = join(BUILDS, name);
+  return build(dir, stamp, async () => {
+    for (const input of INPUTS) await cp(join(ROOT, input), join(dir, input), { recursive: true });
+    const file = join(dir, 'packages/core/src/migrations.ts');
+    const text = await readFile(file, 'utf8');
+    // The end of the MIGRATIONS array literal; the new entries go just before it.
+    const end = '\n]);\n\n/** The schema version this build of @once/core expects. */';
+    if (text.split(end).length !== 2) {
+      throw new Error(`core-builds: cannot find the end of MIGRATIONS in ${file}; update coreWithMigrations`);
+    }
+    const entries = extra.map((m) => `  ${JSON.stringify(m)},`).join('\n');
+    await writeFile(file, text.replace(end, `\n${entries}${end}`));
+  });
+}
+
+async function build(dir: string, stamp: string, fill: () => Promise<void>): Promise<CoreBuild> {
+  const stampFile = join(dir, '.stamp');
+  const entry = join(dir, 'packages/core/dist/index.js');
+  const built = await readFile(stampFile, 'utf8').catch(() => null);
+  if (built !== stamp) {
+    await rm(dir, { recursive: true, force: true });
+    await mkdir(dir, { recursive: true });
+    await fill();
+    // pg's types resolve from the repository's node_modules, above .cache/.
+    await exec(process.execPath, [TSC, '-b', 'packages/core'], { cwd: dir });
+    await writeFile(stampFile, stamp);
+  }
+  return (await import(pathToFileURL(entry).href)) as CoreBuild;
+}
+
+/** A digest per file of this tree's build inputs, so an edit to core rebuilds the copies. */
+async function sourceDigests(): Promise<string[]> {
+  const out: string[] = [];
+  for (const input of INPUTS) {
+    const path = join(ROOT, input);
+    const files = input.endsWith('.json')
+      ? [path]
+      : (await readdir(path, { recursive: true, withFileTypes: true }))
+          .filter((e) => e.isFile())
+          .map((e) => join(e.parentPath, e.name))
+          .sort();
+    for (const f of files)
+      out.push(
+        `${f.slice(ROOT.length)} ${createHash('sha256')
+          .update(await readFile(f))
+          .digest('hex')}`,
+      );
+  }
+  return out;
+}
