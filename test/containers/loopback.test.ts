@@ -21,6 +21,14 @@ describe('service containers', () => {
     expect(ids).toHaveLength(4);
   });
 
+  it('are reached by testcontainers at 127.0.0.1, inside a container or not', async () => {
+    // A test's own container (own-handler.test.ts) connects to getHost(); in a container of its
+    // own, testcontainers would answer with the bridge gateway unless the harness pins it.
+    const { getContainerRuntimeClient } = await import('testcontainers');
+    const client = await getContainerRuntimeClient();
+    expect(client.info.containerRuntime.host).toBe('127.0.0.1');
+  });
+
   it('publish every port on 127.0.0.1 only', async () => {
     expect(await publishedOffLoopback(ids)).toEqual([]);
   });

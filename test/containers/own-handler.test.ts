@@ -8,7 +8,8 @@ import { HARNESS_LABEL, serviceImages } from '../support/containers.js';
 // docs/core.md, "In a container of its own": a user's handler checked with @once/core/testing
 // against a PostgreSQL container of the test's own, started and removed by the test. The same
 // code as the sample; the image is the local one, and the container joins the harness' network
-// so its port, too, is published on loopback only.
+// so its port, too, is published on loopback only. getHost() is 127.0.0.1 because the harness sets
+// TESTCONTAINERS_HOST_OVERRIDE (loopback.test.ts holds it).
 let container: StartedTestContainer | undefined;
 let db: pg.Pool | undefined;
 

@@ -57,6 +57,11 @@ export interface ServiceContainers {
 export async function startServiceContainers(): Promise<ServiceContainers> {
   // Read when testcontainers first looks for a reaper; set before it is imported.
   process.env.TESTCONTAINERS_RYUK_DISABLED = 'true';
+  // Where testcontainers reaches a published port. Left to itself, a process that runs inside a
+  // container (/.dockerenv, as on a CI runner) gets the default bridge's gateway, a private
+  // address, and the ports listen on loopback only: pinned here, and in the npm script, so the
+  // test workers resolve the same host.
+  process.env.TESTCONTAINERS_HOST_OVERRIDE = LOOPBACK;
   const { GenericContainer, Wait, getContainerRuntimeClient } = await import('testcontainers');
   const images = serviceImages();
   const client = await getContainerRuntimeClient();
