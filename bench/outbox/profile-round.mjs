@@ -23,8 +23,15 @@ const add = (label, ms) => {
   phases.set(label, p);
 };
 const labelOf = (sql) =>
-  /^BEGIN/.test(sql) ? 'begin' : /^COMMIT/.test(sql) ? 'commit' : /^SELECT o\.seq/.test(sql) ? 'claim'
-    : /SET status = 'sent'/.test(sql) ? 'mark sent' : sql.slice(0, 20);
+  /^BEGIN/.test(sql)
+    ? 'begin'
+    : /^COMMIT/.test(sql)
+      ? 'commit'
+      : /^SELECT o\.seq/.test(sql)
+        ? 'claim'
+        : /SET status = 'sent'/.test(sql)
+          ? 'mark sent'
+          : sql.slice(0, 20);
 const timedClient = (c) => ({
   async query(t, v) {
     const t0 = performance.now();
@@ -71,7 +78,13 @@ for (const name of ONLY) {
         }
       },
     };
-    const relay = createRelay({ pool, schema, publishers: { [target.destination]: publisher }, batchSize: BATCH, listen: false });
+    const relay = createRelay({
+      pool,
+      schema,
+      publishers: { [target.destination]: publisher },
+      batchSize: BATCH,
+      listen: false,
+    });
     phases.clear();
     let rounds = 0;
     const t0 = performance.now();
@@ -87,7 +100,9 @@ for (const name of ONLY) {
     out.push(row);
     console.log(
       `${name.padEnd(9)} ${rounds} rounds, ${(total / rounds).toFixed(1)} ms/round: ` +
-        Object.entries(row.phases).map(([k, v]) => `${k} ${v.toFixed(1)}`).join(', '),
+        Object.entries(row.phases)
+          .map(([k, v]) => `${k} ${v.toFixed(1)}`)
+          .join(', '),
     );
     await raw.query(`DROP SCHEMA ${schema} CASCADE`);
   } finally {

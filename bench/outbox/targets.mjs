@@ -1,5 +1,6 @@
 // The outbox benches' brokers: each gives the publisher the relay uses, its destination, and how
-// to empty (reset) and remove (close) it. `null` confirms at once: the relay's own cost alone.
+// to empty (reset) and remove (close) it; `destinationFor(keys)`, where given, is the destination
+// for rows with that many keys (0: none). `null` confirms at once: the relay's own cost alone.
 import { CreateQueueCommand, DeleteQueueCommand, PurgeQueueCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
@@ -73,16 +74,21 @@ async function sqsTarget(run) {
     new CreateQueueCommand({ QueueName: `${run}.fifo`, Attributes: { FifoQueue: 'true' } }),
   );
   const url = res.QueueUrl;
+  // Rows without a key go to a standard queue: a FIFO queue needs a MessageGroupId.
+  const std = (await client.send(new CreateQueueCommand({ QueueName: `${run}-std` }))).QueueUrl;
   const publisher = createSqsPublisher({ client });
   return {
     name: 'sqs',
     destination: url,
+    destinationFor: (keys) => (keys === 0 ? std : url),
     publisher,
     async reset() {
       await client.send(new PurgeQueueCommand({ QueueUrl: url })).catch(() => {});
+      await client.send(new PurgeQueueCommand({ QueueUrl: std })).catch(() => {});
     },
     async close() {
       await client.send(new DeleteQueueCommand({ QueueUrl: url })).catch(() => {});
+      await client.send(new DeleteQueueCommand({ QueueUrl: std })).catch(() => {});
       client.destroy();
     },
   };
@@ -121,7 +127,13 @@ function nullTarget() {
   };
 }
 
-const makers = { kafka: kafkaTarget, rabbitmq: rabbitTarget, sqs: sqsTarget, nats: natsTarget, null: nullTarget };
+const makers = {
+  kafka: kafkaTarget,
+  rabbitmq: rabbitTarget,
+  sqs: sqsTarget,
+  nats: natsTarget,
+  null: nullTarget,
+};
 
 /** The named broker's target; `run` names its topic, queue or stream. */
 export async function makeTarget(name, run) {
