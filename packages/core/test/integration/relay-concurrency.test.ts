@@ -1,3 +1,5 @@
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOutbox, createRelay, type OutboxPublisher, type Relay } from '../../src/index.js';
 import { freshDb, makePool } from './fixtures/db.js';
@@ -37,7 +39,8 @@ function checkingPublisher(destination: string) {
           keysInFlight.add(m.key);
           const n = Number(m.body.toString().split(':')[1]);
           const before = lastConfirmed.get(m.key) ?? -1;
-          if (n !== before + 1) violations.push(`key ${m.key}: row ${n} published after row ${before} confirmed`);
+          if (n !== before + 1)
+            violations.push(`key ${m.key}: row ${n} published after row ${before} confirmed`);
         }
       }
       const ids = messages.map((m) => m.id);
@@ -46,7 +49,8 @@ function checkingPublisher(destination: string) {
         [ids, destination],
       );
       if (status.rows.length !== ids.length) violations.push('a published row is missing');
-      for (const r of status.rows) if (r.status !== 'pending') violations.push(`a row ${r.status} before its confirm`);
+      for (const r of status.rows)
+        if (r.status !== 'pending') violations.push(`a row ${r.status} before its confirm`);
       const free = await db.pool.query(
         `SELECT id FROM ${db.schema}.outbox WHERE id::text = ANY($1) FOR UPDATE SKIP LOCKED`,
         [ids],
@@ -92,7 +96,8 @@ async function fill(destination: string) {
   try {
     await client.query('BEGIN');
     for (let n = 0; n < PER_KEY; n++)
-      for (let k = 0; k < KEYS; k++) await outbox.enqueue(client, destination, `k${k}:${n}`, { key: `k${k}` });
+      for (let k = 0; k < KEYS; k++)
+        await outbox.enqueue(client, destination, `k${k}:${n}`, { key: `k${k}` });
     for (let i = 0; i < UNKEYED; i++) await outbox.enqueue(client, destination, `free:${i}`);
     await client.query('COMMIT');
   } finally {
@@ -168,9 +173,86 @@ describe('overlapping rounds (concurrency)', () => {
     expect(check.distinct).toBe(KEYS * PER_KEY + UNKEYED);
   });
 
+  it('three relay processes with 2 rounds each: no row in flight twice, one row per key in flight, keys in order', {
+    timeout: 120_000,
+  }, async () => {
+    await fill('p3');
+    await db.pool.query(
+      `CREATE TABLE IF NOT EXISTS ${db.schema}.relay_log (seq bigserial PRIMARY KEY, pid int, id text, key text, body text, ev text, detail text)`,
+    );
+    await db.pool.query(`TRUNCATE ${db.schema}.relay_log`);
+    const child = fileURLToPath(new URL('./fixtures/relay-child.mjs', import.meta.url));
+    const exits = [0, 1, 2].map(
+      () =>
+        new Promise<string>((resolve, reject) => {
+          const p = spawn(process.execPath, [child, db.schema, 'p3'], {
+            stdio: ['ignore', 'pipe', 'inherit'],
+          });
+          let out = '';
+          p.stdout.on('data', (d) => {
+            out += d;
+          });
+          p.on('error', reject);
+          p.on('exit', (code) =>
+            code === 0 ? resolve(out) : reject(new Error(`relay process exited ${code}`)),
+          );
+        }),
+    );
+    expect(await Promise.all(exits)).toEqual(['done\n', 'done\n', 'done\n']);
+    const events = (
+      await db.pool.query<{
+        pid: number;
+        id: string;
+        key: string | null;
+        body: string;
+        ev: string;
+        detail: string;
+      }>(`SELECT pid, id, key, body, ev, detail FROM ${db.schema}.relay_log ORDER BY seq`)
+    ).rows;
+    const violations = events.filter((e) => e.ev === 'violation').map((e) => e.detail);
+    const inFlight = new Set<string>();
+    const keysInFlight = new Set<string>();
+    const lastConfirmed = new Map<string, number>();
+    const starts = new Map<string, number>();
+    for (const e of events) {
+      if (e.ev === 'start') {
+        starts.set(e.id, (starts.get(e.id) ?? 0) + 1);
+        if (inFlight.has(e.id)) violations.push(`${e.id} in flight twice`);
+        inFlight.add(e.id);
+        if (e.key !== null) {
+          if (keysInFlight.has(e.key)) violations.push(`key ${e.key}: two rows in flight`);
+          keysInFlight.add(e.key);
+          const n = Number(e.body.split(':')[1]);
+          if (n !== (lastConfirmed.get(e.key) ?? -1) + 1)
+            violations.push(`key ${e.key}: row ${n} out of order`);
+        }
+      } else if (e.ev === 'confirm') {
+        inFlight.delete(e.id);
+        if (e.key !== null) {
+          keysInFlight.delete(e.key);
+          lastConfirmed.set(e.key, Number(e.body.split(':')[1]));
+        }
+      }
+    }
+    expect(violations).toEqual([]);
+    expect(starts.size).toBe(KEYS * PER_KEY + UNKEYED);
+    expect([...starts.values()].every((n) => n === 1)).toBe(true);
+    // Every process did some of the work.
+    expect(new Set(events.map((e) => e.pid)).size).toBe(3);
+    const sent = await db.pool.query(
+      `SELECT count(*)::int AS n FROM ${db.schema}.outbox WHERE status = 'sent'`,
+    );
+    expect(sent.rows[0].n).toBe(KEYS * PER_KEY + UNKEYED);
+  });
+
   it('rejects a concurrency below 1, naming it', () => {
     expect(() =>
-      createRelay({ pool: db.pool, schema: db.schema, publishers: { a: { publish: async () => {} } }, concurrency: 0 }),
+      createRelay({
+        pool: db.pool,
+        schema: db.schema,
+        publishers: { a: { publish: async () => {} } },
+        concurrency: 0,
+      }),
     ).toThrow(/options\.concurrency/);
   });
 });
