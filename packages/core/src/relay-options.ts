@@ -32,8 +32,9 @@ export interface RelayOptions {
    * has recorded the broker's verdict and committed, so no other round or relay takes them
    * meanwhile; only the oldest pending row of a key is ever claimed, so two rows of one key are
    * never in flight at once; and a row is marked sent only after its broker confirmed it. Rounds
-   * past the first run only while there is work (the previous round claimed rows); an idle relay
-   * polls and listens with one. The relay uses up to `concurrency` pool connections, plus one for
+   * past the first run only while there is more work than one round takes (a round claimed a full
+   * batch); an idle relay, or one whose rows are spread over fewer keys than `batchSize`, polls,
+   * listens and claims with one. The relay uses up to `concurrency` pool connections, plus one for
    * LISTEN. `1`: one round at a time, as before this option.
    * @default 2
    */

@@ -118,10 +118,11 @@ export class Relay {
 
   /**
    * One round loop. The first polls and wakes on NOTIFY; the others (`concurrency` > 1) sleep
-   * until a round claimed rows, then run rounds of their own, beside it, while rows are found.
-   * A loop goes again at once after a round that confirmed rows or claimed a full batch (a round
-   * of a few keys claims only a row per key: it must not wait for the poll interval), unless the
-   * round ran into the deadline (the broker is not answering: no point in going again at once).
+   * until a round claims a full batch, then run rounds of their own beside it while theirs are
+   * full. The first goes again at once after a round that confirmed rows or claimed a full batch
+   * (a round of a few keys claims only a row per key: it must not wait for the poll interval).
+   * No loop goes again at once after a round that ran into the deadline (the broker is not
+   * answering).
    */
   async #run(helper: boolean): Promise<void> {
     let failures = 0;
@@ -129,8 +130,12 @@ export class Relay {
       let busy = false;
       try {
         const round = await this.#round();
-        busy = !round.timedOut && (round.sent > 0 || round.claimed >= this.#o.batchSize);
-        if (busy) for (const wake of this.#helpers) wake();
+        // A full batch says more rows are waiting than a round takes: the helpers join in. A round
+        // short of a batch took every eligible row (with few keys, one per key): a helper's claim
+        // would find nothing, so helpers only go on while their rounds are full.
+        const full = !round.timedOut && round.claimed >= this.#o.batchSize;
+        busy = helper ? full : full || (!round.timedOut && round.sent > 0);
+        if (full) for (const wake of this.#helpers) wake();
         // A round that ran clears the error a thrown round left (publish failures are set in the round).
         if (failures > 0) this.#health.lastError = undefined;
         failures = 0;
