@@ -23,15 +23,19 @@ const add = (label, ms) => {
   phases.set(label, p);
 };
 const labelOf = (sql) =>
-  /^BEGIN/.test(sql)
-    ? 'begin'
-    : /^COMMIT/.test(sql)
-      ? 'commit'
-      : /^SELECT o\.seq/.test(sql)
-        ? 'claim'
-        : /SET status = 'sent'/.test(sql)
-          ? 'mark sent'
-          : sql.slice(0, 20);
+  /^BEGIN[\s\S]*SELECT o\.seq/.test(sql)
+    ? 'begin+claim'
+    : /^BEGIN/.test(sql)
+      ? 'begin'
+      : /^COMMIT/.test(sql)
+        ? 'commit'
+        : /^SELECT o\.seq/.test(sql)
+          ? 'claim'
+          : /SET status = 'sent'[\s\S]*COMMIT/.test(sql)
+            ? 'mark sent+commit'
+            : /SET status = 'sent'/.test(sql)
+              ? 'mark sent'
+              : sql.slice(0, 20);
 const timedClient = (c) => ({
   async query(t, v) {
     const t0 = performance.now();

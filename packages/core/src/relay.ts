@@ -188,8 +188,7 @@ export class Relay {
   async #round(): Promise<{ claimed: number; sent: number; timedOut: boolean }> {
     const conn = await Connection.open(this.#o.pool);
     try {
-      await conn.client.query(this.#sql.begin);
-      const rows = (await conn.client.query<Row>(this.#sql.claim, [this.#o.batchSize])).rows;
+      const rows = lastResult<Row>(await conn.client.query(this.#sql.beginAndClaim(this.#o.batchSize))).rows;
       if (rows.length === 0) {
         await conn.client.query(this.#sql.commit);
         await this.#maybeCleanup(conn.client);
@@ -215,7 +214,6 @@ export class Relay {
           failed.push({ row, error, park: !retryable || row.attempts + 1 >= this.#o.maxAttempts });
         }
       }
-      if (sent.length > 0) await conn.client.query(this.#sql.markSent, [sent]);
       if (failed.length > 0) {
         await conn.client.query(this.#sql.markFailed, [
           failed.map((f) => f.row.seq),
@@ -224,7 +222,7 @@ export class Relay {
           failed.map((f) => f.park),
         ]);
       }
-      await conn.client.query(this.#sql.commit);
+      await conn.client.query(sent.length > 0 ? this.#sql.markSentAndCommit(sent) : this.#sql.commit);
       conn.release();
       this.#health.lastRoundAt = Date.now();
       this.#health.published += sent.length;
@@ -482,6 +480,11 @@ export function createRelay(options: RelayOptions): Relay {
 const TIMED_OUT = Symbol('timed out');
 /** Payloads of the LISTEN checks of relays; never a wake-up. */
 const PROBE_PREFIX = 'probe:';
+
+/** The last result of a multi-statement simple query (BEGIN; SET ...; claim). */
+function lastResult<T>(results: unknown): { rows: T[] } {
+  return (Array.isArray(results) ? results[results.length - 1] : results) as { rows: T[] };
+}
 
 function timeoutError(ms: number): OnceError {
   return new OnceError(
