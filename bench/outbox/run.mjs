@@ -29,6 +29,8 @@ const ONLY = (process.env.BENCH_ONLY ?? 'kafka,rabbitmq,sqs,nats').split(',');
 const DB_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const OUT = process.env.BENCH_OUT ?? new URL('../results/outbox.json', import.meta.url);
 const RUN = `bench-outbox-${process.pid}`;
+/** The commit measured: taken at start (a commit made while the bench runs is not what it loaded). */
+const COMMIT = gitCommit();
 /** The relay's default `concurrency` (DEFAULT_RELAY_CONCURRENCY in relay-options.ts). */
 const C = Number(process.env.BENCH_CONCURRENCY ?? 2);
 /** [name, relays, rounds per relay]. */
@@ -148,7 +150,7 @@ function save() {
       {
         bench: 'outbox',
         at: new Date().toISOString(),
-        commit: gitCommit(),
+        commit: COMMIT,
         machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version },
         settings: { rows: ROWS, rowsFewKeys: ROWS_FEW_KEYS, batch: BATCH, reps: REPS, defaultConcurrency: C },
         targets: { oneRelay: '≥ 0.5 × raw on every broker', fourRelays1000Keys: '≥ 0.8 × raw' },
