@@ -1,127 +1,66 @@
-// Outbox relay benchmark, per broker (Kafka, RabbitMQ, SQS on ElasticMQ), all in one run:
-//   raw      the broker publisher alone (the same publisher object and settings the relay uses,
-//            calls of BENCH_BATCH messages one after another), no outbox: the ratio's denominator.
-//            Run before and after the relay; the better of the two is kept.
-//   drain    a backlog of BENCH_ROWS outbox rows, enqueued first, drained by one relay: rows/s from
-//            relay start to the last row confirmed by the broker.
-//   latency  steady state: one transaction per message at BENCH_RATE msg/s for BENCH_SECONDS, each
-//            woken after commit (outbox.wake()); latency = commit → broker confirm of that row.
-// Rows carry one of BENCH_KEYS ordering keys (the relay keeps one row per key in flight).
-// Size: BENCH_ROWS (default 10000; the issue's full size is 100000), BENCH_ONLY=kafka,rabbitmq,sqs.
-// Writes bench/results/outbox.json.
-import { mkdirSync, writeFileSync } from 'node:fs';
+// Outbox relay benchmark (issue #14, step 3), per broker (Kafka, RabbitMQ, SQS on ElasticMQ, NATS
+// JetStream). For each key spread (BENCH_KEYS_LIST, default 1000,10,0 — 0 is rows without a key)
+// and each repetition, the variants run interleaved (their order rotates per repetition):
+//   raw      the broker publisher alone, the same object the relays use, calls of BENCH_BATCH
+//            messages one after another, no outbox: every ratio's denominator, paired per repetition.
+//   relay×N/cC  a backlog of BENCH_ROWS outbox rows drained by N relays (each on its own pool, as
+//            separate processes would be), each running C rounds at once (`concurrency`); rows/s
+//            from start to the last row committed `sent`. c1 is one round at a time (the relay
+//            before `concurrency`); the other variants use the default.
+// Each relay run counts the distinct rows marked sent (must be all) and the duplicate publishes
+// (the same id confirmed twice; 0 without faults). Figures: the median of per-repetition paired
+// ratios (variant ÷ raw) over BENCH_REPS (default 7) repetitions, with min–max.
+// Sizes: BENCH_ROWS (default 2000; at 10 keys BENCH_ROWS_FEW_KEYS, default 300, since only ten
+// rows can be in flight at once), BENCH_BATCH 100, BENCH_ONLY=kafka,rabbitmq,sqs,nats.
+// Writes bench/results/outbox.json (BENCH_OUT to change).
+import { writeFileSync } from 'node:fs';
 import os from 'node:os';
-import { CreateQueueCommand, DeleteQueueCommand, PurgeQueueCommand, SQSClient } from '@aws-sdk/client-sqs';
-import { createOutbox, createRelay, migrate } from '@once/core';
-import { createKafkaPublisher } from '@once/kafka';
-import { createRabbitPublisher } from '@once/rabbitmq';
-import { createSqsPublisher } from '@once/sqs';
-import amqp from 'amqplib';
-import { Kafka, logLevel } from 'kafkajs';
+import { createRelay, migrate } from '@once/core';
 import pg from 'pg';
+import { fmtRatio, gitCommit, median, pairedRatio } from '../support/report.mjs';
+import { makeTarget } from './targets.mjs';
 
-const ROWS = Number(process.env.BENCH_ROWS ?? 10_000);
+const ROWS = Number(process.env.BENCH_ROWS ?? 2_000);
+const ROWS_FEW_KEYS = Number(process.env.BENCH_ROWS_FEW_KEYS ?? 300);
 const BATCH = Number(process.env.BENCH_BATCH ?? 100);
-const KEYS = Number(process.env.BENCH_KEYS ?? 1_000);
-const RATE = Number(process.env.BENCH_RATE ?? 100);
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
-const ONLY = (process.env.BENCH_ONLY ?? 'kafka,rabbitmq,sqs').split(',');
+const REPS = Number(process.env.BENCH_REPS ?? 7);
+const KEYS_LIST = (process.env.BENCH_KEYS_LIST ?? '1000,10,0').split(',').map(Number);
+const ONLY = (process.env.BENCH_ONLY ?? 'kafka,rabbitmq,sqs,nats').split(',');
 const DB_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const AMQP_URL = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
-const KAFKA_BROKERS = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',');
-const SQS_ENDPOINT = process.env.SQS_ENDPOINT ?? 'http://127.0.0.1:9324';
+const OUT = process.env.BENCH_OUT ?? new URL('../results/outbox.json', import.meta.url);
 const RUN = `bench-outbox-${process.pid}`;
+/** The commit measured: taken at start (a commit made while the bench runs is not what it loaded). */
+const COMMIT = gitCommit();
+/** The relay's default `concurrency` (DEFAULT_RELAY_CONCURRENCY in relay-options.ts). */
+const C = Number(process.env.BENCH_CONCURRENCY ?? 2);
+/** [name, relays, rounds per relay]. */
+const VARIANTS = [
+  ['relay×1/c1', 1, 1],
+  [`relay×1/c${C}`, 1, C],
+  ['relay×1/c4', 1, 4],
+  [`relay×2/c${C}`, 2, C],
+  [`relay×4/c${C}`, 4, C],
+];
 
-const pool = new pg.Pool({ connectionString: DB_URL, max: 10 });
+const pool = new pg.Pool({ connectionString: DB_URL, max: 3 });
 pool.on('error', () => {});
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const body = (i) => Buffer.from(JSON.stringify({ i, pad: 'x'.repeat(200) }));
-const keyOf = (i) => `k${i % KEYS}`;
-
-/** The three brokers: a publisher, its destination, and how to empty and remove it. */
-async function kafkaTarget() {
-  const kafka = new Kafka({ clientId: RUN, brokers: KAFKA_BROKERS, logLevel: logLevel.NOTHING });
-  const admin = kafka.admin();
-  await admin.connect();
-  const topic = `${RUN}-topic`;
-  await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 3 }] });
-  const publisher = createKafkaPublisher({ kafka });
-  await publisher.start();
-  return {
-    name: 'kafka',
-    destination: topic,
-    publisher,
-    async reset() {},
-    async close() {
-      await publisher.stop();
-      await admin.deleteTopics({ topics: [topic] }).catch(() => {});
-      await admin.disconnect();
-    },
-  };
-}
-
-async function rabbitTarget() {
-  const conn = await amqp.connect(AMQP_URL);
-  conn.on('error', () => {});
-  const ch = await conn.createChannel();
-  const exchange = `${RUN}-x`;
-  const queue = `${RUN}-q`;
-  await ch.assertExchange(exchange, 'fanout', { durable: true });
-  await ch.assertQueue(queue, { durable: true, arguments: { 'x-queue-type': 'quorum' } });
-  await ch.bindQueue(queue, exchange, '');
-  const publisher = createRabbitPublisher({ url: AMQP_URL });
-  await publisher.start();
-  return {
-    name: 'rabbitmq',
-    destination: exchange,
-    publisher,
-    async reset() {
-      await ch.purgeQueue(queue);
-    },
-    async close() {
-      await publisher.stop();
-      await ch.deleteQueue(queue).catch(() => {});
-      await ch.deleteExchange(exchange).catch(() => {});
-      await conn.close().catch(() => {});
-    },
-  };
-}
-
-async function sqsTarget() {
-  const client = new SQSClient({
-    endpoint: SQS_ENDPOINT,
-    region: 'us-east-1',
-    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
-  });
-  const res = await client.send(
-    new CreateQueueCommand({ QueueName: `${RUN}.fifo`, Attributes: { FifoQueue: 'true' } }),
-  );
-  const url = res.QueueUrl;
-  const publisher = createSqsPublisher({ client });
-  return {
-    name: 'sqs',
-    destination: url,
-    publisher,
-    async reset() {
-      await client.send(new PurgeQueueCommand({ QueueUrl: url })).catch(() => {});
-    },
-    async close() {
-      await client.send(new DeleteQueueCommand({ QueueUrl: url })).catch(() => {});
-      client.destroy();
-    },
-  };
-}
+const pad = 'x'.repeat(200);
+const body = (i) => Buffer.from(JSON.stringify({ i, pad }));
+const destinationOf = (target, keys) => target.destinationFor?.(keys) ?? target.destination;
+const keyOf = (keys, i) => (keys === 0 ? undefined : `k${i % keys}`);
 
 /** The broker's own rate: the same publisher, calls of BATCH messages in sequence, no outbox. */
-async function raw(target) {
+async function raw(target, rows, keys, rep) {
+  const destination = destinationOf(target, keys);
   const t0 = performance.now();
-  for (let i = 0; i < ROWS; i += BATCH) {
+  for (let i = 0; i < rows; i += BATCH) {
     const messages = [];
-    for (let j = i; j < Math.min(i + BATCH, ROWS); j++) {
+    for (let j = i; j < Math.min(i + BATCH, rows); j++) {
       messages.push({
-        id: `${RUN}-raw-${j}`,
-        destination: target.destination,
-        key: keyOf(j),
+        id: `${RUN}-raw-${keys}-${rep}-${j}`,
+        destination,
+        key: keyOf(keys, j),
         body: body(j),
         headers: {},
       });
@@ -130,150 +69,163 @@ async function raw(target) {
     if (out?.some((r) => !r.ok))
       throw new Error(`raw publish failed: ${JSON.stringify(out.find((r) => !r.ok))}`);
   }
-  return ROWS / ((performance.now() - t0) / 1000);
+  return { rate: rows / ((performance.now() - t0) / 1000) };
 }
 
-/** Wraps a publisher to time each row the broker confirmed (for latency). */
-function timed(publisher, onConfirmed) {
-  return {
-    async publish(messages) {
-      const out = await publisher.publish(messages);
-      const now = performance.now();
-      if (!out) for (const m of messages) onConfirmed(m.id, now);
-      else for (const r of out) if (r.ok) onConfirmed(r.id, now);
+/**
+ * The backlog, written straight into the outbox table in one statement (the bench measures the
+ * relay, not enqueue): rows in seq order cycle through the keys, as one enqueue per row would.
+ */
+async function fill(schema, destination, rows, keys) {
+  await pool.query(`TRUNCATE ${schema}.outbox`);
+  await pool.query(
+    `INSERT INTO ${schema}.outbox (destination, key, body)
+       SELECT $1, CASE WHEN $3::int = 0 THEN NULL ELSE 'k' || (i % greatest($3::int, 1)) END,
+              convert_to(json_build_object('i', i, 'pad', $4::text)::text, 'UTF8')
+       FROM generate_series(0, $2::int - 1) AS i ORDER BY i`,
+    [destination, rows, keys, pad],
+  );
+  await pool.query(`ANALYZE ${schema}.outbox`);
+}
+
+/** `relays` relays of `rounds` rounds each drain the backlog; rows/s, distinct sent, duplicates. */
+async function drain(target, destination, schema, rows, relays, rounds) {
+  const confirmed = new Map();
+  const publisher = {
+    async publish(messages, options) {
+      const out = await target.publisher.publish(messages, options);
+      if (!out) for (const m of messages) confirmed.set(m.id, (confirmed.get(m.id) ?? 0) + 1);
+      else for (const r of out) if (r.ok) confirmed.set(r.id, (confirmed.get(r.id) ?? 0) + 1);
       return out;
     },
   };
-}
-
-async function enqueueBacklog(outbox, destination) {
-  for (let i = 0; i < ROWS; i += 1_000) {
-    const client = await pool.connect();
-    try {
-      await client.query('BEGIN');
-      for (let j = i; j < Math.min(i + 1_000, ROWS); j++) {
-        await outbox.enqueue(client, destination, body(j), { key: keyOf(j) });
-      }
-      await client.query('COMMIT');
-    } finally {
-      client.release();
-    }
-  }
-}
-
-async function drainAndLatency(target) {
-  const schema = `once_bench_outbox_${target.name}`;
-  await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-  await migrate(pool, { schema });
-  const outbox = createOutbox({ pool, schema, destinations: [target.destination] });
-  const committedAt = new Map();
-  const latencies = [];
-  const publisher = timed(target.publisher, (id, at) => {
-    const c = committedAt.get(id);
-    if (c !== undefined) latencies.push(at - c);
-  });
-  await enqueueBacklog(outbox, target.destination);
-  const relay = createRelay({
-    pool,
-    schema,
-    publishers: { [target.destination]: publisher },
-    batchSize: BATCH,
-  });
-  // Rows count as drained when the relay has committed them `sent` (after the broker confirmed).
+  const pools = [];
+  const list = [];
   let sent = 0;
-  relay.on('outbox:published', ({ count }) => {
-    sent += count;
-  });
-  const t0 = performance.now();
-  await relay.start();
-  while (sent < ROWS) await sleep(5);
-  const drainRate = ROWS / ((performance.now() - t0) / 1000);
-  const parkedOrPending = await pool.query(
-    `SELECT count(*)::int AS n FROM ${schema}.outbox WHERE status <> 'sent'`,
-  );
-  if (parkedOrPending.rows[0].n !== 0)
-    throw new Error(`${parkedOrPending.rows[0].n} rows not sent after the drain`);
-
-  // Steady state: one message per transaction at RATE/s, each woken after its commit.
-  const total = RATE * SECONDS;
-  const start = performance.now();
-  for (let i = 0; i < total; i++) {
-    const due = start + (i * 1000) / RATE;
-    const wait = due - performance.now();
-    if (wait > 0) await sleep(wait);
-    const client = await pool.connect();
-    try {
-      await client.query('BEGIN');
-      const id = await outbox.enqueue(client, target.destination, body(i), { key: keyOf(i) });
-      await client.query('COMMIT');
-      committedAt.set(id, performance.now());
-    } finally {
-      client.release();
-    }
-    outbox.wake();
+  for (let i = 0; i < relays; i++) {
+    const p = new pg.Pool({ connectionString: DB_URL, max: rounds });
+    p.on('error', () => {});
+    pools.push(p);
+    const relay = createRelay({
+      pool: p,
+      schema,
+      publishers: { [destination]: publisher },
+      batchSize: BATCH,
+      concurrency: rounds,
+      listen: false,
+      pollIntervalMs: 20,
+    });
+    relay.on('outbox:published', ({ count }) => {
+      sent += count;
+    });
+    list.push(relay);
   }
-  const until = Date.now() + 30_000;
-  while (latencies.length < total && Date.now() < until) await sleep(10);
-  await relay.stop();
-  await pool.query(`DROP SCHEMA ${schema} CASCADE`);
-  latencies.sort((a, b) => a - b);
-  const pct = (p) =>
-    latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? Number.NaN;
-  return { drainRate, p50: pct(50), p99: pct(99), latencySamples: latencies.length };
+  // Connections opened before the clock starts: a pool's first connect is not the relay's cost.
+  await Promise.all(
+    pools.map(async (p) => {
+      const cs = await Promise.all(Array.from({ length: rounds }, () => p.connect()));
+      for (const c of cs) c.release();
+    }),
+  );
+  const t0 = performance.now();
+  await Promise.all(list.map((r) => r.start()));
+  while (sent < rows) await sleep(2);
+  const ms = performance.now() - t0;
+  await Promise.all(list.map((r) => r.stop()));
+  await Promise.all(pools.map((p) => p.end()));
+  const distinctSent = (
+    await pool.query(`SELECT count(*)::int AS n FROM ${schema}.outbox WHERE status = 'sent'`)
+  ).rows[0].n;
+  let duplicates = 0;
+  for (const n of confirmed.values()) duplicates += n - 1;
+  return { rate: rows / (ms / 1000), distinctSent, duplicates };
 }
 
-const makers = { kafka: kafkaTarget, rabbitmq: rabbitTarget, sqs: sqsTarget };
 const results = [];
+/** Written after each broker, so a run cut short keeps what it measured. */
+function save() {
+  writeFileSync(
+    OUT,
+    `${JSON.stringify(
+      {
+        bench: 'outbox',
+        at: new Date().toISOString(),
+        commit: COMMIT,
+        machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version },
+        settings: { rows: ROWS, rowsFewKeys: ROWS_FEW_KEYS, batch: BATCH, reps: REPS, defaultConcurrency: C },
+        targets: { oneRelay: '≥ 0.5 × raw on every broker', fourRelays1000Keys: '≥ 0.8 × raw' },
+        results,
+      },
+      null,
+      2,
+    )}\n`,
+  );
+}
+
 for (const name of ONLY) {
-  const make = makers[name];
-  if (!make) throw new Error(`unknown broker ${name} in BENCH_ONLY`);
-  const target = await make();
+  const target = await makeTarget(name, RUN);
+  const schema = `once_bench_outbox_${name}_${process.pid}`;
   try {
-    // Raw runs before and after the relay and the better run is kept: a cold broker (ElasticMQ's
-    // JIT, a fresh Kafka partition) must not flatter the relay's ratio.
-    await target.reset();
-    const rawBefore = await raw(target);
-    await target.reset();
-    const r = await drainAndLatency(target);
-    await target.reset();
-    const rawRate = Math.max(rawBefore, await raw(target));
-    await target.reset();
-    results.push({
-      broker: name,
-      rawMsgsPerSec: Math.round(rawRate),
-      relayRowsPerSec: Math.round(r.drainRate),
-      ratio: Number((r.drainRate / rawRate).toFixed(2)),
-      latencyP50Ms: Number(r.p50.toFixed(1)),
-      latencyP99Ms: Number(r.p99.toFixed(1)),
-      latencySamples: r.latencySamples,
-    });
+    await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+    await migrate(pool, { schema });
+    // Warm-up: a cold broker (ElasticMQ's JIT, a fresh partition) must not weigh on the first pair.
+    await raw(target, 500, 0, 'warm');
+    for (const keys of KEYS_LIST) {
+      const rows = keys > 0 && keys < 100 ? ROWS_FEW_KEYS : ROWS;
+      const runs = { raw: [] };
+      for (const [v] of VARIANTS) runs[v] = [];
+      for (let rep = 0; rep < REPS; rep++) {
+        const order = [['raw'], ...VARIANTS];
+        const rot = rep % order.length;
+        for (const [v, relays, rounds] of [...order.slice(rot), ...order.slice(0, rot)]) {
+          await target.reset();
+          let r;
+          if (v === 'raw') r = await raw(target, rows, keys, rep);
+          else {
+            const destination = destinationOf(target, keys);
+            await fill(schema, destination, rows, keys);
+            r = await drain(target, destination, schema, rows, relays, rounds);
+          }
+          runs[v].push(r);
+        }
+        console.log(
+          `${name} keys=${keys} rep ${rep + 1}/${REPS}: ` +
+            Object.entries(runs)
+              .map(([v, rs]) => `${v} ${Math.round(rs.at(-1).rate)}`)
+              .join(', '),
+        );
+      }
+      const row = {
+        broker: name,
+        keys,
+        rows,
+        rawMsgsPerSec: Math.round(median(runs.raw.map((r) => r.rate))),
+        variants: {},
+      };
+      for (const [v, relays, rounds] of VARIANTS) {
+        const ratio = pairedRatio(runs[v], runs.raw, (r) => r.rate);
+        row.variants[v] = {
+          relays,
+          concurrency: rounds,
+          rowsPerSec: Math.round(median(runs[v].map((r) => r.rate))),
+          ratio: { median: ratio.median, min: ratio.min, max: ratio.max, reps: ratio.n },
+          distinctSent: Math.min(...runs[v].map((r) => r.distinctSent)),
+          duplicates: runs[v].reduce((s, r) => s + r.duplicates, 0),
+          reps: runs[v].map((r) => Math.round(r.rate)),
+        };
+      }
+      row.rawReps = runs.raw.map((r) => Math.round(r.rate));
+      results.push(row);
+      console.log(`  ${name}, ${keys || 'no'} keys, ${rows} rows; raw ${row.rawMsgsPerSec} msg/s`);
+      for (const [v, x] of Object.entries(row.variants))
+        console.log(
+          `    ${v.padEnd(11)} ${String(x.rowsPerSec).padStart(6)} rows/s  ÷ raw ${fmtRatio(x.ratio)}  sent ${x.distinctSent}/${rows}  duplicates ${x.duplicates}`,
+        );
+    }
+    await pool.query(`DROP SCHEMA ${schema} CASCADE`);
+    save();
   } finally {
     await target.close();
   }
 }
 await pool.end();
-
-console.log(
-  `outbox relay: ${ROWS} rows backlog, batch ${BATCH}, ${KEYS} keys; latency at ${RATE} msg/s for ${SECONDS} s`,
-);
-console.log('broker     raw msg/s  relay rows/s  relay/raw  enqueue→confirm p50  p99');
-for (const r of results) {
-  console.log(
-    `${r.broker.padEnd(9)}  ${String(r.rawMsgsPerSec).padStart(9)}  ${String(r.relayRowsPerSec).padStart(12)}  ${r.ratio.toFixed(2).padStart(9)}  ${`${r.latencyP50Ms} ms`.padStart(19)}  ${`${r.latencyP99Ms} ms`}`,
-  );
-}
-mkdirSync(new URL('../results/', import.meta.url), { recursive: true });
-writeFileSync(
-  new URL('../results/outbox.json', import.meta.url),
-  `${JSON.stringify(
-    {
-      bench: 'outbox',
-      at: new Date().toISOString(),
-      machine: { cpus: os.cpus().length, node: process.version },
-      settings: { rows: ROWS, batch: BATCH, keys: KEYS, rate: RATE, seconds: SECONDS },
-      results,
-    },
-    null,
-    2,
-  )}\n`,
-);

@@ -13,6 +13,9 @@ export const RelayErrorCode = {
   PublishTimeout: 'PUBLISH_TIMEOUT',
 } as const;
 
+/** Rounds a relay runs at once unless told otherwise (`RelayOptions.concurrency`). */
+export const DEFAULT_RELAY_CONCURRENCY = 2;
+
 /** Options of {@link createRelay}. */
 export interface RelayOptions {
   pool: PgPoolLike;
@@ -22,6 +25,20 @@ export interface RelayOptions {
   publishers: Readonly<Record<string, OutboxPublisher>>;
   /** Rows claimed per round. @default 100 */
   batchSize?: number | undefined;
+  /**
+   * Rounds this relay runs at once, each on its own pool connection: while one round waits for
+   * its broker, another claims and publishes the next rows. Every round keeps the guarantees of a
+   * round alone: its rows stay locked (`FOR UPDATE SKIP LOCKED`) in its own transaction until it
+   * has recorded the broker's verdict and committed, so no other round or relay takes them
+   * meanwhile; only the oldest pending row of a key is ever claimed, so two rows of one key are
+   * never in flight at once; and a row is marked sent only after its broker confirmed it. Rounds
+   * past the first run only while there is more work than one round takes (a round claimed a full
+   * batch); an idle relay, or one whose rows are spread over fewer keys than `batchSize`, polls,
+   * listens and claims with one. The relay uses up to `concurrency` pool connections, plus one for
+   * LISTEN. `1`: one round at a time, as before this option.
+   * @default 2
+   */
+  concurrency?: number | undefined;
   /** Poll interval when no wake-up arrives, in ms. @default 1000 */
   pollIntervalMs?: number | undefined;
   /**
@@ -81,6 +98,7 @@ export interface ResolvedRelayOptions {
   pool: PgPoolLike;
   publishers: Readonly<Record<string, OutboxPublisher>>;
   batchSize: number;
+  concurrency: number;
   pollIntervalMs: number;
   publishTimeoutMs: number;
   maxAttempts: number;
@@ -111,6 +129,7 @@ export function resolveRelayOptions(options: RelayOptions): ResolvedRelayOptions
     pool: options.pool,
     publishers,
     batchSize: checkNumber('batchSize', options.batchSize ?? 100, 1),
+    concurrency: checkNumber('concurrency', options.concurrency ?? DEFAULT_RELAY_CONCURRENCY, 1),
     pollIntervalMs: checkNumber('pollIntervalMs', options.pollIntervalMs ?? 1000, 1),
     publishTimeoutMs: checkNumber('publishTimeoutMs', options.publishTimeoutMs ?? 30_000, 1),
     maxAttempts: checkNumber('maxAttempts', options.maxAttempts ?? 10, 1),

@@ -28,9 +28,10 @@ interface Row {
 }
 
 /**
- * Publishes outbox rows. Any number of relays may run: each round claims rows with
- * `FOR UPDATE SKIP LOCKED` (only the oldest pending row of a key is eligible), publishes them
- * while holding the claim, and marks a row sent only once its broker confirmed it. A relay that
+ * Publishes outbox rows. Any number of relays may run, each running up to `concurrency` rounds at
+ * once: each round claims rows with `FOR UPDATE SKIP LOCKED` in its own transaction (only the
+ * oldest pending row of a key is eligible), publishes them while holding the claim, and marks a
+ * row sent only once its broker confirmed it, committing after that. A relay that
  * dies mid-round leaves its rows pending: they are sent again, with the same id, and downstream
  * inboxes drop the copy.
  */
@@ -40,14 +41,15 @@ export class Relay {
   readonly #listenSql: ReturnType<typeof listenSql>;
   readonly #events: Events;
   #running = false;
+  /** Ends the first round loop's sleep (a NOTIFY, stop()). */
   #wake: (() => void) | undefined;
+  /** End the sleeps of the other round loops, which wait for work rather than poll. */
+  readonly #helpers = new Set<() => void>();
   #listener: PgClientLike | undefined;
   /** The LISTEN check failed: notifications do not reach this relay, so it stops trying. */
   #noNotifications = false;
   #loop: Promise<void> | undefined;
   #lastCleanup = 0;
-  /** The last round had a destination outlive the deadline: no point in going again at once. */
-  #roundTimedOut = false;
   /** For each round publishing now: ends its calls as the deadline would. */
   readonly #giveUps = new Set<() => void>();
   #health: RelayHealth = {
@@ -89,7 +91,9 @@ export class Relay {
     this.#running = true;
     this.#health.running = true;
     if (this.#o.listen) await this.#listen();
-    this.#loop = this.#run();
+    const loops = [this.#run(false)];
+    for (let i = 1; i < this.#o.concurrency; i++) loops.push(this.#run(true));
+    this.#loop = Promise.all(loops).then(() => {});
   }
 
   /**
@@ -101,6 +105,7 @@ export class Relay {
     this.#running = false;
     this.#health.running = false;
     this.#wake?.();
+    for (const wake of this.#helpers) wake();
     for (const giveUp of this.#giveUps) giveUp();
     await this.#loop;
     this.#loop = undefined;
@@ -111,16 +116,30 @@ export class Relay {
     await this.stop();
   }
 
-  async #run(): Promise<void> {
+  /**
+   * One round loop. The first polls and wakes on NOTIFY; the others (`concurrency` > 1) sleep
+   * until a round claims a full batch, then run rounds of their own beside it while theirs are
+   * full. The first goes again at once after a round that confirmed rows or claimed a full batch
+   * (a round of a few keys claims only a row per key: it must not wait for the poll interval).
+   * No loop goes again at once after a round that ran into the deadline (the broker is not
+   * answering).
+   */
+  async #run(helper: boolean): Promise<void> {
     let failures = 0;
     while (this.#running) {
       let busy = false;
       try {
-        busy = (await this.runOnce()) >= this.#o.batchSize && !this.#roundTimedOut;
-        // A round that ran clears the error a thrown round left (publish failures are set in runOnce).
+        const round = await this.#round();
+        // A full batch says more rows are waiting than a round takes: the helpers join in. A round
+        // short of a batch took every eligible row (with few keys, one per key): a helper's claim
+        // would find nothing, so helpers only go on while their rounds are full.
+        const full = !round.timedOut && round.claimed >= this.#o.batchSize;
+        busy = helper ? full : full || (!round.timedOut && round.sent > 0);
+        if (full) for (const wake of this.#helpers) wake();
+        // A round that ran clears the error a thrown round left (publish failures are set in the round).
         if (failures > 0) this.#health.lastError = undefined;
         failures = 0;
-        if (!this.#listener && this.#o.listen && !this.#noNotifications) await this.#listen();
+        if (!helper && !this.#listener && this.#o.listen && !this.#noNotifications) await this.#listen();
       } catch (err) {
         failures++;
         this.#health.lastError = String((err as Error)?.message ?? err);
@@ -135,17 +154,25 @@ export class Relay {
       // stop() during the round: its wake-up found no sleep to end, so do not start one.
       if (!this.#running) break;
       if (busy) continue;
+      // A helper without a failure to back off from waits for work, found by another round.
       const pause =
-        failures > 0 ? Math.min(this.#o.pollIntervalMs * 2 ** failures, 30_000) : this.#o.pollIntervalMs;
+        failures > 0
+          ? Math.min(this.#o.pollIntervalMs * 2 ** failures, 30_000)
+          : helper
+            ? undefined
+            : this.#o.pollIntervalMs;
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(done, pause);
+        const timer = pause === undefined ? undefined : setTimeout(done, pause);
+        const wakers = this.#helpers;
         function done() {
           clearTimeout(timer);
+          if (helper) wakers.delete(done);
           resolve();
         }
-        this.#wake = done;
+        if (helper) this.#helpers.add(done);
+        else this.#wake = done;
       });
-      this.#wake = undefined;
+      if (!helper) this.#wake = undefined;
     }
   }
 
@@ -154,20 +181,22 @@ export class Relay {
    * and for callers that drive the relay themselves.
    */
   async runOnce(): Promise<number> {
-    this.#roundTimedOut = false;
+    return (await this.#round()).claimed;
+  }
+
+  /** One round: the rows it claimed and confirmed, and whether a publisher call outlived the deadline. */
+  async #round(): Promise<{ claimed: number; sent: number; timedOut: boolean }> {
     const conn = await Connection.open(this.#o.pool);
     try {
-      await conn.client.query(this.#sql.begin);
-      const rows = (await conn.client.query<Row>(this.#sql.claim, [this.#o.batchSize])).rows;
+      const rows = lastResult<Row>(await conn.client.query(this.#sql.beginAndClaim(this.#o.batchSize))).rows;
       if (rows.length === 0) {
         await conn.client.query(this.#sql.commit);
         await this.#maybeCleanup(conn.client);
         conn.release();
         this.#health.lastRoundAt = Date.now();
-        return 0;
+        return { claimed: 0, sent: 0, timedOut: false };
       }
       const { results, timedOut, reason } = await this.#publishAll(rows);
-      this.#roundTimedOut = timedOut.size > 0;
       const sent: string[] = [];
       const failed: { row: Row; error: unknown; park: boolean }[] = [];
       const late: Row[] = [];
@@ -185,7 +214,6 @@ export class Relay {
           failed.push({ row, error, park: !retryable || row.attempts + 1 >= this.#o.maxAttempts });
         }
       }
-      if (sent.length > 0) await conn.client.query(this.#sql.markSent, [sent]);
       if (failed.length > 0) {
         await conn.client.query(this.#sql.markFailed, [
           failed.map((f) => f.row.seq),
@@ -194,7 +222,7 @@ export class Relay {
           failed.map((f) => f.park),
         ]);
       }
-      await conn.client.query(this.#sql.commit);
+      await conn.client.query(sent.length > 0 ? this.#sql.markSentAndCommit(sent) : this.#sql.commit);
       conn.release();
       this.#health.lastRoundAt = Date.now();
       this.#health.published += sent.length;
@@ -245,7 +273,7 @@ export class Relay {
           });
         }
       }
-      return rows.length;
+      return { claimed: rows.length, sent: sent.length, timedOut: timedOut.size > 0 };
     } catch (err) {
       await conn.client.query(this.#sql.rollback).catch(() => {});
       conn.destroy(err);
@@ -452,6 +480,11 @@ export function createRelay(options: RelayOptions): Relay {
 const TIMED_OUT = Symbol('timed out');
 /** Payloads of the LISTEN checks of relays; never a wake-up. */
 const PROBE_PREFIX = 'probe:';
+
+/** The last result of a multi-statement simple query (BEGIN; SET ...; claim). */
+function lastResult<T>(results: unknown): { rows: T[] } {
+  return (Array.isArray(results) ? results[results.length - 1] : results) as { rows: T[] };
+}
 
 function timeoutError(ms: number): OnceError {
   return new OnceError(

@@ -1,8 +1,10 @@
 /**
- * SQL literals, for the one statement that cannot take parameters: the single-message claim
+ * SQL literals, for the statements that cannot take parameters: the single-message claim
  * travels in the same simple-query round trip as BEGIN (the simple protocol has no parameters),
- * which saves a quarter of a message's round trips; and `schemaSql()`, a script for the user's own
- * migration tool, quotes its migrations' names with it. Nothing else in core builds SQL from values.
+ * which saves a quarter of a message's round trips; the relay's round does the same with its claim
+ * (a row limit) and with its mark-sent and COMMIT (row numbers read from the table), integers only;
+ * and `schemaSql()`, a script for the user's own migration tool, quotes its migrations' names with
+ * it. Nothing else in core builds SQL from values.
  *
  * Safety rests on three facts: node-postgres always speaks UTF-8 (no multibyte encoding can hide
  * a quote or backslash byte); a string holding a backslash is written as E'…' with every
@@ -18,4 +20,17 @@ export function quoteLiteral(value: string): string {
 /** A bytea literal without backslashes: `decode('<hex>', 'hex')`. */
 export function byteaLiteral(value: Buffer): string {
   return `decode('${value.toString('hex')}', 'hex')`;
+}
+
+/** A non-negative integer literal; anything else throws. */
+export function integerLiteral(value: number): string {
+  if (!Number.isSafeInteger(value) || value < 0) throw new Error(`not a non-negative integer: ${value}`);
+  return String(value);
+}
+
+/** A `bigint[]` literal of decimal strings (bigint columns as node-postgres returns them); anything else throws. */
+export function bigintArrayLiteral(values: readonly string[]): string {
+  for (const v of values)
+    if (!/^-?[0-9]{1,19}$/.test(v)) throw new Error(`not a bigint: ${JSON.stringify(v)}`);
+  return `'{${values.join(',')}}'::bigint[]`;
 }

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { quoteIdentifier } from '../identifier.js';
+import { bigintArrayLiteral, integerLiteral } from './literal.js';
 
 /**
  * Every statement of the outbox and its relay. `schema` is validated and quoted by
@@ -7,12 +8,28 @@ import { quoteIdentifier } from '../identifier.js';
  */
 export function outboxSql(schema: string) {
   const outbox = `${schema}.outbox`;
+  const begin = 'BEGIN; SET LOCAL synchronous_commit = on';
+  const claim = (
+    limit: string,
+  ) => `SELECT o.seq, coalesce(o.message_id, o.id::text) AS id, o.destination, o.key, o.body, o.headers, o.attempts
+      FROM ${outbox} AS o
+      WHERE o.status = 'pending' AND o.available_at <= now()
+        AND (o.key IS NULL OR NOT EXISTS (
+          SELECT 1 FROM ${outbox} AS p
+          WHERE p.status = 'pending' AND p.key = o.key AND p.destination = o.destination AND p.seq < o.seq))
+      ORDER BY o.seq
+      LIMIT ${limit}
+      FOR UPDATE OF o SKIP LOCKED`;
+  const markSent = (
+    seqs: string,
+  ) => `UPDATE ${outbox} SET status = 'sent', sent_at = now(), attempts = attempts + 1
+      WHERE seq = ANY(${seqs})`;
   return Object.freeze({
     /**
      * The relay's round opens with synchronous_commit pinned in the same round trip: a row is
      * marked sent only on a flushed commit, whatever the session's or server's default.
      */
-    begin: 'BEGIN; SET LOCAL synchronous_commit = on',
+    begin,
     commit: 'COMMIT',
     rollback: 'ROLLBACK',
     /**
@@ -24,22 +41,20 @@ export function outboxSql(schema: string) {
       RETURNING coalesce(message_id, id::text) AS id, id::text AS row_id`,
     /**
      * The relay's claim. Per (destination, key) only the oldest pending row is eligible, so two
-     * rows of one key are never in flight at once, even across relays: SKIP LOCKED alone would
-     * let a second relay take row 2 while the first still holds row 1. Rows without a key are
-     * unordered. $1 batch size.
+     * rows of one key are never in flight at once, even across relays and rounds: SKIP LOCKED
+     * alone would let a second round take row 2 while the first still holds row 1. Rows without
+     * a key are unordered. $1 batch size.
      */
-    claim: `SELECT o.seq, coalesce(o.message_id, o.id::text) AS id, o.destination, o.key, o.body, o.headers, o.attempts
-      FROM ${outbox} AS o
-      WHERE o.status = 'pending' AND o.available_at <= now()
-        AND (o.key IS NULL OR NOT EXISTS (
-          SELECT 1 FROM ${outbox} AS p
-          WHERE p.status = 'pending' AND p.key = o.key AND p.destination = o.destination AND p.seq < o.seq))
-      ORDER BY o.seq
-      LIMIT $1
-      FOR UPDATE OF o SKIP LOCKED`,
+    claim: claim('$1'),
+    /**
+     * BEGIN (with synchronous_commit pinned) and the claim of up to `limit` rows in one
+     * simple-query round trip (literal.ts); the rows are in the last result.
+     */
+    beginAndClaim: (limit: number) => `${begin}; ${claim(integerLiteral(limit))}`,
     /** $1 seqs. */
-    markSent: `UPDATE ${outbox} SET status = 'sent', sent_at = now(), attempts = attempts + 1
-      WHERE seq = ANY($1::bigint[])`,
+    markSent: markSent('$1::bigint[]'),
+    /** Marks `seqs` sent and commits, in one simple-query round trip (literal.ts). */
+    markSentAndCommit: (seqs: readonly string[]) => `${markSent(bigintArrayLiteral(seqs))}; COMMIT`,
     /** $1 seqs, $2 errors json, $3 delays ms, $4 park flags. */
     markFailed: `UPDATE ${outbox} AS o SET
         attempts = o.attempts + 1,
