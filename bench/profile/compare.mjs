@@ -32,7 +32,8 @@ for (let rep = 0; rep < REPS; rep++) {
       const out = execFileSync('node', [script], { env, encoding: 'utf8' });
       const r = JSON.parse(out.trim().split('\n').pop());
       const key = `${b}/${shape}`;
-      (runs[key] ??= []).push(r);
+      if (!runs[key]) runs[key] = [];
+      runs[key].push(r);
       console.log(
         `rep ${rep} ${key.padEnd(14)} ${String(r.msgsPerSec).padStart(6)} msg/s ${r.cpuUsPerMsg} µs cpu/msg ${r.scavengesPer1k} scav/1k`,
       );

@@ -16,15 +16,24 @@ const ok = { command: 'INSERT', rowCount: 1, rows: [] };
 function answer(text, values) {
   // An older build's batch claim, with parameters: $2 holds the ids.
   if (values && text.includes('unnest($2')) {
-    return { command: 'INSERT', rowCount: values[1].length, rows: values[1].map((message_id) => ({ message_id })) };
+    return {
+      command: 'INSERT',
+      rowCount: values[1].length,
+      rows: values[1].map((message_id) => ({ message_id })),
+    };
   }
   if (text === 'COMMIT') return { command: 'COMMIT', rowCount: null, rows: [] };
   if (!text.startsWith('BEGIN')) return ok;
   const ids = [];
   const arr = /ARRAY\[(.*?)\]::text\[\]/.exec(text);
   if (arr) for (const m of arr[1].matchAll(/'([^']*)'/g)) ids.push(m[1]);
-  else if (text.includes('floor_inbox')) for (const m of text.matchAll(/\('[^']*', '([^']*)'/g)) ids.push(m[1]);
-  const claim = { command: 'INSERT', rowCount: Math.max(ids.length, 1), rows: ids.map((message_id) => ({ message_id })) };
+  else if (text.includes('floor_inbox'))
+    for (const m of text.matchAll(/\('[^']*', '([^']*)'/g)) ids.push(m[1]);
+  const claim = {
+    command: 'INSERT',
+    rowCount: Math.max(ids.length, 1),
+    rows: ids.map((message_id) => ({ message_id })),
+  };
   return [{ command: 'BEGIN', rowCount: null, rows: [] }, claim];
 }
 const client = {
@@ -60,13 +69,21 @@ if (VARIANT.startsWith('once')) {
   pool.query = (t) => client.query(t);
   fn = async (envs) => {
     const outs = envs.length === 1 ? [await inbox.process(envs[0])] : await inbox.processBatch(envs);
-    for (const o of outs) if (o.status !== 'processed') throw new Error(`unexpected ${o.status} ${o.error?.message}`);
+    for (const o of outs)
+      if (o.status !== 'processed') throw new Error(`unexpected ${o.status} ${o.error?.message}`);
   };
 } else {
   fn = (envs) =>
     envs.length === 1
       ? floorOne(pool, 'fake', 'prof', envs[0].id, (q) => q.query(EFFECT, [envs[0].id, 7]))
-      : floorBatch(pool, 'fake', 'prof', envs, (e) => e.id, (q, e) => q.query(EFFECT, [e.id, 7]));
+      : floorBatch(
+          pool,
+          'fake',
+          'prof',
+          envs,
+          (e) => e.id,
+          (q, e) => q.query(EFFECT, [e.id, 7]),
+        );
 }
 
 async function drive(tag, n) {
@@ -78,4 +95,6 @@ await drive('warm', Math.min(N, 20_000));
 const cpu0 = process.cpuUsage();
 await drive('run', N);
 const cpu = process.cpuUsage(cpu0);
-console.log(JSON.stringify({ variant: VARIANT, n: N, cpuUsPerMsg: Number(((cpu.user + cpu.system) / N).toFixed(2)) }));
+console.log(
+  JSON.stringify({ variant: VARIANT, n: N, cpuUsPerMsg: Number(((cpu.user + cpu.system) / N).toFixed(2)) }),
+);

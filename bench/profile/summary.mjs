@@ -2,6 +2,10 @@ import { readdirSync, readFileSync } from 'node:fs';
 
 const dir = process.argv[2];
 const top = Number(process.argv[3] ?? 40);
+// With a message count, shares are printed as µs of sampled time per message instead of %.
+const perMsg = process.argv[4] ? Number(process.argv[4]) : undefined;
+const fmt = (v) =>
+  perMsg ? `${(v / perMsg).toFixed(1).padStart(6)} µs` : `${((v / total) * 100).toFixed(1).padStart(5)} %`;
 const byFn = new Map(),
   byFile = new Map();
 let total = 0;
@@ -24,8 +28,6 @@ for (const f of readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'))) {
   }
 }
 console.log('total ms', (total / 1000).toFixed(0));
-for (const [k, v] of [...byFn].sort((a, b) => b[1] - a[1]).slice(0, top))
-  console.log(((v / total) * 100).toFixed(1).padStart(5), '%', k);
+for (const [k, v] of [...byFn].sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(fmt(v), k);
 console.log('--- by file');
-for (const [k, v] of [...byFile].sort((a, b) => b[1] - a[1]).slice(0, top))
-  console.log(((v / total) * 100).toFixed(1).padStart(5), '%', k);
+for (const [k, v] of [...byFile].sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(fmt(v), k);
