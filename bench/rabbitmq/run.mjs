@@ -1,7 +1,8 @@
 // RabbitMQ benchmark: @once/rabbitmq against plain amqplib doing the same work, same prefetch.
 //   R0  raw consume + ack, no database: the ceiling.
 //   B1/msg    plain amqplib, one transaction per message (INSERT effect; COMMIT; ack).
-//   B1/batch  plain amqplib, one transaction for the deliveries waiting in the window, one multiple ack.
+//   B1/batch  plain amqplib, one transaction for the deliveries waiting in the window, one multiple ack
+//             (BENCH_BATCH_CONCURRENCY batches at a time, default 1).
 //   once/msg  createRabbitConsumer, per-message transactions.
 //   once/batch createRabbitConsumer({ batch: true }).
 //   floor/msg, floor/batch  the floor (bench/support/floor.mjs, a frozen hand-written inbox) in
@@ -23,6 +24,9 @@ const N = Number(process.env.BENCH_MESSAGES ?? 10_000);
 const PREFETCH = Number(process.env.BENCH_PREFETCH ?? 200);
 const MSG_CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 8);
 const BATCH = Number(process.env.BENCH_BATCH ?? 100);
+// Batches run at a time in every batched variant (once/batch: the adapter's `concurrency` with
+// `batch: true`). 1 keeps the queue's order; per message runs BENCH_CONCURRENCY at a time.
+const BATCH_CONCURRENCY = Number(process.env.BENCH_BATCH_CONCURRENCY ?? 1);
 const REPS = Number(process.env.BENCH_REPS ?? 7);
 const AMQP_URL = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
 const DB_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -101,19 +105,25 @@ async function perMessage(queue, onDone, work) {
   return () => ch.close();
 }
 
-/** B1/batch's consumer: `work(take)` for up to BATCH waiting deliveries, then one multiple ack. */
+/**
+ * B1/batch's consumer: `work(take)` for up to BATCH waiting deliveries, BATCH_CONCURRENCY batches
+ * at a time. One batch at a time acks with one multiple ack; concurrent batches finish out of
+ * order, so each acks its own deliveries (a multiple ack could cover another batch's).
+ */
 async function batched(queue, onDone, work) {
   const ch = await plainChannel(PREFETCH);
   const buffer = [];
-  let running = false;
+  let running = 0;
   const pump = async () => {
-    if (running || buffer.length === 0) return;
-    running = true;
+    if (running >= BATCH_CONCURRENCY || buffer.length === 0) return;
+    running++;
     const take = buffer.splice(0, BATCH);
+    void pump();
     await work(take);
-    ch.ack(take[take.length - 1], true);
+    if (BATCH_CONCURRENCY === 1) ch.ack(take[take.length - 1], true);
+    else for (const m of take) ch.ack(m);
     for (const _ of take) onDone();
-    running = false;
+    running--;
     setImmediate(pump);
   };
   await ch.consume(queue, (m) => {
@@ -204,7 +214,7 @@ function onceVariant(name, queue, batch) {
       schema: SCHEMA,
       consumer: queue,
       prefetch: PREFETCH,
-      concurrency: batch ? 1 : MSG_CONCURRENCY,
+      concurrency: batch ? BATCH_CONCURRENCY : MSG_CONCURRENCY,
       batch,
       batchSize: BATCH,
       socketOptions: { clientProperties: { connection_name: RUN } },
@@ -241,7 +251,14 @@ closeBench({
   reps: REPS,
   checks: ADAPTER_CHECKS,
   file: new URL('../results/rabbitmq.json', import.meta.url),
-  meta: { messages: N, reps: REPS, prefetch: PREFETCH, concurrency: MSG_CONCURRENCY, batch: BATCH },
+  meta: {
+    messages: N,
+    reps: REPS,
+    prefetch: PREFETCH,
+    concurrency: MSG_CONCURRENCY,
+    batch: BATCH,
+    batchConcurrency: BATCH_CONCURRENCY,
+  },
 });
 const dupes = await raw.query(
   `SELECT variant, count(*)::int AS n FROM (SELECT variant, id FROM ${SCHEMA}.effects GROUP BY 1, 2 HAVING count(*) > 1) d GROUP BY 1`,

@@ -19,19 +19,19 @@ import { isStop } from './plan-runs.js';
 import { markFailedInTx } from './record-failure.js';
 import { vanished } from './single-tx.js';
 import { type InboxRow, outcomeOfRow } from './stored-row.js';
-import { rollback, StatementError, stmt } from './tx.js';
+import { lastResult, rollback, StatementError, stmt } from './tx.js';
 
 export class BatchTx<R> {
   readonly #ctx: EngineContext<R>;
   readonly #one: (item: Item) => Promise<Outcome<R>>;
   readonly #pause: BatchPause;
-  readonly #begin: string;
+  readonly #beginAndClaim: ReturnType<EngineContext<R>['sql']['beginAndClaimMany']>;
 
   constructor(ctx: EngineContext<R>, one: (item: Item) => Promise<Outcome<R>>, pause: BatchPause) {
     this.#ctx = ctx;
     this.#one = one;
     this.#pause = pause;
-    this.#begin = ctx.sql.begin(ctx.o.isolation, ctx.o.lockTimeoutMs);
+    this.#beginAndClaim = ctx.sql.beginAndClaimMany(ctx.o.isolation, ctx.o.lockTimeoutMs);
   }
 
   /** Runs `all` (fresh, in order) in one transaction; repeats of an id follow the first copy's fate. */
@@ -90,18 +90,17 @@ export class BatchTx<R> {
     const outcomes: (Outcome<R> | undefined)[] = new Array(items.length);
     let started = false;
     try {
-      await stmt(conn.client.query(this.#begin));
       const sorted = [...items].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
       let claimedRows: { message_id: string }[];
       try {
-        claimedRows = (
-          await conn.client.query<{ message_id: string }>(sql.claimMany, [
-            consumer,
-            sorted.map((i) => i.id),
-            sorted.map((i) => i.fp),
-            retentionMs,
-          ])
-        ).rows;
+        // One round trip: BEGIN and the sorted claim, its settings pinned (see sql/inbox.ts).
+        const text = this.#beginAndClaim(
+          consumer,
+          sorted.map((i) => i.id),
+          sorted.map((i) => i.fp),
+          retentionMs,
+        );
+        claimedRows = lastResult<{ message_id: string }>(await conn.client.query(text)).rows;
       } catch (err) {
         if (classifyDbError(err) !== 'busy') throw new StatementError(err);
         // A rival holds one of the ids past the wait bound: claim one by one instead, so the

@@ -30,7 +30,8 @@ export function runInTx<R>(
       timeoutMs: o.handlerTimeoutMs,
       storeResult: o.storeResult,
       outbox: o.outbox,
-      ...(transaction === undefined ? {} : { transaction }),
+      // runHandler sets ctx.transaction only when this is defined.
+      transaction,
     },
     item.envelope,
   );

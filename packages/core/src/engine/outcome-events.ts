@@ -6,9 +6,20 @@
 import type { Events } from '../events.js';
 import type { Outcome } from '../outcome.js';
 
+/** Each outcome's event name, made once (not a new string per message). */
+const EVENT_OF = {
+  processed: 'message:processed',
+  duplicate: 'message:duplicate',
+  conflict: 'message:conflict',
+  failed: 'message:failed',
+  retry: 'message:retry',
+  'not-run': 'message:not-run',
+  busy: 'message:busy',
+} as const satisfies Record<Outcome['status'], `message:${Outcome['status']}`>;
+
 /** Emits `o`'s event; `started` is when processing began (performance.now() ms). */
 export function emitOutcome(events: Events, consumer: string, o: Outcome, started: number): void {
-  if (!events.has(`message:${o.status}`)) return;
+  if (!events.has(EVENT_OF[o.status])) return;
   const base = { consumer, source: o.envelope.source, durationMs: performance.now() - started };
   if (o.status === 'processed') events.emit('message:processed', { ...base, id: o.id });
   else if (o.status === 'duplicate') events.emit('message:duplicate', { ...base, id: o.id });

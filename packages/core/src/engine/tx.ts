@@ -19,12 +19,13 @@ export class StatementError extends Error {
 }
 
 /** Tags a failure of one of our own statements so handler errors and ours stay apart. */
-export async function stmt<T>(p: Promise<T>): Promise<T> {
-  try {
-    return await p;
-  } catch (err) {
-    throw new StatementError(err);
-  }
+export function stmt<T>(p: Promise<T>): Promise<T> {
+  // One reaction on the promise, not an async function's own promise and its extra turns.
+  return p.then(undefined, asStatementError);
+}
+
+function asStatementError(err: unknown): never {
+  throw new StatementError(err);
 }
 
 /** The error itself, unwrapped from {@link StatementError}. */

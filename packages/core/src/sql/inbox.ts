@@ -11,6 +11,15 @@ import { byteaLiteral, quoteLiteral } from './literal.js';
 export const PIN_SYNC_COMMIT = "(SELECT set_config('synchronous_commit', 'on', true)) AS pin";
 
 /**
+ * A one-row source that pins a message transaction's settings for the rest of it, as SET LOCAL
+ * would: synchronous_commit on (a user's asynchronous-commit default must never let us settle on
+ * an unflushed commit) and the lock timeout in ms (a validated number).
+ */
+function pinSettings(lockTimeoutMs: number): string {
+  return `(SELECT set_config('synchronous_commit', 'on', true), set_config('lock_timeout', '${Math.floor(lockTimeoutMs)}', true)) AS pin`;
+}
+
+/**
  * Every statement core runs against the inbox, built once per schema. The schema is the only
  * identifier spliced in, and it has been validated and quoted by `quoteIdentifier`; all values
  * go as parameters, except in `beginAndClaim` (see literal.ts). Numbers come from validated options.
@@ -26,13 +35,34 @@ export function inboxSql(schema: string) {
     begin: (isolation: IsolationLevel, lockTimeoutMs: number) =>
       `BEGIN ISOLATION LEVEL ${isolation.toUpperCase()}; SET LOCAL synchronous_commit = on; SET LOCAL lock_timeout = ${Math.floor(lockTimeoutMs)}`,
     /**
-     * BEGIN with its settings and the single-message claim in one round trip (a simple query,
-     * so the values are literals: see literal.ts). The last result's rowCount is 1 when claimed.
+     * BEGIN and the single-message claim in one round trip (a simple query, so the values are
+     * literals: see literal.ts), two statements as a hand-written inbox sends: the transaction's
+     * settings (synchronous_commit on, the lock timeout) are pinned by the claim itself, with
+     * `set_config(..., true)` (that is SET LOCAL) in a one-row source read before the row is
+     * inserted, so before the insert can wait. The last result's rowCount is 1 when claimed.
      */
     beginAndClaim: (isolation: IsolationLevel, lockTimeoutMs: number) => {
-      const begin = `BEGIN ISOLATION LEVEL ${isolation.toUpperCase()}; SET LOCAL synchronous_commit = on; SET LOCAL lock_timeout = ${Math.floor(lockTimeoutMs)}`;
+      const begin = `BEGIN ISOLATION LEVEL ${isolation.toUpperCase()}`;
+      const pin = pinSettings(lockTimeoutMs);
       return (consumer: string, id: string, fp: Buffer, retentionMs: number): string =>
-        `${begin}; INSERT INTO ${inbox} (consumer, message_id, fingerprint, status, expires_at) VALUES (${quoteLiteral(consumer)}, ${quoteLiteral(id)}, ${byteaLiteral(fp)}, 'done', now() + ${Math.floor(retentionMs)} * interval '1 millisecond') ON CONFLICT DO NOTHING`;
+        `${begin}; INSERT INTO ${inbox} (consumer, message_id, fingerprint, status, expires_at) SELECT ${quoteLiteral(consumer)}, ${quoteLiteral(id)}, ${byteaLiteral(fp)}, 'done', now() + ${Math.floor(retentionMs)} * interval '1 millisecond' FROM ${pin} ON CONFLICT DO NOTHING`;
+    },
+    /**
+     * BEGIN and a batch's claim in one round trip, as {@link beginAndClaim} for many ids: `ids`
+     * sorted (so overlapping batches lock in one order, kept by ORDER BY the position), `fps` their
+     * fingerprints. The settings are pinned before the first row is inserted: the sort reads the
+     * whole source, the pin included, before the insert sees a row. Returns the claimed ids.
+     */
+    beginAndClaimMany: (isolation: IsolationLevel, lockTimeoutMs: number) => {
+      const begin = `BEGIN ISOLATION LEVEL ${isolation.toUpperCase()}`;
+      const pin = pinSettings(lockTimeoutMs);
+      return (
+        consumer: string,
+        ids: readonly string[],
+        fps: readonly Buffer[],
+        retentionMs: number,
+      ): string =>
+        `${begin}; INSERT INTO ${inbox} (consumer, message_id, fingerprint, status, expires_at) SELECT ${quoteLiteral(consumer)}, t.m, t.f, 'done', now() + ${Math.floor(retentionMs)} * interval '1 millisecond' FROM ${pin}, unnest(ARRAY[${ids.map(quoteLiteral).join(', ')}]::text[], ARRAY[${fps.map(byteaLiteral).join(', ')}]::bytea[]) WITH ORDINALITY AS t(m, f, n) ORDER BY t.n ON CONFLICT DO NOTHING RETURNING message_id`;
     },
     /** $1 consumer, $2 id, $3 fingerprint, $4 retention ms. A rival's uncommitted row makes this wait. */
     claimOne: `INSERT INTO ${inbox} (consumer, message_id, fingerprint, status, expires_at)
@@ -47,11 +77,6 @@ export function inboxSql(schema: string) {
     claimOwned: `INSERT INTO ${inbox} (consumer, message_id, fingerprint, status, expires_at)
       SELECT $1, $2, $3, 'done', now() + $4 * interval '1 millisecond'
       FROM (SELECT set_config('synchronous_commit', 'on', true), set_config('lock_timeout', $5, true)) AS pin
-      ON CONFLICT DO NOTHING RETURNING message_id`,
-    /** $1 consumer, $2 ids (sorted, so overlapping batches lock in one order), $3 fingerprints, $4 retention ms. */
-    claimMany: `INSERT INTO ${inbox} (consumer, message_id, fingerprint, status, expires_at)
-      SELECT $1, t.m, t.f, 'done', now() + $4 * interval '1 millisecond'
-      FROM unnest($2::text[], $3::bytea[]) WITH ORDINALITY AS t(m, f, n) ORDER BY t.n
       ON CONFLICT DO NOTHING RETURNING message_id`,
     readOne: `SELECT ${cols} FROM ${inbox} WHERE consumer = $1 AND message_id = $2`,
     readMany: `SELECT ${cols} FROM ${inbox} WHERE consumer = $1 AND message_id = ANY($2::text[])`,

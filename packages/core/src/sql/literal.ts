@@ -1,10 +1,11 @@
 /**
- * SQL literals, for the statements that cannot take parameters: the single-message claim
- * travels in the same simple-query round trip as BEGIN (the simple protocol has no parameters),
- * which saves a quarter of a message's round trips; the relay's round does the same with its claim
- * (a row limit) and with its mark-sent and COMMIT (row numbers read from the table), integers only;
- * and `schemaSql()`, a script for the user's own migration tool, quotes its migrations' names with
- * it. Nothing else in core builds SQL from values.
+ * SQL literals, for the statements that cannot take parameters: a message's claim travels in the
+ * same simple-query round trip as BEGIN (the simple protocol has no parameters), which saves a
+ * quarter of a single message's round trips and one per batch (the batch's ids and fingerprints
+ * go as literal arrays); the relay's round does the same with its claim (a row limit) and with its
+ * mark-sent and COMMIT (row numbers read from the table), integers only; and `schemaSql()`, a
+ * script for the user's own migration tool, quotes its migrations' names with it. Nothing else in
+ * core builds SQL from values.
  *
  * Safety rests on three facts: node-postgres always speaks UTF-8 (no multibyte encoding can hide
  * a quote or backslash byte); a string holding a backslash is written as E'…' with every

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createInbox } from '../../src/index.js';
@@ -70,4 +71,31 @@ it('ids made of quotes, backslashes and SQL are claimed and recognised exactly',
   expect(stored.rows.map((r) => r.message_id).sort()).toEqual([...ids].sort());
   const counts = await db.counts();
   for (const id of ids) expect(counts.get(id)).toBe(1);
+});
+
+it('a batch claims the same ids as literals, in one round trip with BEGIN, and recognises them exactly', async () => {
+  const consumer = "batch's \\ consumer";
+  const inbox = createInbox({
+    pool: db.pool,
+    schema: db.schema,
+    consumer,
+    handler: async (e, { tx }) => {
+      await tx.query(`INSERT INTO ${db.effects} (id) VALUES ($1)`, [e.id]);
+    },
+  });
+  const ids = ["o'brien", "'); DROP TABLE users; --", 'back\\slash\\', "E'\\x27'", '\u{1F600}\'\\"', 'plain'];
+  const outs = await inbox.processBatch(ids.map((id) => envelope(id)));
+  expect(outs.map((o) => [o.status, o.id])).toEqual(ids.map((id) => ['processed', id]));
+  const again = await inbox.processBatch(ids.map((id) => envelope(id)));
+  expect(again.map((o) => o.status)).toEqual(ids.map(() => 'duplicate'));
+  const stored = await db.pool.query(
+    `SELECT message_id, fingerprint FROM ${db.schema}.inbox WHERE consumer = $1`,
+    [consumer],
+  );
+  expect(stored.rows.map((r) => r.message_id).sort()).toEqual([...ids].sort());
+  // The fingerprint stored with each claim is the body's SHA-256, byte for byte.
+  for (const r of stored.rows) {
+    const body = Buffer.from(JSON.stringify({ id: r.message_id, amount: 10 }));
+    expect(r.fingerprint).toEqual(createHash('sha256').update(body).digest());
+  }
 });

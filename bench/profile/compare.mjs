@@ -1,0 +1,75 @@
+// Before/after comparison for issue #14 step 2: runs bench/profile/run.mjs once per variant and
+// build, in separate processes, interleaved over COMPARE_REPS repetitions in a rotating order:
+// the floor, once as built now, and once from another build (COMPARE_BEFORE: a copy of an older
+// packages/core/dist/index.js). Prints medians and the per-repetition paired ratios (median with
+// min–max) of Node CPU µs per message and msgs/s; writes bench/results/profile.json.
+import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { fmtRatio, gitCommit, pairedRatio } from '../support/report.mjs';
+
+const REPS = Number(process.env.COMPARE_REPS ?? 7);
+const BEFORE = process.env.COMPARE_BEFORE;
+const N_MSG = Number(process.env.COMPARE_N_MSG ?? 1500);
+const N_BATCH = Number(process.env.COMPARE_N_BATCH ?? 4000);
+const C = Number(process.env.PROFILE_CONCURRENCY ?? 4);
+const script = new URL('./run.mjs', import.meta.url).pathname;
+
+const runs = {};
+const shapes = ['msg', 'batch'];
+const builds = BEFORE ? ['floor', 'before', 'after'] : ['floor', 'after'];
+for (let rep = 0; rep < REPS; rep++) {
+  for (const shape of shapes) {
+    const order = builds.slice(rep % builds.length).concat(builds.slice(0, rep % builds.length));
+    for (const b of order) {
+      const env = {
+        ...process.env,
+        PROFILE_VARIANT: `${b === 'floor' ? 'floor' : 'once'}-${shape}`,
+        PROFILE_N: String(shape === 'msg' ? N_MSG : N_BATCH),
+        PROFILE_CONCURRENCY: String(C),
+      };
+      if (b === 'before') env.PROFILE_CORE = BEFORE;
+      else delete env.PROFILE_CORE;
+      const out = execFileSync('node', [script], { env, encoding: 'utf8' });
+      const r = JSON.parse(out.trim().split('\n').pop());
+      const key = `${b}/${shape}`;
+      if (!runs[key]) runs[key] = [];
+      runs[key].push(r);
+      console.log(
+        `rep ${rep} ${key.padEnd(14)} ${String(r.msgsPerSec).padStart(6)} msg/s ${r.cpuUsPerMsg} µs cpu/msg ${r.scavengesPer1k} scav/1k`,
+      );
+    }
+  }
+}
+const med = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const summary = {};
+for (const [k, rs] of Object.entries(runs)) {
+  summary[k] = {
+    msgsPerSec: med(rs.map((r) => r.msgsPerSec)),
+    cpuUsPerMsg: med(rs.map((r) => r.cpuUsPerMsg)),
+    scavengesPer1k: med(rs.map((r) => r.scavengesPer1k)),
+  };
+  console.log(
+    `${k.padEnd(14)} median ${summary[k].msgsPerSec} msg/s, ${summary[k].cpuUsPerMsg} µs cpu/msg, ${summary[k].scavengesPer1k} scavenges/1k`,
+  );
+}
+const ratios = {};
+const pair = (label, a, b, field) => {
+  if (!runs[a] || !runs[b]) return;
+  const r = pairedRatio(runs[a], runs[b], (x) => x[field]);
+  ratios[label] = r;
+  console.log(`${label.padEnd(44)} ${fmtRatio(r)}`);
+};
+for (const shape of shapes) {
+  for (const b of builds.filter((x) => x !== 'floor')) {
+    pair(`once(${b}) ÷ floor, ${shape}, CPU µs/msg`, `${b}/${shape}`, `floor/${shape}`, 'cpuUsPerMsg');
+    pair(`once(${b}) ÷ floor, ${shape}, msgs/s`, `${b}/${shape}`, `floor/${shape}`, 'msgsPerSec');
+  }
+  if (BEFORE) {
+    pair(`after ÷ before, ${shape}, CPU µs/msg`, `after/${shape}`, `before/${shape}`, 'cpuUsPerMsg');
+    pair(`after ÷ before, ${shape}, msgs/s`, `after/${shape}`, `before/${shape}`, 'msgsPerSec');
+  }
+}
+writeFileSync(
+  new URL(process.env.COMPARE_OUT ?? '../results/profile.json', import.meta.url),
+  `${JSON.stringify({ commit: gitCommit(), reps: REPS, concurrency: C, nMsg: N_MSG, nBatch: N_BATCH, summary, ratios, runs }, null, 2)}\n`,
+);
