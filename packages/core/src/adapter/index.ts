@@ -39,6 +39,7 @@ export {
 } from './dead-letter-record.js';
 export { type DroppedSpec, deadLetteredEvent, logDropped } from './dead-lettered.js';
 export { decodedIdCheck } from './decoded-id.js';
+export { DeliveryPipeline, type DeliveryPipelineSpec } from './delivery-pipeline.js';
 export { Gate, processGate } from './isolation-gate.js';
 export { jsonHandler } from './json-handler.js';
 export { KeyedSerializer } from './keyed-serializer.js';
