@@ -63,7 +63,7 @@ function pipeline(log: string[], opts: { batchSize: number; concurrency?: number
       settled.push(`${e.id}:${plan.kind}`);
     },
     handBack: (es) => {
-      handedBack.push(...es.map((e) => e.id));
+      handedBack.push(...es.map((e) => String(e.id)));
     },
     onError: (where) => errors.push(where),
   });
