@@ -1,12 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import {
-  Gate,
-  jsonHandler,
-  KeyedSerializer,
-  Limiter,
-  processGroup,
-  takeGroup,
-} from '../../src/adapter/index.js';
+import { processGroup } from '../../src/adapter/delivery-pipeline.js';
+import { Gate, jsonHandler, KeyedSerializer, Limiter, takeGroup } from '../../src/adapter/index.js';
 import type { Envelope } from '../../src/envelope.js';
 import { PermanentError } from '../../src/errors.js';
 import type { HandlerContext } from '../../src/handler.js';
