@@ -2,6 +2,7 @@ import type { Envelope } from '../envelope.js';
 import type { Inbox } from '../inbox.js';
 import type { Outcome } from '../outcome.js';
 import { type Gate, processGate } from './isolation-gate.js';
+import type { Limiter } from './limiter.js';
 import { type SettlePlan, settlePlanOf } from './settle-plan.js';
 import type { StartCounter } from './start-counter.js';
 
@@ -10,10 +11,12 @@ export interface ProcessGroupDeps<R> {
   inbox: Pick<Inbox<R>, 'process' | 'processBatch'>;
   gate: Gate;
   counter: Pick<StartCounter<R>, 'mark'>;
+  /** A slot of it is held, inside the gate, while the group runs. @default none */
+  limiter?: Pick<Limiter, 'acquire'>;
 }
 
 /** What a {@link DeliveryPipeline} needs from its adapter: the broker's side of each step. */
-export interface DeliveryPipelineSpec<T, R> extends Omit<ProcessGroupDeps<R>, 'gate'> {
+export interface DeliveryPipelineSpec<T, R> extends Omit<ProcessGroupDeps<R>, 'gate' | 'limiter'> {
   /** The inbox's consumer name, for core's settle plans. */
   consumer: string;
   /** Groups running at once. */
@@ -153,7 +156,7 @@ export class DeliveryPipeline<T, R = unknown> {
 /**
  * Runs one group of deliveries through the inbox behind the isolation gate: a suspect group (one
  * redelivered message, which may be the one that killed the process) exclusive and marked for the
- * start counter, a fresh group shared. One envelope goes through `process`, more through
+ * start counter, a fresh group shared, holding a `limiter` slot if given. One envelope goes through `process`, more through
  * `processBatch` (one transaction). The gate is left before this returns or throws. It throws what
  * the inbox throws, which answers every message with an outcome and throws for none: a throw is a
  * bug, and the adapter hands the group back to its broker.
@@ -164,12 +167,14 @@ export async function processGroup<R>(
   suspect: boolean,
 ): Promise<Outcome<R>[]> {
   const leave = suspect ? await deps.gate.exclusive() : await deps.gate.shared();
+  const release = await deps.limiter?.acquire();
   try {
     if (suspect) deps.counter.mark(envelopes[0]!);
     return envelopes.length > 1
       ? await deps.inbox.processBatch(envelopes)
       : [await deps.inbox.process(envelopes[0]!)];
   } finally {
+    release?.();
     leave();
   }
 }

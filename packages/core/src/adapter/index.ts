@@ -4,7 +4,7 @@
  * skeleton every consumer shares), the lifecycle with its stop deadline and its hold while the
  * database is unusable, option splitting and validators, the killer budget (`StartCounter`), the
  * concurrency primitives (limiter, keyed serializer, the process-wide isolation gate,
- * `takeGroup`), the `DeliveryPipeline` (queue → groups → the inbox behind the gate → core's
+ * `takeGroup`, `processGroup`), the `DeliveryPipeline` (queue → groups → the inbox behind the gate → core's
  * settle plan → the adapter's broker calls, with reruns of what a stopped batch never ran),
  * `jsonHandler`, settle plans, the dead-letter record with its event and log line, an abortable
  * `sleep`, the check of an id the client decoded as text (`decodedIdCheck`), and the helpers
@@ -40,7 +40,13 @@ export {
 } from './dead-letter-record.js';
 export { type DroppedSpec, deadLetteredEvent, logDropped } from './dead-lettered.js';
 export { decodedIdCheck } from './decoded-id.js';
-export { DeliveryPipeline, type DeliveryPipelineSpec, takeGroup } from './delivery-pipeline.js';
+export {
+  DeliveryPipeline,
+  type DeliveryPipelineSpec,
+  type ProcessGroupDeps,
+  processGroup,
+  takeGroup,
+} from './delivery-pipeline.js';
 export { Gate, processGate } from './isolation-gate.js';
 export { jsonHandler } from './json-handler.js';
 export { KeyedSerializer } from './keyed-serializer.js';

@@ -146,6 +146,19 @@ describe('processGroup', () => {
     const leave = await gate.exclusive(); // left: another exclusive holder gets in
     leave();
   });
+  it('holds a limiter slot, inside the gate, while the group runs', async () => {
+    const log: string[] = [];
+    const limiter = new Limiter(1);
+    const held = await limiter.acquire();
+    const deps = { inbox: fakeInbox(log), gate: new Gate(), counter: { mark: () => {} }, limiter };
+    const run = processGroup(deps, [env('a')], false);
+    await tick();
+    expect(log).toEqual([]); // waits for the slot
+    held();
+    await run;
+    expect(log).toEqual(['process a']);
+    expect(limiter.active).toBe(0); // given back
+  });
 });
 
 describe('takeGroup', () => {
