@@ -25,6 +25,7 @@ export interface DeliveryPipelineSpec<T, R> extends Omit<ProcessGroupDeps<R>, 'g
   batchSize: number;
   /** The process-wide isolation gate. @default processGate() */
   gate?: Gate;
+  /** The envelope of a delivery (made once, when it arrived). */
   envelope(item: T): Envelope;
   /** Carries out core's plan (never `rerun`: the pipeline runs those again itself). */
   settle(item: T, outcome: Outcome<R>, plan: SettlePlan): Promise<void>;
@@ -72,7 +73,7 @@ export class DeliveryPipeline<T, R = unknown> {
     return this.#active;
   }
 
-  /** Queues a delivery; it starts on the next {@link pump}. */
+  /** Queues a delivery; it starts on the next `pump()`. */
   push(item: T): void {
     if (!this.#closed) this.#queue.push(item);
   }
