@@ -98,11 +98,8 @@ async function runBatches<R>(ctx: ChainContext<R>, all: Held[]): Promise<void> {
     // message is process: one transaction either way.
     let outcomes: Outcome<R>[] | undefined;
     try {
-      outcomes = await processGroup(
-        ctx,
-        run.map((e) => e.envelope),
-        false,
-      );
+      const envelopes = run.map((e) => e.envelope);
+      outcomes = await processGroup(ctx, envelopes, false);
     } catch (err) {
       ctx.noteError('inbox', err);
     }
