@@ -74,6 +74,7 @@ export class ChannelConsumer<R> {
       concurrency: o.concurrency,
       batchSize: o.batch ? o.batchSize : 1,
       envelope: (m) => envelopeOf(m, o.queue, o.idHeader),
+      redelivered: (m) => m.fields.redelivered,
       settle: (m, outcome, plan) => this.#settle(m, outcome, plan),
       // The inbox threw: hand the messages back (they come again as redeliveries) after a pause.
       handBack: async (messages) => {

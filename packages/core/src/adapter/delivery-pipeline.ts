@@ -25,8 +25,10 @@ export interface DeliveryPipelineSpec<T, R> extends Omit<ProcessGroupDeps<R>, 'g
   batchSize: number;
   /** The process-wide isolation gate. @default processGate() */
   gate?: Gate;
-  /** The envelope of a delivery (made once, when it arrived). */
+  /** The envelope of a delivery, asked for when its group runs. */
   envelope(item: T): Envelope;
+  /** Whether a delivery was redelivered, without making its envelope. @default its envelope's `redelivered` */
+  redelivered?(item: T): boolean;
   /** Carries out core's plan (never `rerun`: the pipeline runs those again itself). */
   settle(item: T, outcome: Outcome<R>, plan: SettlePlan): Promise<void>;
   /** The inbox threw (a bug, it answers every message): give the group back to the broker. */
@@ -90,8 +92,9 @@ export class DeliveryPipeline<T, R = unknown> {
     }
     clearTimeout(this.#linger);
     this.#linger = undefined;
+    const redelivered = this.#spec.redelivered ?? ((t: T) => this.#spec.envelope(t).redelivered);
     while (!this.#closed && this.#active < concurrency && this.#queue.length > 0) {
-      const { group, suspect } = takeGroup(this.#queue, (t) => this.#spec.envelope(t).redelivered, batchSize);
+      const { group, suspect } = takeGroup(this.#queue, redelivered, batchSize);
       this.#active++;
       this.#run(group, suspect)
         .catch((err: unknown) => this.#spec.onError('process', err))
