@@ -186,7 +186,6 @@ export class NatsConsumer<R = unknown> extends ConsumerBase<R, NatsConsumerEvent
   /** Closes a connection once made (yours is left open). */
   protected async close(): Promise<void> {
     clearInterval(this.#heartbeat);
-    this.#dispatch.close();
     this.#fetch?.stop();
     this.#abort.abort();
     this.#wake();

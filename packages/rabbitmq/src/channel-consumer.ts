@@ -1,15 +1,15 @@
 import type { Inbox, Outcome } from '@once/core';
 import {
   DEAD_LETTER_RECORD,
+  DeliveryPipeline,
   deadLetteredEvent,
   encodeDeadLetterRecord,
   type Gate,
-  processGroup,
+  type SettlePlan,
   type StartCounter,
   serializeError,
   sleep,
   type TypedEmitter,
-  takeGroup,
 } from '@once/core/adapter';
 import type { ConfirmChannel, ConsumeMessage } from 'amqplib';
 import { type AckKind, AckWatermark } from './ack-watermark.js';
@@ -19,8 +19,7 @@ import type { RabbitConsumerEventMap } from './events.js';
 import { Header } from './headers.js';
 import type { ResolvedRabbitConsumerOptions } from './options.js';
 import { republishOptions } from './republish.js';
-import { type RabbitSettlePlan, settlePlanOf } from './settle-plan.js';
-import type { Topology } from './topology.js';
+import { type Topology, tierFor } from './topology.js';
 
 /** What a channel consumer shares with its owner. */
 export interface ChannelConsumerContext<R> {
@@ -57,18 +56,34 @@ export class ChannelConsumer<R> {
   readonly #ctx: ChannelConsumerContext<R>;
   readonly #watermark: AckWatermark;
   readonly #publisher: ConfirmedPublisher;
-  readonly #buffer: ConsumeMessage[] = [];
-  #active = 0;
+  /** The prefetch window, run through the inbox in groups. */
+  readonly #pipeline: DeliveryPipeline<ConsumeMessage, R>;
   #tag: string | undefined;
   #lost = false;
   #flushScheduled = false;
-  #idle: (() => void)[] = [];
 
   constructor(ch: ConfirmChannel, ctx: ChannelConsumerContext<R>) {
     this.#ch = ch;
     this.#ctx = ctx;
     this.#watermark = new AckWatermark(ch, (err) => ctx.onLost(err));
     this.#publisher = new ConfirmedPublisher(ch);
+    const o = ctx.options;
+    this.#pipeline = new DeliveryPipeline<ConsumeMessage, R>({
+      ...ctx,
+      consumer: o.consumer,
+      concurrency: o.concurrency,
+      batchSize: o.batch ? o.batchSize : 1,
+      envelope: (m) => envelopeOf(m, o.queue, o.idHeader),
+      redelivered: (m) => m.fields.redelivered,
+      settle: (m, outcome, plan) => this.#settle(m, outcome, plan),
+      // The inbox threw: hand the messages back (they come again as redeliveries) after a pause.
+      handBack: async (messages) => {
+        await sleep(REQUEUE_PAUSE_MS);
+        for (const m of messages) this.#done(m, 'requeue');
+      },
+      onError: (where, err) => this.#error(err, where),
+      onIdle: () => this.#watermark.flush(),
+    });
   }
 
   /** Sets the prefetch window; deliveries start with {@link consume}. */
@@ -92,15 +107,14 @@ export class ChannelConsumer<R> {
 
   /** Messages (or batches) whose handler is running. */
   get active(): number {
-    return this.#active;
+    return this.#pipeline.active;
   }
 
   /** The channel is gone: drop the buffer (the broker redelivers it) and never ack again. */
   lose(): void {
     this.#lost = true;
     this.#watermark.kill();
-    this.#buffer.length = 0;
-    this.#checkIdle();
+    this.#pipeline.close();
   }
 
   /** Stops new deliveries (basic.cancel); buffered and unsettled ones still run and settle. */
@@ -123,21 +137,7 @@ export class ChannelConsumer<R> {
 
   /** Resolves when nothing is buffered, running or unconfirmed, and the acks are sent. */
   drained(): Promise<void> {
-    if (this.#isIdle()) {
-      this.#watermark.flush();
-      return Promise.resolve();
-    }
-    return new Promise((resolve) => this.#idle.push(resolve));
-  }
-
-  #isIdle(): boolean {
-    return this.#buffer.length === 0 && this.#active === 0;
-  }
-
-  #checkIdle(): void {
-    if (!this.#isIdle() && !this.#lost) return;
-    this.#watermark.flush();
-    for (const resolve of this.#idle.splice(0)) resolve();
+    return this.#pipeline.idle();
   }
 
   #onMessage(m: ConsumeMessage | null): void {
@@ -156,62 +156,16 @@ export class ChannelConsumer<R> {
       this.#ctx.onLost(err);
       return;
     }
-    this.#buffer.push(m);
-    this.#pump();
+    this.#pipeline.push(m);
+    this.#pipeline.pump();
   }
 
-  #pump(): void {
-    const o = this.#ctx.options;
-    while (!this.#lost && this.#active < o.concurrency && this.#buffer.length > 0) {
-      const { group: take, suspect } = takeGroup(
-        this.#buffer,
-        (m) => m.fields.redelivered,
-        o.batch ? o.batchSize : 1,
-      );
-      this.#active++;
-      this.#run(take, suspect)
-        .catch((err: unknown) => this.#error(err, 'process'))
-        .finally(() => {
-          this.#active--;
-          this.#pump();
-          this.#checkIdle();
-        });
-    }
-  }
-
-  async #run(messages: ConsumeMessage[], suspect: boolean): Promise<void> {
-    const o = this.#ctx.options;
-    const envelopes = messages.map((m) => envelopeOf(m, o.queue, o.idHeader));
-    let outcomes: Outcome<R>[];
-    try {
-      outcomes = await processGroup(this.#ctx, envelopes, suspect);
-    } catch (err) {
-      // The inbox answers every message with an outcome and throws for none: this is a bug. Hand
-      // the messages back to the broker (they come again as redeliveries) and say so. The gate is
-      // left by now: not held through the pause.
-      this.#error(err, 'inbox');
-      await sleep(REQUEUE_PAUSE_MS);
-      for (const m of messages) this.#done(m, 'requeue');
-      return;
-    }
-    // A batch stops at its first retry; the messages behind it never ran. They are still in our
-    // prefetch window, so run them again at once instead of sending them through a retry tier.
-    const rerun: ConsumeMessage[] = [];
-    const settles: Promise<void>[] = [];
-    outcomes.forEach((outcome, i) => {
-      const plan = settlePlanOf(outcome, o.consumer, o.retryTiersMs);
-      if (plan.kind === 'rerun') rerun.push(messages[i]!);
-      else settles.push(this.#settle(messages[i]!, outcome, plan));
-    });
-    if (rerun.length > 0 && !this.#lost) this.#buffer.unshift(...rerun);
-    await Promise.all(settles);
-  }
-
-  async #settle(m: ConsumeMessage, outcome: Outcome<R>, plan: RabbitSettlePlan): Promise<void> {
+  async #settle(m: ConsumeMessage, outcome: Outcome<R>, plan: SettlePlan): Promise<void> {
     const t = this.#ctx.topology;
     try {
       if (plan.kind === 'retry') {
-        const queue = t.retry.get(plan.tierMs)!;
+        // Core's delay, rounded up to one of the retry tiers.
+        const queue = t.retry.get(tierFor(plan.delayMs, this.#ctx.options.retryTiersMs))!;
         await this.#publisher.publish(
           '',
           queue,

@@ -1,6 +1,15 @@
 import type { Outcome, SerializedError } from '@once/core';
-import type { ConsumerEventMap } from '@once/core/adapter';
-import type { RabbitSettlePlan } from './settle-plan.js';
+import type { ConsumerEventMap, DeadLetterRecord } from '@once/core/adapter';
+
+/** What the consumer does with a delivery once core's plan is known, in RabbitMQ's terms. */
+export type RabbitSettlePlan =
+  | { kind: 'ack' }
+  /** Republish to the retry queue of `tierMs` with `attempt` in our header, then ack. */
+  | { kind: 'retry'; tierMs: number; attempt: number }
+  /** Run again from our prefetch window, at once: an earlier message stopped it. */
+  | { kind: 'rerun' }
+  /** Publish to the dead-letter exchange with the record in a header, then ack. */
+  | { kind: 'dead-letter'; record: DeadLetterRecord };
 
 /**
  * Events of a {@link RabbitConsumer}: the events every once consumer emits (`consumer:*`,

@@ -20,6 +20,7 @@ export type {
   RabbitConsumerEventListener,
   RabbitConsumerEventMap,
   RabbitConsumerEventName,
+  RabbitSettlePlan,
 } from './events.js';
 export { Header } from './headers.js';
 export {
@@ -34,5 +35,4 @@ export {
   RabbitPublisher,
   type RabbitPublisherOptions,
 } from './publisher.js';
-export type { RabbitSettlePlan } from './settle-plan.js';
 export type { SocketOptionsLike } from './socket-options.js';

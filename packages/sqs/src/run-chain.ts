@@ -1,5 +1,5 @@
-import type { Envelope, Inbox, Logger, Outcome } from '@once/core';
-import type { Gate, Limiter, StartCounter } from '@once/core/adapter';
+import type { Inbox, Logger, Outcome } from '@once/core';
+import { type Gate, type Limiter, processGroup, type StartCounter } from '@once/core/adapter';
 import type { Held } from './held.js';
 import type { Settler } from './settler.js';
 
@@ -44,16 +44,11 @@ async function runEach<R>(ctx: ChainContext<R>, entries: Held[]): Promise<void> 
       letGo(ctx, entries.slice(i));
       return;
     }
-    const alone = e.envelope.redelivered;
-    const leave = alone ? await ctx.gate.exclusive() : await ctx.gate.shared();
-    const release = await ctx.limiter.acquire();
     let outcome: Outcome<R> | undefined;
     try {
-      if (alone) ctx.counter.mark(e.envelope);
-      outcome = await processOne(ctx, e.envelope);
-    } finally {
-      release();
-      leave();
+      [outcome] = await processGroup(ctx, [e.envelope], e.envelope.redelivered);
+    } catch (err) {
+      ctx.noteError('inbox', err);
     }
     if (!outcome) {
       faultRest(ctx, entries.slice(i));
@@ -99,18 +94,14 @@ async function runBatches<R>(ctx: ChainContext<R>, all: Held[]): Promise<void> {
       else retryRest(ctx, [e], delay);
     }
     if (run.length === 0) return;
-    // Batches hold only fresh messages (planChains), so they share the gate.
-    const leave = await ctx.gate.shared();
-    const release = await ctx.limiter.acquire();
+    // Batches hold only fresh messages (planChains), so they share the gate. processBatch of one
+    // message is process: one transaction either way.
     let outcomes: Outcome<R>[] | undefined;
     try {
-      outcomes = await processMany(
-        ctx,
-        run.map((e) => e.envelope),
-      );
-    } finally {
-      release();
-      leave();
+      const envelopes = run.map((e) => e.envelope);
+      outcomes = await processGroup(ctx, envelopes, false);
+    } catch (err) {
+      ctx.noteError('inbox', err);
     }
     if (!outcomes) {
       faultRest(ctx, run);
@@ -139,27 +130,6 @@ async function runBatches<R>(ctx: ChainContext<R>, all: Held[]): Promise<void> {
 
 // Core never throws for a message's sake (a database or schema fault is a `not-run` outcome it
 // emits itself); a throw is a bug, reported, and the messages go back to the queue unchanged.
-
-async function processOne<R>(ctx: ChainContext<R>, envelope: Envelope): Promise<Outcome<R> | undefined> {
-  try {
-    return await ctx.inbox.process(envelope);
-  } catch (err) {
-    ctx.noteError('inbox', err);
-    return undefined;
-  }
-}
-
-async function processMany<R>(
-  ctx: ChainContext<R>,
-  envelopes: Envelope[],
-): Promise<Outcome<R>[] | undefined> {
-  try {
-    return await ctx.inbox.processBatch(envelopes);
-  } catch (err) {
-    ctx.noteError('inbox', err);
-    return undefined;
-  }
-}
 
 /** Messages the inbox could not take (it threw): back to the queue after core's retry delay. */
 function faultRest<R>(ctx: ChainContext<R>, entries: Held[]): void {

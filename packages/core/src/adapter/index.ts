@@ -3,8 +3,9 @@
  * the consumer contract (`Consumer`, its state, health and base events), `ConsumerBase` (the
  * skeleton every consumer shares), the lifecycle with its stop deadline and its hold while the
  * database is unusable, option splitting and validators, the killer budget (`StartCounter`), the
- * concurrency primitives (limiter, keyed serializer, the process-wide isolation gate and
- * `processGroup` and `takeGroup`, a group's making and its run through the inbox behind it),
+ * concurrency primitives (limiter, keyed serializer, the process-wide isolation gate,
+ * `takeGroup`, `processGroup`), the `DeliveryPipeline` (queue → groups → the inbox behind the gate → core's
+ * settle plan → the adapter's broker calls, with reruns of what a stopped batch never ran),
  * `jsonHandler`, settle plans, the dead-letter record with its event and log line, an abortable
  * `sleep`, the check of an id the client decoded as text (`decodedIdCheck`), and the helpers
  * adapters share with core (`resolveId`, `fingerprint`, `serializeError`, `TypedEmitter`,
@@ -39,12 +40,19 @@ export {
 } from './dead-letter-record.js';
 export { type DroppedSpec, deadLetteredEvent, logDropped } from './dead-lettered.js';
 export { decodedIdCheck } from './decoded-id.js';
+export {
+  DeliveryPipeline,
+  type DeliveryPipelineSpec,
+  type ProcessGroupDeps,
+  processGroup,
+  takeGroup,
+} from './delivery-pipeline.js';
 export { Gate, processGate } from './isolation-gate.js';
 export { jsonHandler } from './json-handler.js';
 export { KeyedSerializer } from './keyed-serializer.js';
 export { ConsumerLifecycle, type LifecycleHooks, type LifecycleSpec } from './lifecycle.js';
 export { Limiter } from './limiter.js';
-export { type ProcessGroupDeps, processGroup, takeGroup } from './process-group.js';
+
 export { type SettlePlan, settlePlanOf } from './settle-plan.js';
 export { sleep } from './sleep.js';
 export { type SplitSpec, splitOptions, withDefaults } from './split-options.js';

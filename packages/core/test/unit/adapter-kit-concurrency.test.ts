@@ -1,12 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import {
-  Gate,
-  jsonHandler,
-  KeyedSerializer,
-  Limiter,
-  processGroup,
-  takeGroup,
-} from '../../src/adapter/index.js';
+import { processGroup } from '../../src/adapter/delivery-pipeline.js';
+import { Gate, jsonHandler, KeyedSerializer, Limiter, takeGroup } from '../../src/adapter/index.js';
 import type { Envelope } from '../../src/envelope.js';
 import { PermanentError } from '../../src/errors.js';
 import type { HandlerContext } from '../../src/handler.js';
@@ -151,6 +145,19 @@ describe('processGroup', () => {
     expect(log).toEqual(['mark s', 'process s']);
     const leave = await gate.exclusive(); // left: another exclusive holder gets in
     leave();
+  });
+  it('holds a limiter slot, inside the gate, while the group runs', async () => {
+    const log: string[] = [];
+    const limiter = new Limiter(1);
+    const held = await limiter.acquire();
+    const deps = { inbox: fakeInbox(log), gate: new Gate(), counter: { mark: () => {} }, limiter };
+    const run = processGroup(deps, [env('a')], false);
+    await tick();
+    expect(log).toEqual([]); // waits for the slot
+    held();
+    await run;
+    expect(log).toEqual(['process a']);
+    expect(limiter.active).toBe(0); // given back
   });
 });
 

@@ -1,10 +1,10 @@
 import type { Envelope, Outcome } from '@once/core';
+import { settlePlanOf } from '@once/core/adapter';
 import type { Message } from 'amqplib';
 import { describe, expect, it } from 'vitest';
 import { envelopeOf } from '../../src/envelope-of.js';
 import { stringHeaders } from '../../src/headers.js';
 import { republishOptions } from '../../src/republish.js';
-import { settlePlanOf } from '../../src/settle-plan.js';
 import { tierFor } from '../../src/topology.js';
 
 function message(props: Partial<Message['properties']> = {}, redelivered = false): Message {
@@ -73,7 +73,13 @@ describe('settlePlanOf and tiers', () => {
   it('maps outcomes to ack, retry (attempt + 1 when the handler spent it), rerun and dead-letter', () => {
     const o = (x: Partial<Outcome> & Pick<Outcome, 'status'>) =>
       ({ envelope: env, id: 'x', ...x }) as Outcome;
-    const plan = (x: Partial<Outcome> & Pick<Outcome, 'status'>) => settlePlanOf(o(x), 'c', tiers);
+    // What the channel consumer does: core's plan, a retry's delay rounded up to a tier.
+    const plan = (x: Partial<Outcome> & Pick<Outcome, 'status'>) => {
+      const p = settlePlanOf(o(x), 'c');
+      return p.kind === 'retry'
+        ? { kind: 'retry', tierMs: tierFor(p.delayMs, tiers), attempt: p.attempt }
+        : p;
+    };
     expect(plan({ status: 'processed', result: undefined })).toEqual({ kind: 'ack' });
     expect(plan({ status: 'duplicate', result: undefined })).toEqual({ kind: 'ack' });
     expect(plan({ status: 'retry', error, delayMs: 2000, spent: true })).toEqual({

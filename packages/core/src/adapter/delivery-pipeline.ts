@@ -1,0 +1,200 @@
+import type { Envelope } from '../envelope.js';
+import type { Inbox } from '../inbox.js';
+import type { Outcome } from '../outcome.js';
+import { type Gate, processGate } from './isolation-gate.js';
+import type { Limiter } from './limiter.js';
+import { type SettlePlan, settlePlanOf } from './settle-plan.js';
+import type { StartCounter } from './start-counter.js';
+
+/** What {@link processGroup} runs a group through. */
+export interface ProcessGroupDeps<R> {
+  inbox: Pick<Inbox<R>, 'process' | 'processBatch'>;
+  gate: Gate;
+  counter: Pick<StartCounter<R>, 'mark'>;
+  /** A slot of it is held, inside the gate, while the group runs. @default none */
+  limiter?: Pick<Limiter, 'acquire'>;
+}
+
+/** What a {@link DeliveryPipeline} needs from its adapter: the broker's side of each step. */
+export interface DeliveryPipelineSpec<T, R> extends Omit<ProcessGroupDeps<R>, 'gate' | 'limiter'> {
+  /** The inbox's consumer name, for core's settle plans. */
+  consumer: string;
+  /** Groups running at once. */
+  concurrency: number;
+  /** Deliveries per group (one transaction): the batch size, 1 without batching. */
+  batchSize: number;
+  /** The process-wide isolation gate. @default processGate() */
+  gate?: Gate;
+  /** The envelope of a delivery, asked for when its group runs. */
+  envelope(item: T): Envelope;
+  /** Whether a delivery was redelivered, without making its envelope. @default its envelope's `redelivered` */
+  redelivered?(item: T): boolean;
+  /** Carries out core's plan (never `rerun`: the pipeline runs those again itself). */
+  settle(item: T, outcome: Outcome<R>, plan: SettlePlan): Promise<void>;
+  /** The inbox threw (a bug, it answers every message): give the group back to the broker. */
+  handBack(items: T[]): Promise<void> | void;
+  /** An error the pipeline handled: `inbox` (it threw), `process` (a group's run failed). */
+  onError(where: string, err: unknown): void;
+  /** Called whenever the pipeline is found idle or closed (before those waiting are told). */
+  onIdle?(): void;
+  /**
+   * A batch short of `batchSize` waits up to `ms` for more while `more()` says more is on its way
+   * (a fetch's deliveries arrive in several reads). @default none: a short batch starts at once
+   */
+  linger?: { ms: number; more(): boolean };
+}
+
+/**
+ * The generic part of a consumer between a delivery and its settle: a queue in delivery order,
+ * groups taken off its front (`takeGroup`: a redelivered delivery alone, fresh ones up to
+ * `batchSize`), at most `concurrency` running, each through the inbox behind the isolation gate
+ * (`processGroup`), core's settle plan for each outcome handed to the adapter's `settle`, and the
+ * deliveries a stopped batch never ran put back at the front to run at once.
+ */
+export class DeliveryPipeline<T, R = unknown> {
+  readonly #spec: DeliveryPipelineSpec<T, R>;
+  readonly #deps: ProcessGroupDeps<R>;
+  readonly #queue: T[] = [];
+  #active = 0;
+  #closed = false;
+  #idle: (() => void)[] = [];
+  #linger: NodeJS.Timeout | undefined;
+
+  constructor(spec: DeliveryPipelineSpec<T, R>) {
+    this.#spec = spec;
+    this.#deps = { inbox: spec.inbox, gate: spec.gate ?? processGate(), counter: spec.counter };
+  }
+
+  /** Deliveries waiting to run. */
+  get queued(): number {
+    return this.#queue.length;
+  }
+
+  /** Groups running now. */
+  get active(): number {
+    return this.#active;
+  }
+
+  /** Queues a delivery; it starts on the next `pump()`. */
+  push(item: T): void {
+    if (!this.#closed) this.#queue.push(item);
+  }
+
+  /** Starts what can run; `force`: a short batch does not wait for more. */
+  pump(force = false): void {
+    const { concurrency, batchSize, linger } = this.#spec;
+    if (linger && !force && this.#queue.length < batchSize && linger.more()) {
+      this.#linger ??= setTimeout(() => {
+        this.#linger = undefined;
+        this.pump(true);
+      }, linger.ms);
+      return;
+    }
+    clearTimeout(this.#linger);
+    this.#linger = undefined;
+    const redelivered = this.#spec.redelivered ?? ((t: T) => this.#spec.envelope(t).redelivered);
+    while (!this.#closed && this.#active < concurrency && this.#queue.length > 0) {
+      const { group, suspect } = takeGroup(this.#queue, redelivered, batchSize);
+      this.#active++;
+      this.#run(group, suspect)
+        .catch((err: unknown) => this.#spec.onError('process', err))
+        .finally(() => {
+          this.#active--;
+          this.pump();
+          this.#checkIdle();
+        });
+    }
+  }
+
+  /** The broker's side is gone: drop the queue (the broker redelivers it), run nothing more. */
+  close(): void {
+    this.#closed = true;
+    this.#queue.length = 0;
+    clearTimeout(this.#linger);
+    this.#checkIdle();
+  }
+
+  /** Resolves once nothing is queued or running (or the pipeline is closed). */
+  idle(): Promise<void> {
+    if (this.#isIdle()) {
+      this.#spec.onIdle?.();
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => this.#idle.push(resolve));
+  }
+
+  #isIdle(): boolean {
+    return this.#queue.length === 0 && this.#active === 0;
+  }
+
+  #checkIdle(): void {
+    if (!this.#isIdle() && !this.#closed) return;
+    this.#spec.onIdle?.();
+    for (const resolve of this.#idle.splice(0)) resolve();
+  }
+
+  async #run(items: T[], suspect: boolean): Promise<void> {
+    const spec = this.#spec;
+    let outcomes: Outcome<R>[];
+    try {
+      outcomes = await processGroup(this.#deps, items.map(spec.envelope), suspect);
+    } catch (err) {
+      spec.onError('inbox', err);
+      await spec.handBack(items);
+      return;
+    }
+    // A batch stops at its first retry; the deliveries behind it never ran. They are still held,
+    // so run them again at once rather than through the broker.
+    const rerun: T[] = [];
+    const settles: Promise<void>[] = [];
+    outcomes.forEach((outcome, i) => {
+      const plan = settlePlanOf(outcome, spec.consumer);
+      if (plan.kind === 'rerun') rerun.push(items[i]!);
+      else settles.push(spec.settle(items[i]!, outcome, plan));
+    });
+    if (rerun.length > 0 && !this.#closed) this.#queue.unshift(...rerun);
+    await Promise.all(settles);
+  }
+}
+
+/**
+ * Runs one group of deliveries through the inbox behind the isolation gate: a suspect group (one
+ * redelivered message, which may be the one that killed the process) exclusive and marked for the
+ * start counter, a fresh group shared, holding a `limiter` slot if given. One envelope goes through `process`, more through
+ * `processBatch` (one transaction). The gate is left before this returns or throws. It throws what
+ * the inbox throws, which answers every message with an outcome and throws for none: a throw is a
+ * bug, and the adapter hands the group back to its broker.
+ */
+export async function processGroup<R>(
+  deps: ProcessGroupDeps<R>,
+  envelopes: readonly Envelope[],
+  suspect: boolean,
+): Promise<Outcome<R>[]> {
+  const leave = suspect ? await deps.gate.exclusive() : await deps.gate.shared();
+  const release = await deps.limiter?.acquire();
+  try {
+    if (suspect) deps.counter.mark(envelopes[0]!);
+    return envelopes.length > 1
+      ? await deps.inbox.processBatch(envelopes)
+      : [await deps.inbox.process(envelopes[0]!)];
+  } finally {
+    release?.();
+    leave();
+  }
+}
+
+/**
+ * Takes the next group off the front of `queue` (removing it): a suspect delivery (redelivered:
+ * it may be the one that killed the process) alone, else fresh ones up to `max`, stopping before
+ * the next suspect. `max` is the batch size, 1 without batching. `queue` must not be empty.
+ */
+export function takeGroup<T>(
+  queue: T[],
+  isSuspect: (item: T) => boolean,
+  max: number,
+): { group: T[]; suspect: boolean } {
+  const suspect = isSuspect(queue[0]!);
+  let n = 1;
+  if (!suspect) while (n < max && n < queue.length && !isSuspect(queue[n]!)) n++;
+  return { group: queue.splice(0, n), suspect };
+}

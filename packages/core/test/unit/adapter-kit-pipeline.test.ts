@@ -1,0 +1,149 @@
+import { describe, expect, it } from 'vitest';
+import { DeliveryPipeline, Gate, type SettlePlan } from '../../src/adapter/index.js';
+import type { Envelope } from '../../src/envelope.js';
+import type { Outcome } from '../../src/outcome.js';
+
+const tick = () => new Promise((r) => setTimeout(r, 0));
+
+const env = (id: string, redelivered = false): Envelope => ({
+  id,
+  body: Buffer.from(id),
+  headers: {},
+  key: undefined,
+  source: { broker: 'test', queue: 'q' },
+  attempt: 1,
+  redelivered,
+});
+
+/**
+ * An inbox whose batches stop at `stopAt` (that one retried, the rest behind it not run), and
+ * which throws for an envelope named `boom`.
+ */
+function fakeInbox(log: string[], stopAt?: string) {
+  let stopped = false;
+  const outcome = (e: Envelope): Outcome => {
+    if (e.id === stopAt && !stopped) {
+      stopped = true;
+      return { status: 'retry', id: e.id, envelope: e, delayMs: 50, spent: true } as never;
+    }
+    return { status: 'processed', id: e.id, envelope: e } as never;
+  };
+  return {
+    async process(e: Envelope) {
+      log.push(`process ${e.id}`);
+      if (e.id === 'boom') throw new Error('inbox bug');
+      return outcome(e);
+    },
+    async processBatch(es: readonly Envelope[]) {
+      log.push(`batch ${es.map((e) => e.id).join(',')}`);
+      const out: Outcome[] = [];
+      for (const e of es) {
+        if (out.some((o) => o.status === 'retry')) {
+          out.push({ status: 'not-run', why: 'behind', id: e.id, envelope: e, delayMs: 0 } as never);
+        } else out.push(outcome(e));
+      }
+      return out;
+    },
+  };
+}
+
+function pipeline(log: string[], opts: { batchSize: number; concurrency?: number; stopAt?: string }) {
+  const settled: string[] = [];
+  const handedBack: string[] = [];
+  const errors: string[] = [];
+  const p = new DeliveryPipeline<Envelope>({
+    inbox: fakeInbox(log, opts.stopAt),
+    counter: { mark: (e) => log.push(`mark ${e.id}`) },
+    consumer: 'c',
+    concurrency: opts.concurrency ?? 1,
+    batchSize: opts.batchSize,
+    gate: new Gate(),
+    envelope: (e) => e,
+    settle: async (e, _o, plan: SettlePlan) => {
+      settled.push(`${e.id}:${plan.kind}`);
+    },
+    handBack: (es) => {
+      handedBack.push(...es.map((e) => String(e.id)));
+    },
+    onError: (where) => errors.push(where),
+  });
+  return { p, settled, handedBack, errors };
+}
+
+describe('DeliveryPipeline', () => {
+  it('groups fresh deliveries up to batchSize, a redelivered one alone and marked, in order', async () => {
+    const log: string[] = [];
+    const { p, settled } = pipeline(log, { batchSize: 2 });
+    for (const e of [env('a'), env('b'), env('c'), env('r', true), env('d')]) p.push(e);
+    p.pump();
+    await p.idle();
+    expect(log).toEqual(['batch a,b', 'process c', 'mark r', 'process r', 'process d']);
+    expect(settled).toEqual(['a:ack', 'b:ack', 'c:ack', 'r:ack', 'd:ack']);
+  });
+
+  it('settles the stopped delivery with its plan and runs the ones behind it again at once', async () => {
+    const log: string[] = [];
+    const { p, settled } = pipeline(log, { batchSize: 3, stopAt: 'b' });
+    for (const e of [env('a'), env('b'), env('c')]) p.push(e);
+    p.pump();
+    await p.idle();
+    expect(log).toEqual(['batch a,b,c', 'process c']);
+    expect(settled).toEqual(['a:ack', 'b:retry', 'c:ack']);
+  });
+
+  it('hands a group back when the inbox throws, and runs at most `concurrency` groups', async () => {
+    const log: string[] = [];
+    const { p, handedBack, errors } = pipeline(log, { batchSize: 1, concurrency: 2 });
+    for (const e of [env('boom'), env('x'), env('y')]) p.push(e);
+    p.pump();
+    expect(p.active).toBe(2);
+    expect(p.queued).toBe(1);
+    await p.idle();
+    expect(handedBack).toEqual(['boom']);
+    expect(errors).toEqual(['inbox']);
+  });
+
+  it('close() drops what is queued, runs nothing more, and lets idle() resolve', async () => {
+    const log: string[] = [];
+    const { p, settled } = pipeline(log, { batchSize: 1 });
+    for (const e of [env('a'), env('b')]) p.push(e);
+    p.pump();
+    const idle = p.idle();
+    p.close();
+    await idle;
+    await tick();
+    expect(log).toEqual(['process a']);
+    expect(p.queued).toBe(0);
+    p.push(env('c'));
+    p.pump();
+    expect(p.queued).toBe(0);
+    expect(settled).toEqual(['a:ack']);
+  });
+
+  it('with linger, a short batch waits while more is on its way; pump(true) starts it', async () => {
+    const log: string[] = [];
+    let more = true;
+    const p = new DeliveryPipeline<Envelope>({
+      inbox: fakeInbox(log),
+      counter: { mark: () => {} },
+      consumer: 'c',
+      concurrency: 1,
+      batchSize: 3,
+      gate: new Gate(),
+      envelope: (e) => e,
+      settle: async () => {},
+      handBack: () => {},
+      onError: () => {},
+      linger: { ms: 60_000, more: () => more },
+    });
+    p.push(env('a'));
+    p.pump();
+    await tick();
+    expect(log).toEqual([]);
+    p.push(env('b'));
+    more = false;
+    p.pump(true);
+    await p.idle();
+    expect(log).toEqual(['batch a,b']);
+  });
+});
