@@ -1,5 +1,6 @@
 // The soak's consumer process (started by bench/soak/soak.mjs with --expose-gc, one per broker):
-// one once consumer in batch mode, an effect row per message, until SOAK_N messages are processed.
+// one once consumer in batch mode, an effect row per message, until SOAK_N messages are processed
+// (or SOAK_MAX_S seconds have passed).
 // Every SOAK_SAMPLE_S seconds (default 5) it sends the parent a sample: messages processed, RSS,
 // heap used as found, and heap used right after a full GC. Args: broker, name (queue, topic or
 // stream), schema. Nothing else runs in this process, so its RSS is the consumer's.
@@ -9,6 +10,8 @@ import pg from 'pg';
 const [broker, name, schema] = process.argv.slice(2);
 const N = Number(process.env.SOAK_N);
 const SAMPLE_MS = Number(process.env.SOAK_SAMPLE_S ?? 5) * 1000;
+/** A time cap: the run ends at N messages or after this many seconds, whichever comes first. */
+const MAX_MS = Number(process.env.SOAK_MAX_S ?? Number.POSITIVE_INFINITY) * 1000;
 const DB_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
 const pool = new pg.Pool({ connectionString: DB_URL, max: 5 });
@@ -130,7 +133,7 @@ const timer = setInterval(sample, SAMPLE_MS);
 const progress = setInterval(() => process.send({ type: 'progress', processed }), 250);
 await new Promise((resolve) => {
   const check = setInterval(() => {
-    if (processed >= N) {
+    if (processed >= N || performance.now() - t0 > MAX_MS) {
       clearInterval(check);
       resolve();
     }

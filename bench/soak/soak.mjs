@@ -7,7 +7,8 @@
 // consumer samples RSS and heap, the heap also right after a full GC. Reported per broker: peak
 // RSS, and over the second half of the messages the growth per 100k messages (least-squares slope
 // of RSS and of heap-after-GC against messages processed). Targets: peak RSS < 200 MB, growth
-// < 1 MB per 100k. Queues, topics and streams are named `soak-…` and deleted after; so is the schema.
+// < 1 MB per 100k. SOAK_MAX_S caps a broker's run in seconds (it then reports how many it did).
+// Queues, topics and streams are named `soak-…` and deleted after; so is the schema.
 // Results: bench/results/soak.json (merged per broker, so brokers can be run one at a time).
 import { fork } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -188,7 +189,7 @@ async function soak(broker) {
   let produced = 0;
   const t0 = performance.now();
   const producing = (async () => {
-    while (produced < N) {
+    while (produced < N && !done) {
       if (produced - processed >= BACKLOG) {
         await sleep(100);
         continue;
@@ -209,7 +210,7 @@ async function soak(broker) {
     await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => {});
     await pool.end();
   }
-  const second = samples.filter((s) => s.processed >= N / 2);
+  const second = samples.filter((s) => s.processed >= end.processed / 2);
   const per100k = (k) =>
     (slope(
       second.map((s) => s.processed),
@@ -219,6 +220,7 @@ async function soak(broker) {
     MB;
   const r = {
     broker,
+    messagesTarget: N,
     messages: end.processed,
     seconds: end.seconds,
     msgsPerSec: end.processed / end.seconds,
@@ -241,6 +243,8 @@ async function soak(broker) {
       s.processed,
       Math.round(s.rss / 1e5) / 10,
       Math.round(s.heapAfterGc / 1e5) / 10,
+      Math.round(s.external / 1e5) / 10,
+      Math.round(s.arrayBuffers / 1e5) / 10,
     ]),
   };
   log(
@@ -251,15 +255,16 @@ async function soak(broker) {
   return r;
 }
 
-const previous = existsSync(RESULTS) ? JSON.parse(readFileSync(RESULTS, 'utf8')) : { results: {} };
 for (const b of BROKERS) {
   const r = await soak(b);
+  // Read just before writing: soaks of other brokers may be running beside this one.
+  const previous = existsSync(RESULTS) ? JSON.parse(readFileSync(RESULTS, 'utf8')) : { results: {} };
   previous.results[b] = { ...r, at: new Date().toISOString(), commit: gitCommit() };
   writeFileSync(
     RESULTS,
     `${JSON.stringify(
       {
-        note: 'trace rows: [seconds, messages processed, RSS MB, heap after GC MB]',
+        note: 'trace rows: [seconds, messages processed, RSS MB, heap after GC MB, external MB, arrayBuffers MB] (runs before the last two were added have four)',
         machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version },
         targets: { peakRssMB: 200, growthMBPer100k: 1 },
         sampleSeconds: Number(process.env.SOAK_SAMPLE_S ?? 5),
