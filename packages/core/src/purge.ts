@@ -1,3 +1,4 @@
+import { sleep } from './adapter/sleep.js';
 import { quoteIdentifier } from './identifier.js';
 import { checkNumber } from './option-check.js';
 import type { PgPoolLike } from './pg-like.js';
@@ -58,17 +59,4 @@ export async function purge(pool: PgPoolLike, options: PurgeOptions = {}): Promi
     }
   }
   return deleted;
-}
-
-/** Waits `ms`, or less when `signal` aborts (the loop then stops). */
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
-  });
 }
