@@ -260,19 +260,24 @@ for (const b of BROKERS) {
   // Read just before writing: soaks of other brokers may be running beside this one.
   const previous = existsSync(RESULTS) ? JSON.parse(readFileSync(RESULTS, 'utf8')) : { results: {} };
   previous.results[b] = { ...r, at: new Date().toISOString(), commit: gitCommit() };
+  // One line per trace row: [1, 2, 3] instead of one number per line.
+  const compact = (text) =>
+    text.replace(/\[\s+([-\d.,\s]+?)\s+\]/g, (_, xs) => `[${xs.split(/,\s*/).join(', ')}]`);
   writeFileSync(
     RESULTS,
-    `${JSON.stringify(
-      {
-        note: 'trace rows: [seconds, messages processed, RSS MB, heap after GC MB, external MB, arrayBuffers MB] (runs before the last two were added have four)',
-        machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version },
-        targets: { peakRssMB: 200, growthMBPer100k: 1 },
-        sampleSeconds: Number(process.env.SOAK_SAMPLE_S ?? 5),
-        backlog: BACKLOG,
-        results: previous.results,
-      },
-      null,
-      2,
+    `${compact(
+      JSON.stringify(
+        {
+          note: 'trace rows: [seconds, messages processed, RSS MB, heap after GC MB, external MB, arrayBuffers MB] (runs before the last two were added have four)',
+          machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version },
+          targets: { peakRssMB: 200, growthMBPer100k: 1 },
+          sampleSeconds: Number(process.env.SOAK_SAMPLE_S ?? 5),
+          backlog: BACKLOG,
+          results: previous.results,
+        },
+        null,
+        2,
+      ),
     )}\n`,
   );
 }
