@@ -1,11 +1,21 @@
 // `npm run bench [-- name ...]`: runs each bench/<name>/run.mjs in turn (all by default).
 // Each prints its own table with its baselines, run side by side in the same process.
+// Opt-in long modes, never part of the default run: `--scale` (bench/core/scale.mjs, a
+// 10-million-row inbox and its purge; about half an hour) and `--soak [broker ...]`
+// (bench/soak/soak.mjs, a long run per broker measuring the consumer's memory).
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
-const wanted = process.argv.slice(2);
+const args = process.argv.slice(2);
+const long = { '--scale': 'core/scale.mjs', '--soak': 'soak/soak.mjs' }[args[0]];
+if (long) {
+  console.log(`\n=== bench/${long} ===`);
+  const r = spawnSync(process.execPath, [`${here}${long}`, ...args.slice(1)], { stdio: 'inherit' });
+  process.exit(r.status ?? 1);
+}
+const wanted = args;
 const names = readdirSync(here, { withFileTypes: true })
   .filter((d) => d.isDirectory() && existsSync(`${here}${d.name}/run.mjs`))
   .map((d) => d.name)

@@ -50,10 +50,56 @@ it('purge removes only expired rows, in batches, beside live consumers and anoth
   expect(by.long).toBe(50 + liveCount);
 });
 
+it('purge at a rowsPerSecond deletes every expired row and no live one, and stops when aborted', async () => {
+  const insert = (consumer: string, n: number, expires: string) =>
+    db.pool.query(
+      `INSERT INTO ${db.schema}.inbox (consumer, message_id, fingerprint, status, expires_at)
+       SELECT $1, 'r' || g, '\\x00', 'done', ${expires} FROM generate_series(1, $2::int) AS g`,
+      [consumer, n],
+    );
+  await insert('paced-old', 600, "now() - interval '1 hour'");
+  await insert('paced-live', 300, "now() + interval '1 hour'");
+  const count = async (consumer: string) =>
+    (await db.pool.query(`SELECT count(*)::int AS n FROM ${db.schema}.inbox WHERE consumer = $1`, [consumer]))
+      .rows[0].n;
+
+  const progress: number[] = [];
+  const n = await purge(db.pool, {
+    schema: db.schema,
+    batchSize: 100,
+    rowsPerSecond: 2000,
+    onProgress: (d) => progress.push(d),
+  });
+  expect(n).toBe(600);
+  expect(progress).toEqual([100, 200, 300, 400, 500, 600]);
+  expect(await count('paced-old')).toBe(0);
+  expect(await count('paced-live')).toBe(300);
+
+  // A slow rate: an abort during the wait after the first batch ends the run with that batch.
+  await insert('paced-old', 400, "now() - interval '1 hour'");
+  const stop = new AbortController();
+  const first = await purge(db.pool, {
+    schema: db.schema,
+    batchSize: 50,
+    rowsPerSecond: 1,
+    signal: stop.signal,
+    onProgress: () => setTimeout(() => stop.abort(), 20),
+  });
+  expect(first).toBe(50);
+  expect(await count('paced-old')).toBe(350);
+  expect(await count('paced-live')).toBe(300);
+  await db.pool.query(`DELETE FROM ${db.schema}.inbox WHERE consumer LIKE 'paced-%'`);
+  // A guard against a hang, not a timing assertion: without the abort the wait would be 50 s.
+}, 30_000);
+
 it('purge validates its options', async () => {
   await expect(purge(db.pool, { schema: db.schema, batchSize: 0 })).rejects.toMatchObject({
     code: 'INVALID_OPTION',
     message: expect.stringMatching(/batchSize/),
+  });
+  await expect(purge(db.pool, { schema: db.schema, rowsPerSecond: 0 })).rejects.toMatchObject({
+    code: 'INVALID_OPTION',
+    message: expect.stringMatching(/rowsPerSecond/),
   });
   await expect(purge(db.pool, { schema: 'x;drop' })).rejects.toMatchObject({ code: 'INVALID_IDENTIFIER' });
 });

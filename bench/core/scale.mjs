@@ -1,0 +1,370 @@
+// Scale bench (issue #14, step 4), opt-in: `npm run bench -- --scale` or `node bench/core/scale.mjs`.
+// 1. Loads BENCH_SCALE_ROWS (default 10,000,000) expired inbox rows with random UUID text ids over
+//    10 consumers into its own schema, with INSERT … SELECT generate_series, then VACUUM ANALYZE,
+//    and prints the primary-key index's size beside `SHOW shared_buffers`.
+// 2. Throughput of once on that inbox against the same run on an empty inbox (its own schema),
+//    new messages with random UUID ids under the same 10 consumers: per message and batched (100),
+//    BENCH_REPS (default 7) interleaved repetitions of BENCH_N messages (default 3000) at
+//    BENCH_SCALE_CONCURRENCY (default 4); ratios are medians of per-repetition paired ratios.
+// 3. purge() of the loaded rows beside live consumers (BENCH_SCALE_LIVE workers, default 2, once
+//    per message): for each rate in BENCH_PURGE_RATES (rows/s, default 2000,5600,15000), a window
+//    of BENCH_PURGE_WINDOW_S seconds (default 60) without purge, then one with it; the consumers'
+//    p50/p99 in each. Then the rest of the rows is purged with no rate limit (for at most
+//    BENCH_PURGE_REST_MAX_S, default 900), timed, consumers still running.
+// BENCH_SCALE_KEEP=1 keeps the loaded schema at the end (and reuses one that is already loaded).
+// Results: bench/results/scale.json. The schemas are dropped at the end.
+import { randomUUID } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { createInbox, migrate, purge } from '@once/core';
+import pg from 'pg';
+import { fmtRatio, gitCommit, median, pairedRatio } from '../support/report.mjs';
+
+const ROWS = Number(process.env.BENCH_SCALE_ROWS ?? 10_000_000);
+const CONSUMERS = 10;
+const N = Number(process.env.BENCH_N ?? 3000);
+const REPS = Number(process.env.BENCH_REPS ?? 7);
+const C = Number(process.env.BENCH_SCALE_CONCURRENCY ?? 4);
+const LIVE = Number(process.env.BENCH_SCALE_LIVE ?? 2);
+const RATES = (process.env.BENCH_PURGE_RATES ?? '2000,5600,15000').split(',').map(Number).filter(Boolean);
+const WINDOW_S = Number(process.env.BENCH_PURGE_WINDOW_S ?? 60);
+const REST_MAX_S = Number(process.env.BENCH_PURGE_REST_MAX_S ?? 900);
+const KEEP = process.env.BENCH_SCALE_KEEP === '1';
+const DB_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const BIG = 'once_scale_big';
+const EMPTY = 'once_scale_empty';
+const CHUNK = 1_000_000;
+
+const pool = new pg.Pool({ connectionString: DB_URL, max: Math.max(C, LIVE) + 2 });
+pool.on('error', () => {});
+const q = async (sql, params) => (await pool.query(sql, params)).rows;
+const log = (...a) => console.log(`[${new Date().toISOString().slice(11, 19)}]`, ...a);
+const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(0)} MiB`;
+
+log(
+  `scale bench: ${ROWS.toLocaleString('en')} rows over ${CONSUMERS} consumers; ${REPS} reps × ${N} msgs at c=${C}; ` +
+    `purge rates ${RATES.join(', ')} rows/s, windows ${WINDOW_S} s, ${LIVE} live workers`,
+);
+
+// ---- 1. the large inbox
+async function loadedRows() {
+  const r = await q(
+    `SELECT c.reltuples::bigint AS n FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = $1 AND c.relname = 'inbox'`,
+    [BIG],
+  );
+  return Number(r[0]?.n ?? -1);
+}
+const load = { seconds: 0, reused: false };
+if (KEEP && (await loadedRows()) >= ROWS * 0.98) {
+  load.reused = true;
+  log(`reusing ${BIG} (about ${(await loadedRows()).toLocaleString('en')} rows)`);
+} else {
+  await pool.query(`DROP SCHEMA IF EXISTS ${BIG} CASCADE`);
+  await migrate(pool, { schema: BIG });
+  const t0 = performance.now();
+  // Rows as once writes them: a 32-byte fingerprint, status 'done', expired a day ago (spread over
+  // ROWS ms in insertion order, so the oldest were written first, as in a real inbox).
+  for (let from = 1; from <= ROWS; from += CHUNK) {
+    const to = Math.min(ROWS, from + CHUNK - 1);
+    await pool.query(
+      `INSERT INTO ${BIG}.inbox (consumer, message_id, fingerprint, status, created_at, expires_at)
+       SELECT 'scale-' || (g % ${CONSUMERS}), gen_random_uuid()::text, sha256(int8send(g)), 'done',
+              now() - interval '8 days' + g * interval '1 millisecond', now() - interval '1 day' + g * interval '1 millisecond' - interval '${ROWS} milliseconds'
+       FROM generate_series($1::bigint, $2::bigint) AS g`,
+      [from, to],
+    );
+    log(`  loaded ${to.toLocaleString('en')} rows (${((performance.now() - t0) / 1000).toFixed(0)} s)`);
+  }
+  const tv = performance.now();
+  await pool.query(`VACUUM ANALYZE ${BIG}.inbox`);
+  load.seconds = (performance.now() - t0) / 1000;
+  load.vacuumSeconds = (performance.now() - tv) / 1000;
+  log(`load ${load.seconds.toFixed(0)} s including VACUUM ANALYZE (${load.vacuumSeconds.toFixed(0)} s)`);
+}
+const sizeOf = async (rel) => Number((await q('SELECT pg_relation_size($1::regclass) AS b', [rel]))[0].b);
+const shared = (await q('SHOW shared_buffers'))[0].shared_buffers;
+const sharedBytes = Number(
+  (
+    await q(
+      "SELECT setting::bigint * current_setting('block_size')::bigint AS b FROM pg_settings WHERE name = 'shared_buffers'",
+    )
+  )[0].b,
+);
+const sizes = {
+  rows: Number((await q(`SELECT count(*)::bigint AS n FROM ${BIG}.inbox`))[0].n),
+  heapBytes: await sizeOf(`${BIG}.inbox`),
+  pkeyBytes: await sizeOf(`${BIG}.inbox_pkey`),
+  expiresIdxBytes: await sizeOf(`${BIG}.inbox_expires_at_idx`),
+  sharedBuffers: shared,
+  sharedBuffersBytes: sharedBytes,
+};
+log(
+  `inbox ${sizes.rows.toLocaleString('en')} rows: heap ${mib(sizes.heapBytes)}, primary key ${mib(sizes.pkeyBytes)}, expires_at index ${mib(sizes.expiresIdxBytes)}; shared_buffers ${shared}`,
+);
+if (sizes.pkeyBytes <= sharedBytes)
+  log(
+    'NOTE: shared_buffers is larger than the primary-key index: the index is not larger than the buffer cache here',
+  );
+
+// ---- 2. throughput, 10M-row inbox ÷ empty inbox
+await pool.query(`DROP SCHEMA IF EXISTS ${EMPTY} CASCADE`);
+await migrate(pool, { schema: EMPTY });
+for (const s of [BIG, EMPTY])
+  await pool.query(`CREATE TABLE IF NOT EXISTS ${s}.effects (id text NOT NULL, amount int NOT NULL)`);
+
+const envelope = (id) => ({
+  id,
+  body: Buffer.from(`{"amount":7,"id":"${id}"}`),
+  headers: {},
+  source: { broker: 'bench', queue: 'scale' },
+  attempt: 1,
+  redelivered: false,
+});
+const inboxes = new Map();
+function inboxOf(schema, k) {
+  const key = `${schema} ${k}`;
+  if (!inboxes.has(key))
+    inboxes.set(
+      key,
+      createInbox({
+        pool,
+        schema,
+        consumer: `scale-${k}`,
+        lockTimeoutMs: 30_000,
+        logger: false,
+        handler: async (e, { tx }) => {
+          await tx.query(`INSERT INTO ${schema}.effects (id, amount) VALUES ($1, $2)`, [e.id, 7]);
+        },
+      }),
+    );
+  return inboxes.get(key);
+}
+const pct = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
+
+/** N fresh random ids in chunks of `batch`, spread over the 10 consumers, by C workers. */
+async function drive(schema, batch) {
+  const chunks = [];
+  for (let i = 0; i < N; i += batch)
+    chunks.push(Array.from({ length: Math.min(batch, N - i) }, () => envelope(randomUUID())));
+  let next = 0;
+  const lat = [];
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: C }, async () => {
+      while (next < chunks.length) {
+        const i = next++;
+        const inbox = inboxOf(schema, i % CONSUMERS);
+        const s = performance.now();
+        const outs = batch === 1 ? [await inbox.process(chunks[i][0])] : await inbox.processBatch(chunks[i]);
+        lat.push(performance.now() - s);
+        for (const o of outs) if (o.status !== 'processed') throw new Error(`unexpected ${o.status}`);
+      }
+    }),
+  );
+  const secs = (performance.now() - t0) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  lat.sort((a, b) => a - b);
+  return { rate: N / secs, cpuUsPerMsg: (cpu.user + cpu.system) / N, p50: pct(lat, 50), p99: pct(lat, 99) };
+}
+
+const variants = {
+  'big/msg': [BIG, 1],
+  'empty/msg': [EMPTY, 1],
+  'big/batch100': [BIG, 100],
+  'empty/batch100': [EMPTY, 100],
+};
+for (const [schema, batch] of Object.values(variants)) await drive(schema, batch); // warm-up
+const runs = Object.fromEntries(Object.keys(variants).map((k) => [k, []]));
+for (let r = 0; r < REPS; r++) {
+  const names = Object.keys(variants);
+  const order = names.slice(r % names.length).concat(names.slice(0, r % names.length));
+  for (const name of order) runs[name].push(await drive(...variants[name]));
+  log(`  rep ${r + 1}: ${order.map((n) => `${n} ${runs[n].at(-1).rate.toFixed(0)}`).join(', ')} msgs/s`);
+}
+const throughput = Object.entries(runs).map(([variant, rs]) => ({
+  variant,
+  msgsPerSec: median(rs.map((x) => x.rate)),
+  cpuUsPerMsg: median(rs.map((x) => x.cpuUsPerMsg)),
+  p50Ms: median(rs.map((x) => x.p50)),
+  p99Ms: median(rs.map((x) => x.p99)),
+  repMsgsPerSec: rs.map((x) => Math.round(x.rate)),
+}));
+const ratios = {
+  'big ÷ empty, per message, msgs/s': pairedRatio(runs['big/msg'], runs['empty/msg'], (x) => x.rate),
+  'big ÷ empty, batch 100, msgs/s': pairedRatio(runs['big/batch100'], runs['empty/batch100'], (x) => x.rate),
+  'big ÷ empty, per message, CPU µs/msg': pairedRatio(
+    runs['big/msg'],
+    runs['empty/msg'],
+    (x) => x.cpuUsPerMsg,
+  ),
+  'big ÷ empty, batch 100, CPU µs/msg': pairedRatio(
+    runs['big/batch100'],
+    runs['empty/batch100'],
+    (x) => x.cpuUsPerMsg,
+  ),
+};
+console.log('\n  variant          msgs/s  CPU µs/msg  p50 ms  p99 ms   runs');
+for (const t of throughput)
+  console.log(
+    `  ${t.variant.padEnd(15)} ${t.msgsPerSec.toFixed(0).padStart(7)} ${t.cpuUsPerMsg.toFixed(0).padStart(11)} ${t.p50Ms.toFixed(2).padStart(7)} ${t.p99Ms.toFixed(2).padStart(7)}   ${t.repMsgsPerSec.join(', ')}`,
+  );
+for (const [label, r] of Object.entries(ratios)) {
+  const target = label.includes('msgs/s') ? (r.median >= 0.9 ? '≥ 0.9 met' : '≥ 0.9 MISSED') : '';
+  console.log(`  ${label.padEnd(38)} ${fmtRatio(r).padEnd(20)} ${target}`);
+}
+const pkeyAfter = await sizeOf(`${BIG}.inbox_pkey`);
+
+// ---- 3. purge beside live consumers
+/** LIVE workers processing fresh messages one at a time on the big inbox until stopped; latencies by time. */
+function liveConsumers() {
+  const samples = []; // [end time ms, latency ms]
+  let on = true;
+  let n = 0;
+  const done = Promise.all(
+    Array.from({ length: LIVE }, async () => {
+      while (on) {
+        const inbox = inboxOf(BIG, n++ % CONSUMERS);
+        const s = performance.now();
+        const o = await inbox.process(envelope(randomUUID()));
+        const e = performance.now();
+        if (o.status !== 'processed') throw new Error(`live consumer: ${o.status}`);
+        samples.push([e, e - s]);
+      }
+    }),
+  );
+  return {
+    window(from, to) {
+      const lat = samples
+        .filter(([t]) => t >= from && t < to)
+        .map(([, d]) => d)
+        .sort((a, b) => a - b);
+      return {
+        messages: lat.length,
+        msgsPerSec: lat.length / ((to - from) / 1000),
+        p50Ms: pct(lat, 50),
+        p99Ms: pct(lat, 99),
+      };
+    },
+    async stop() {
+      on = false;
+      await done;
+    },
+  };
+}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const live = liveConsumers();
+await sleep(5000); // settle
+const purgeWindows = [];
+let purged = 0;
+for (const rate of RATES) {
+  const b0 = performance.now();
+  await sleep(WINDOW_S * 1000);
+  const before = live.window(b0, performance.now());
+  const stop = new AbortController();
+  const timer = setTimeout(() => stop.abort(), WINDOW_S * 1000);
+  const p0 = performance.now();
+  const n = await purge(pool, { schema: BIG, rowsPerSecond: rate, signal: stop.signal });
+  clearTimeout(timer);
+  const p1 = performance.now();
+  const during = live.window(p0, p1);
+  purged += n;
+  const w = {
+    targetRowsPerSec: rate,
+    rowsPurged: n,
+    seconds: (p1 - p0) / 1000,
+    rowsPerSec: n / ((p1 - p0) / 1000),
+    minutesFor10M: 10_000_000 / (n / ((p1 - p0) / 1000)) / 60,
+    before,
+    during,
+    p99Ratio: during.p99Ms / before.p99Ms,
+    p50Ratio: during.p50Ms / before.p50Ms,
+  };
+  purgeWindows.push(w);
+  log(
+    `  purge at ${rate} rows/s: ${n.toLocaleString('en')} rows in ${w.seconds.toFixed(0)} s = ${w.rowsPerSec.toFixed(0)} rows/s (10M in ${w.minutesFor10M.toFixed(0)} min); ` +
+      `live p50/p99 before ${before.p50Ms.toFixed(2)}/${before.p99Ms.toFixed(2)} ms (${before.msgsPerSec.toFixed(0)} msgs/s), during ${during.p50Ms.toFixed(2)}/${during.p99Ms.toFixed(2)} ms (${during.msgsPerSec.toFixed(0)} msgs/s): p99 ×${w.p99Ratio.toFixed(2)}`,
+  );
+}
+// The rest, unpaced.
+let rest;
+{
+  const b0 = performance.now();
+  await sleep(WINDOW_S * 1000);
+  const before = live.window(b0, performance.now());
+  const stop = new AbortController();
+  const timer = setTimeout(() => stop.abort(), REST_MAX_S * 1000);
+  const p0 = performance.now();
+  const n = await purge(pool, { schema: BIG, signal: stop.signal });
+  clearTimeout(timer);
+  const p1 = performance.now();
+  const during = live.window(p0, p1);
+  purged += n;
+  const left = Number(
+    (await q(`SELECT count(*)::bigint AS n FROM ${BIG}.inbox WHERE expires_at < now()`))[0].n,
+  );
+  rest = {
+    rowsPurged: n,
+    seconds: (p1 - p0) / 1000,
+    rowsPerSec: n / ((p1 - p0) / 1000),
+    stoppedAtCap: stop.signal.aborted,
+    expiredLeft: left,
+    before,
+    during,
+    p99Ratio: during.p99Ms / before.p99Ms,
+    p50Ratio: during.p50Ms / before.p50Ms,
+  };
+  log(
+    `  purge unpaced: ${n.toLocaleString('en')} rows in ${rest.seconds.toFixed(0)} s = ${rest.rowsPerSec.toFixed(0)} rows/s${rest.stoppedAtCap ? ` (stopped at the ${REST_MAX_S} s cap, ${left.toLocaleString('en')} expired rows left)` : ''}; ` +
+      `live p50/p99 before ${before.p50Ms.toFixed(2)}/${before.p99Ms.toFixed(2)} ms, during ${during.p50Ms.toFixed(2)}/${during.p99Ms.toFixed(2)} ms: p99 ×${rest.p99Ratio.toFixed(2)}`,
+  );
+}
+await live.stop();
+const liveRows = Number(
+  (await q(`SELECT count(*)::bigint AS n FROM ${BIG}.inbox WHERE expires_at >= now()`))[0].n,
+);
+log(`purged ${purged.toLocaleString('en')} rows in all; ${liveRows.toLocaleString('en')} live rows kept`);
+
+writeFileSync(
+  new URL('../results/scale.json', import.meta.url),
+  `${JSON.stringify(
+    {
+      at: new Date().toISOString(),
+      commit: gitCommit(),
+      machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version },
+      sizes: { ...sizes, pkeyBytesAfterThroughputRuns: pkeyAfter },
+      load,
+      throughput: {
+        n: N,
+        reps: REPS,
+        concurrency: C,
+        results: throughput,
+        ratios: Object.fromEntries(
+          Object.entries(ratios).map(([l, r]) => [
+            l,
+            {
+              measured: r.median,
+              min: r.min,
+              max: r.max,
+              reps: r.n,
+              target: l.includes('msgs/s') ? 0.9 : null,
+            },
+          ]),
+        ),
+      },
+      purge: {
+        liveWorkers: LIVE,
+        windowSeconds: WINDOW_S,
+        windows: purgeWindows,
+        rest,
+        purged,
+        liveRowsKept: liveRows,
+      },
+    },
+    null,
+    2,
+  )}\n`,
+);
+if (!KEEP) await pool.query(`DROP SCHEMA ${BIG} CASCADE`);
+await pool.query(`DROP SCHEMA ${EMPTY} CASCADE`);
+await pool.end();
