@@ -175,6 +175,22 @@ ALTER TABLE {schema}.fences
   ADD COLUMN last_fingerprint bytea;
 `,
   },
+  {
+    version: 8,
+    name: 'http-responses',
+    change: 'expand',
+    sql: `
+-- @once/http: the response stored with an HTTP idempotency key (an inbox row of an HTTP
+-- consumer), replayed to the key's retries: the status, the headers as [name, value] pairs and
+-- the body's bytes. On the inbox row itself, so the key's retention and purge() remove the
+-- response with it and a replay reads one row. Nullable without defaults: no rewrite of the
+-- table, and NULL on every message row.
+ALTER TABLE {schema}.inbox
+  ADD COLUMN response_status smallint,
+  ADD COLUMN response_headers jsonb,
+  ADD COLUMN response_body bytea;
+`,
+  },
 ]);
 
 /** The schema version this build of @once/core expects. */

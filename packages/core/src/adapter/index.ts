@@ -8,7 +8,8 @@
  * `jsonHandler`, settle plans, the dead-letter record with its event and log line, an abortable
  * `sleep`, the check of an id the client decoded as text (`decodedIdCheck`), and the helpers
  * adapters share with core (`resolveId`, `fingerprint`, `serializeError`, `TypedEmitter`,
- * `warnIfRetentionShort`, `checkNumber`). It names no broker.
+ * `warnIfRetentionShort`, `checkNumber`), `HttpResponseStore`, the SQL of `@once/http`'s stored
+ * responses, and `inTransaction` (BEGIN, a body, COMMIT or ROLLBACK on a pool connection). It names no broker.
  * See docs/adapters.md. Stability: 0.x, like every package here; a minor version may change it,
  * and each change is listed in CHANGELOG.md.
  *
@@ -23,9 +24,11 @@ export { serializeError } from '../errors.js';
 export { TypedEmitter } from '../events.js';
 export { type FenceRecord, readFence } from '../fence.js';
 export { fingerprint } from '../fingerprint.js';
+export { HttpResponseStore, type StoredHttpResponse, type StoredHttpRow } from '../http-response-store.js';
 export { checkNumber } from '../options.js';
 export { type RetentionCheck, warnIfRetentionShort } from '../retention.js';
 export { fromJsonb, isJsonbSafeString, toJsonb } from '../sql/jsonb.js';
+export { inTransaction } from '../transaction.js';
 export type { Consumer, ConsumerEventMap, ConsumerHealth, ConsumerState } from './consumer.js';
 export { ConsumerBase, type ConsumerBaseSpec } from './consumer-base.js';
 export {

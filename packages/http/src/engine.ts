@@ -1,0 +1,291 @@
+import {
+  createInbox,
+  type Envelope,
+  type HandlerContext,
+  type Inbox,
+  type Logger,
+  type Outcome,
+  silentLogger,
+  type Tx,
+} from '@once/core';
+import { HttpResponseStore } from '@once/core/adapter';
+import { fingerprintInput } from './fingerprint.js';
+import { parseIdempotencyKey } from './key.js';
+import {
+  checkHeaderNames,
+  type IdempotencyOptions,
+  type ResolvedIdempotencyOptions,
+  resolveIdempotencyOptions,
+} from './options.js';
+import { HttpProblem, problemResponse } from './problem.js';
+import { checkResponse, isStorable, replayOf, storableHeaders } from './response.js';
+import { messageIdOf, scopeProblem } from './scope.js';
+import type {
+  HandleResult,
+  HttpResponseData,
+  IdempotentContext,
+  IdempotentRequest,
+  RouteOptions,
+  RunHandler,
+} from './types.js';
+import { runUnkeyed } from './unkeyed.js';
+
+/** One request's run, found by the inbox handler through its envelope. */
+interface Job {
+  readonly run: RunHandler;
+  readonly key: string;
+  readonly scope: string;
+  /** What the handler answered, once stored (processed). */
+  answered?: HttpResponseData;
+  /** What the handler answered when it is not to be stored (5xx, 408, 409, 425, 429). */
+  unstored?: HttpResponseData;
+}
+
+/** Thrown inside the key's transaction to roll it back when the answer is not to be kept. */
+class NotStored extends Error {}
+
+/**
+ * The framework-neutral engine of `@once/http`: one per service (or per consumer name). Bindings
+ * (`@once/http/fetch`, `/node`, `/fastify`, `/express`) translate their request into an
+ * {@link IdempotentRequest}, call {@link Idempotency.handle} with the scope and a {@link RunHandler},
+ * and send the {@link HandleResult}'s response. Make one with {@link createIdempotency}.
+ *
+ * The seam, for binding authors:
+ * 1. read the whole request body, then call `handle(request, scope, run, route)`; `scope` is what
+ *    the user's scope function returned for this request (it must include the principal);
+ * 2. `run(ctx)` is called at most once, only for a new key (or a lease taken over after a crash),
+ *    inside the key's transaction: run the user's handler with `ctx`, buffer its whole response
+ *    and resolve with it ({@link HttpResponseData}); reject if the handler threw. Never write to
+ *    the client from `run`: nothing is committed yet;
+ * 3. when `handle` resolves the transaction has committed (or rolled back): send
+ *    `result.response` as it is (status, header pairs, body bytes), adding `Date` and
+ *    `Content-Length` as the server does. `handle` never rejects for a request's sake; a client
+ *    that went away changes nothing (do not abort `handle` on disconnect).
+ */
+export class Idempotency {
+  readonly options: ResolvedIdempotencyOptions;
+  readonly #inbox: Inbox<void>;
+  readonly #store: HttpResponseStore;
+  readonly #jobs = new WeakMap<Envelope, Job>();
+  readonly #log: Logger | undefined;
+
+  constructor(options: ResolvedIdempotencyOptions) {
+    this.options = options;
+    this.#store = new HttpResponseStore(options.schema);
+    this.#log = options.logger === false ? undefined : (options.logger ?? consoleWarn);
+    this.#inbox = createInbox<void>({
+      pool: options.pool,
+      consumer: options.consumer,
+      schema: options.schema,
+      mode: options.mode,
+      leaseMs: options.leaseMs,
+      outbox: options.outbox,
+      retentionMs: options.retentionMs,
+      lockTimeoutMs: options.lockTimeoutMs,
+      handlerTimeoutMs: options.handlerTimeoutMs,
+      // A request is never dead-lettered: whatever the handler threw, the client's retry runs it again.
+      classify: () => 'transient',
+      maxAttempts: 1_000_000,
+      conflictPolicy: 'reject',
+      // 422s and 409s are the client's business: the engine logs only handler failures.
+      logger: options.logger === undefined ? false : options.logger,
+      handler: (envelope, ctx) => this.#runJob(envelope, ctx),
+    });
+  }
+
+  /** The inbox behind the keys (for events: `inbox.on('message:processed', ...)`, and `@once/otel`). */
+  get inbox(): Inbox<void> {
+    return this.#inbox;
+  }
+
+  /**
+   * Runs one request on an idempotent route: parses its key, claims it in PostgreSQL, runs `run`
+   * for a new key and commits its writes, outbox rows and response together, or answers from what
+   * is stored. Resolves with the response to send, after COMMIT. Never rejects for a request's sake.
+   */
+  async handle(
+    request: IdempotentRequest,
+    scope: string,
+    run: RunHandler,
+    route: RouteOptions = {},
+  ): Promise<HandleResult> {
+    const o = this.options;
+    const header = request.headers['idempotency-key'];
+    const required = route.required ?? o.required;
+    if (header === undefined) {
+      if (required) {
+        return {
+          status: 'missing-key',
+          response: problemResponse(
+            400,
+            HttpProblem.KeyMissing,
+            'this route needs an Idempotency-Key header',
+          ),
+        };
+      }
+      return runUnkeyed(o, request, scope, run, this.#log);
+    }
+    const parsed = parseIdempotencyKey(header, o.maxKeyLength);
+    if (!parsed.ok) {
+      return { status: 'invalid-key', response: problemResponse(400, HttpProblem.KeyInvalid, parsed.detail) };
+    }
+    const key = parsed.key;
+    const bad = scopeProblem(scope);
+    if (bad) return this.#failed(key, new Error(bad));
+    const headers = route.fingerprintHeaders ?? o.fingerprintHeaders;
+    if (route.fingerprintHeaders) checkHeaderNames('fingerprintHeaders', headers);
+    const envelope: Envelope = {
+      id: messageIdOf(scope, key),
+      body: fingerprintInput(request, headers),
+      headers: {},
+      source: { broker: 'http', queue: request.route },
+      attempt: 1,
+      redelivered: false,
+    };
+    const job: Job = { run, key, scope };
+    this.#jobs.set(envelope, job);
+    const outcome = await this.#inbox.process(envelope);
+    return this.#answer(outcome, job);
+  }
+
+  async #answer(outcome: Outcome<void>, job: Job): Promise<HandleResult> {
+    const key = job.key;
+    switch (outcome.status) {
+      case 'processed':
+        return { status: 'processed', key, response: job.answered! };
+      case 'duplicate':
+        return this.#replay(outcome.id, key);
+      case 'conflict':
+        return {
+          status: 'mismatch',
+          key,
+          response: problemResponse(
+            422,
+            HttpProblem.KeyMismatch,
+            'this Idempotency-Key was used with another request (method, route, headers or body); use a new key for a new request',
+          ),
+        };
+      case 'busy': {
+        const seconds = Math.max(1, Math.ceil(outcome.delayMs / 1000));
+        return {
+          status: 'in-flight',
+          key,
+          response: problemResponse(
+            409,
+            HttpProblem.KeyInFlight,
+            'a request with this Idempotency-Key is still being processed; retry after Retry-After seconds',
+            [['retry-after', String(seconds)]],
+          ),
+        };
+      }
+      case 'retry':
+        if (job.unstored) return { status: 'not-stored', key, response: job.unstored };
+        return this.#failed(key, outcome.error);
+      case 'not-run':
+        return {
+          status: 'failed',
+          key,
+          error: outcome.error,
+          response: problemResponse(503, HttpProblem.Unavailable, outcome.error.message, [
+            ['retry-after', String(Math.max(1, Math.ceil(outcome.delayMs / 1000)))],
+          ]),
+        };
+      case 'failed':
+        return this.#failed(key, outcome.error);
+    }
+  }
+
+  async #replay(id: string, key: string): Promise<HandleResult> {
+    let row: Awaited<ReturnType<HttpResponseStore['read']>>;
+    try {
+      row = await this.#store.read(this.options.pool, this.options.consumer, id);
+    } catch (err) {
+      return this.#failed(key, err);
+    }
+    if (row.state !== 'response') {
+      // Purged between the claim and this read, or a row some non-HTTP consumer of the same name wrote.
+      return this.#failed(key, new Error(`key ${id} has no stored response (${row.state})`));
+    }
+    const r = row.response;
+    return {
+      status: 'replayed',
+      key,
+      response: replayOf({ status: r.status, headers: r.headers, body: r.body }, this.options.replayHeader),
+    };
+  }
+
+  #failed(key: string | undefined, error: unknown): HandleResult {
+    this.#log?.warn(
+      { consumer: this.options.consumer, key, err: error },
+      'idempotent request failed; nothing was stored, a retry with the same key runs it again',
+    );
+    return {
+      status: 'failed',
+      key,
+      error,
+      response: problemResponse(
+        500,
+        HttpProblem.HandlerFailed,
+        'the request failed and nothing was recorded; retry with the same Idempotency-Key',
+      ),
+    };
+  }
+
+  /** The inbox's handler: runs the route in the key's transaction and stores what it answered. */
+  async #runJob(envelope: Envelope, ctx: HandlerContext): Promise<void> {
+    const job = this.#jobs.get(envelope);
+    if (!job) throw new Error('@once/http: a request reached the inbox without its job');
+    const store = this.#store;
+    // The savepoint goes before the handler's first statement (lazily: in lease mode ctx.tx opens
+    // on first use), so a 4xx can undo the handler's writes and keep the claim.
+    let marked = false;
+    const mark = async () => {
+      if (marked) return;
+      marked = true;
+      await store.savepoint(ctx.tx);
+    };
+    const tx: Tx = {
+      query: (async (text: Parameters<Tx['query']>[0], values?: unknown[]) => {
+        await mark();
+        return ctx.tx.query(text as unknown as string, values);
+      }) as Tx['query'],
+    };
+    const hctx: IdempotentContext = {
+      tx,
+      publish: async (destination, body, options) => {
+        await mark();
+        return ctx.publish(destination, body, options);
+      },
+      step: (name, fn) => ctx.step(name, fn),
+      idempotencyKey: (step) => ctx.idempotencyKey(step),
+      key: job.key,
+      scope: job.scope,
+      attempt: ctx.attempt,
+      signal: ctx.signal,
+    };
+    const answered = await job.run(hctx);
+    const bad = checkResponse(answered);
+    if (bad) throw new TypeError(bad);
+    if (!isStorable(answered.status)) {
+      job.unstored = answered;
+      throw new NotStored(`status ${answered.status} is not stored`);
+    }
+    if (answered.status >= 400 && marked) await store.rollbackToSavepoint(ctx.tx);
+    await store.store(ctx.tx, ctx.consumer, ctx.id, {
+      status: answered.status,
+      headers: storableHeaders(answered.headers),
+      body: Buffer.from(answered.body.buffer, answered.body.byteOffset, answered.body.byteLength),
+    });
+    job.answered = answered;
+  }
+}
+
+const consoleWarn: Logger = {
+  ...silentLogger,
+  warn: (fields, message) => console.warn(message, fields),
+};
+
+/** Makes the engine of idempotent routes; bindings take it (`idempotentFetch(engine, ...)`). */
+export function createIdempotency(options: IdempotencyOptions): Idempotency {
+  return new Idempotency(resolveIdempotencyOptions(options));
+}

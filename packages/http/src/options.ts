@@ -1,0 +1,132 @@
+import type { InboxMode, Logger, Outbox, PgPoolLike } from '@once/core';
+import {
+  checkBoolean,
+  checkDurationMs,
+  checkInteger,
+  checkName,
+  checkOneOf,
+  invalidOption,
+} from '@once/core/adapter';
+
+/** Options of {@link createIdempotency}. */
+export interface IdempotencyOptions {
+  /** The pool the key's transaction runs on (`new pg.Pool(...)`). */
+  pool: PgPoolLike;
+  /**
+   * The consumer name the keys are recorded under in once's inbox: one per service (or per group
+   * of routes sharing keys). At most 200 bytes of UTF-8. Shown by `once inspect` and `once status`.
+   * @default 'http'
+   */
+  consumer?: string | undefined;
+  /** Schema holding once's tables. @default 'once' */
+  schema?: string | undefined;
+  /**
+   * `transaction`: the handler's writes, the key and the response commit in one transaction.
+   * `lease`: for effects outside PostgreSQL through `ctx.step`; the key is claimed with a lease
+   * in its own short transaction, and a retry while it is held answers 409 until it expires.
+   * @default 'transaction'
+   */
+  mode?: InboxMode | undefined;
+  /** Lease mode: how long a claim holds the key without a heartbeat, in ms. @default 30000 */
+  leaseMs?: number | undefined;
+  /** Enables `ctx.publish`: messages go into this outbox in the request's transaction. */
+  outbox?: Outbox | undefined;
+  /** How long a completed key (and its stored response) is kept, in ms; `purge()` removes it after. @default 24 h */
+  retentionMs?: number | undefined;
+  /**
+   * How long the claim waits for a concurrent request holding the same key before answering 409
+   * (PostgreSQL's `lock_timeout` for the claim statement), in ms. @default 1000
+   */
+  lockTimeoutMs?: number | undefined;
+  /** The handler's deadline in ms; past it the transaction rolls back and the client gets a 500. @default 30000 */
+  handlerTimeoutMs?: number | undefined;
+  /** Longest accepted key, in characters. At most 255. @default 255 */
+  maxKeyLength?: number | undefined;
+  /** Refuse requests without `Idempotency-Key` (400); a route may override it. @default true */
+  required?: boolean | undefined;
+  /** Request headers (lower-case) that join the fingerprint; a route may override it. @default ['content-type'] */
+  fingerprintHeaders?: readonly string[] | undefined;
+  /** The header that marks a replayed response; `false` for none. @default 'idempotent-replayed' */
+  replayHeader?: string | false | undefined;
+  /** Where failures are logged, `(fields, message)`; `false` silences. @default console.warn for handler errors */
+  logger?: Logger | false | undefined;
+}
+
+/** The defaults of {@link IdempotencyOptions}. */
+export const DEFAULT_IDEMPOTENCY_OPTIONS = Object.freeze({
+  consumer: 'http',
+  schema: 'once',
+  mode: 'transaction' as InboxMode,
+  leaseMs: 30_000,
+  retentionMs: 24 * 60 * 60 * 1000,
+  lockTimeoutMs: 1_000,
+  handlerTimeoutMs: 30_000,
+  maxKeyLength: 255,
+  required: true,
+  fingerprintHeaders: Object.freeze(['content-type']) as readonly string[],
+  replayHeader: 'idempotent-replayed' as string | false,
+});
+
+/** The most a key may be: with an encoded scope of at most 240 characters, ids stay within core's 512. */
+export const MAX_KEY_LENGTH = 255;
+
+// An RFC 9110 token in lower case: what a header name looks like once normalised.
+const TOKEN_LOWER = /^[!#$%&'*+.^_`|~0-9a-z-]+$/;
+
+/** Options after defaults, frozen. */
+export interface ResolvedIdempotencyOptions {
+  readonly pool: PgPoolLike;
+  readonly consumer: string;
+  readonly schema: string;
+  readonly mode: InboxMode;
+  readonly leaseMs: number;
+  readonly outbox: Outbox | undefined;
+  readonly retentionMs: number;
+  readonly lockTimeoutMs: number;
+  readonly handlerTimeoutMs: number;
+  readonly maxKeyLength: number;
+  readonly required: boolean;
+  readonly fingerprintHeaders: readonly string[];
+  readonly replayHeader: string | false;
+  readonly logger: Logger | false | undefined;
+}
+
+/** Applies the defaults and validates every field, naming the bad one. */
+export function resolveIdempotencyOptions(o: IdempotencyOptions): ResolvedIdempotencyOptions {
+  if (typeof o !== 'object' || o === null) throw invalidOption('', 'must be an object');
+  if (typeof o.pool?.query !== 'function' || typeof o.pool?.connect !== 'function') {
+    throw invalidOption('pool', 'must be a pg Pool (new pg.Pool(...))');
+  }
+  const d = DEFAULT_IDEMPOTENCY_OPTIONS;
+  const mode = checkOneOf<InboxMode>('mode', o.mode ?? d.mode, ['transaction', 'lease']);
+  const headers = o.fingerprintHeaders ?? d.fingerprintHeaders;
+  checkHeaderNames('fingerprintHeaders', headers);
+  const replayHeader = o.replayHeader ?? d.replayHeader;
+  if (replayHeader !== false && !TOKEN_LOWER.test(replayHeader)) {
+    throw invalidOption('replayHeader', 'must be a lower-case header name or false');
+  }
+  const maxKeyLength = checkInteger('maxKeyLength', o.maxKeyLength ?? d.maxKeyLength, 1, MAX_KEY_LENGTH);
+  return Object.freeze({
+    pool: o.pool,
+    consumer: checkName('consumer', o.consumer ?? d.consumer),
+    schema: checkName('schema', o.schema ?? d.schema),
+    mode,
+    leaseMs: checkDurationMs('leaseMs', o.leaseMs ?? d.leaseMs),
+    outbox: o.outbox,
+    retentionMs: checkDurationMs('retentionMs', o.retentionMs ?? d.retentionMs),
+    lockTimeoutMs: checkDurationMs('lockTimeoutMs', o.lockTimeoutMs ?? d.lockTimeoutMs),
+    handlerTimeoutMs: checkDurationMs('handlerTimeoutMs', o.handlerTimeoutMs ?? d.handlerTimeoutMs),
+    maxKeyLength,
+    required: checkBoolean('required', o.required ?? d.required),
+    fingerprintHeaders: Object.freeze([...headers]),
+    replayHeader,
+    logger: o.logger,
+  });
+}
+
+/** Throws unless `names` is an array of lower-case header names. */
+export function checkHeaderNames(field: string, names: unknown): asserts names is readonly string[] {
+  if (!Array.isArray(names) || names.some((n) => typeof n !== 'string' || !TOKEN_LOWER.test(n))) {
+    throw invalidOption(field, 'must be an array of lower-case header names');
+  }
+}
