@@ -1,8 +1,9 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { readRawBody } from './express-body.js';
 import { ResponseCapture } from './express-capture.js';
-import { HttpErrorCode, httpError } from './errors.js';
-import type { Idempotency } from './idempotency.js';
+import { invalidOption } from '@once/core/adapter';
+import type { Idempotency } from './engine.js';
+import { BindingErrorCode, bindingError } from './fastify-express-errors.js';
 import type { HandleResult, IdempotentContext, RouteOptions } from './types.js';
 
 export { keepRawBody } from './express-body.js';
@@ -35,7 +36,7 @@ declare global {
        * The idempotent route's context (`@once/http/express`): `tx`, `publish`, `step`,
        * `idempotencyKey`. Reading it where the middleware did not run throws.
        */
-      readonly once: IdempotentContext;
+      readonly idempotent: IdempotentContext;
     }
   }
 }
@@ -48,7 +49,7 @@ export type ExpressIdempotentMiddleware = (routeOptions?: RouteOptions) => Reque
  * ```ts
  * const idempotent = expressIdempotency({ idempotency, scope: (req) => req.user.id });
  * app.post('/charges', express.json({ verify: keepRawBody }), idempotent(), async (req, res) => {
- *   await req.once.tx.query('insert into charges ...');
+ *   await req.idempotent.tx.query('insert into charges ...');
  *   res.status(201).json(charge);
  * });
  * ```
@@ -62,17 +63,14 @@ export type ExpressIdempotentMiddleware = (routeOptions?: RouteOptions) => Reque
 export function expressIdempotency(options: ExpressIdempotencyOptions): ExpressIdempotentMiddleware {
   const { idempotency, scope } = options ?? ({} as ExpressIdempotencyOptions);
   if (typeof idempotency?.handle !== 'function') {
-    throw httpError(HttpErrorCode.InvalidOption, 'expressIdempotency: `idempotency` must be the engine from createIdempotency()');
+    throw invalidOption('idempotency', 'must be the engine from createIdempotency()');
   }
   if (typeof scope !== 'function') {
-    throw httpError(
-      HttpErrorCode.InvalidOption,
-      'expressIdempotency: `scope` is required: a function of the request returning the principal the key belongs to',
-    );
+    throw invalidOption('scope', 'is required: a function of the request returning the principal (user, account, API client) the key belongs to');
   }
   const limit = options.bodyLimitBytes ?? DEFAULT_EXPRESS_IDEMPOTENCY_OPTIONS.bodyLimitBytes;
   if (!Number.isSafeInteger(limit) || limit < 0) {
-    throw httpError(HttpErrorCode.InvalidOption, 'expressIdempotency: `bodyLimitBytes` must be a non-negative integer');
+    throw invalidOption('bodyLimitBytes', 'must be a non-negative integer');
   }
   return (routeOptions) => {
     return function onceIdempotent(req: Request, res: Response, next: NextFunction): void {
@@ -92,14 +90,14 @@ async function run(
 ): Promise<void> {
   const raw = await readRawBody(req, limitBytes);
   if (raw.kind === 'consumed') {
-    throw httpError(
-      HttpErrorCode.RawBodyMissing,
+    throw bindingError(
+      BindingErrorCode.RawBodyMissing,
       `the body of ${req.method} ${req.originalUrl} was parsed before the idempotency middleware without keeping its bytes: pass \`verify: keepRawBody\` to the body parser`,
     );
   }
   if (raw.kind === 'too-large') {
     throw Object.assign(
-      httpError(HttpErrorCode.BodyTooLarge, `the request body is larger than bodyLimitBytes (${raw.limitBytes})`),
+      bindingError(BindingErrorCode.BodyTooLarge, `the request body is larger than bodyLimitBytes (${raw.limitBytes})`),
       { status: 413, statusCode: 413, expose: true },
     );
   }
@@ -116,15 +114,15 @@ async function run(
       },
       scope,
       async (ctx) => {
-        Object.defineProperty(req, 'once', { value: ctx, configurable: true, enumerable: false });
+        Object.defineProperty(req, 'idempotent', { value: ctx, configurable: true, enumerable: false });
         const c = new ResponseCapture(res);
         capture = c;
         // The rest of the route runs in the key's transaction; only its response is awaited.
         next();
         const outcome = await c.outcome;
         if (outcome.kind === 'streaming') {
-          throw httpError(
-            HttpErrorCode.StreamingRefused,
+          throw bindingError(
+            BindingErrorCode.StreamingRefused,
             `${outcome.via} on the idempotent route ${req.method} ${routeOf(req)} is refused: its response must be complete before COMMIT (use res.send / res.json / res.end)`,
           );
         }

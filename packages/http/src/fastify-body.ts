@@ -1,4 +1,4 @@
-import { Transform } from 'node:stream';
+import { type Readable, Transform } from 'node:stream';
 
 /**
  * A pass-through for a Fastify `preParsing` hook that keeps a copy of every chunk of the request
@@ -24,12 +24,12 @@ export class FastifyBodyTap extends Transform {
 }
 
 /** Pipes `payload` through a new tap, carrying an error of the source to the tap. */
-export function tapBody(payload: NodeJS.ReadableStream & { destroy?: (err?: Error) => void }): FastifyBodyTap {
+export function tapBody(payload: Readable): FastifyBodyTap {
   const tap = new FastifyBodyTap();
   payload.on('error', (err: Error) => tap.destroy(err));
   // The content-type parser may stop reading (body too large); stop the source with it.
   tap.on('close', () => {
-    if (!tap.readableEnded) payload.unpipe?.(tap);
+    if (!tap.readableEnded) payload.unpipe(tap);
   });
   payload.pipe(tap);
   return tap;

@@ -1,11 +1,11 @@
-import type { OutgoingHttpHeaders } from 'node:http';
+import type { OutgoingHttpHeader } from 'node:http';
 import type { HeaderPairs, HttpResponseData } from './types.js';
 
 /**
  * Node's outgoing header map (what Fastify's `reply.getHeaders()` and `res.getHeaders()` return)
  * as name/value pairs: an array value (`set-cookie`) becomes one pair per element.
  */
-export function headerPairs(headers: OutgoingHttpHeaders): [string, string][] {
+export function headerPairs(headers: Readonly<Record<string, OutgoingHttpHeader | undefined>>): [string, string][] {
   const pairs: [string, string][] = [];
   for (const [name, value] of Object.entries(headers)) {
     if (value === undefined) continue;

@@ -4,11 +4,13 @@ import type {
   FastifyReply,
   FastifyRequest,
   RouteOptions as FastifyRouteOptions,
+  RequestPayload,
 } from 'fastify';
 import { type FastifyBodyTap, tapBody } from './fastify-body.js';
 import { bodyBuffer, groupHeaders, headerPairs, payloadBytes } from './fastify-response.js';
-import { HttpErrorCode, httpError } from './errors.js';
-import type { Idempotency } from './idempotency.js';
+import { invalidOption } from '@once/core/adapter';
+import type { Idempotency } from './engine.js';
+import { BindingErrorCode, bindingError } from './fastify-express-errors.js';
 import type { HandleResult, HttpResponseData, IdempotentContext, RouteOptions } from './types.js';
 
 /** Options of {@link fastifyIdempotency}. */
@@ -40,7 +42,7 @@ declare module 'fastify' {
      * The idempotent route's context (`@once/http/fastify`): `tx`, `publish`, `step`,
      * `idempotencyKey`. Reading it on a route not marked idempotent throws.
      */
-    readonly once: IdempotentContext;
+    readonly idempotent: IdempotentContext;
   }
 }
 
@@ -62,26 +64,23 @@ type Internal = FastifyRequest & { [kTap]?: FastifyBodyTap; [kState]?: RequestSt
 function plugin(fastify: FastifyInstance, options: FastifyIdempotencyOptions, done: (err?: Error) => void): void {
   const { idempotency, scope } = options ?? ({} as FastifyIdempotencyOptions);
   if (typeof idempotency?.handle !== 'function') {
-    done(httpError(HttpErrorCode.InvalidOption, 'fastifyIdempotency: `idempotency` must be the engine from createIdempotency()'));
+    done(invalidOption('idempotency', 'must be the engine from createIdempotency()'));
     return;
   }
   if (typeof scope !== 'function') {
     done(
-      httpError(
-        HttpErrorCode.InvalidOption,
-        'fastifyIdempotency: `scope` is required: a function of the request returning the principal the key belongs to',
-      ),
+      invalidOption('scope', 'is required: a function of the request returning the principal (user, account, API client) the key belongs to'),
     );
     return;
   }
 
-  fastify.decorateRequest('once', {
+  fastify.decorateRequest('idempotent', {
     getter(this: FastifyRequest): IdempotentContext {
       const ctx = (this as Internal)[kState]?.ctx;
       if (ctx === undefined) {
-        throw httpError(
-          HttpErrorCode.NotIdempotent,
-          `request.once is only set on idempotent routes: add \`config: { idempotent: true }\` to ${this.method} ${this.routeOptions.url}`,
+        throw bindingError(
+          BindingErrorCode.NotIdempotent,
+          `request.idempotent is only set on idempotent routes: add \`config: { idempotent: true }\` to ${this.method} ${this.routeOptions.url}`,
         );
       }
       return ctx;
@@ -108,7 +107,12 @@ function asArray<T>(hooks: T | T[] | undefined): T[] {
 }
 
 // Not async: Fastify's hook runner takes the returned stream as the new payload.
-function preParsing(request: FastifyRequest, _reply: FastifyReply, payload: NodeJS.ReadableStream, done: (err: Error | null, payload?: NodeJS.ReadableStream) => void): void {
+function preParsing(
+  request: FastifyRequest,
+  _reply: FastifyReply,
+  payload: RequestPayload,
+  done: (err?: Error | null, res?: RequestPayload) => void,
+): void {
   const tap = tapBody(payload);
   (request as Internal)[kTap] = tap;
   done(null, tap);
@@ -162,8 +166,8 @@ function makePreHandler(idempotency: Idempotency, scopeOf: FastifyIdempotencyOpt
     }
     // The handler runs in the key's transaction; its response must wait for COMMIT in onSend.
     reply.hijack = () => {
-      throw httpError(
-        HttpErrorCode.StreamingRefused,
+      throw bindingError(
+        BindingErrorCode.StreamingRefused,
         `reply.hijack() is refused on the idempotent route ${request.method} ${request.routeOptions.url}: its response must wait for COMMIT`,
       );
     };
@@ -183,8 +187,8 @@ async function onSend(request: FastifyRequest, reply: FastifyReply, payload: unk
     // A stream (or web stream, or Response) would reach the client before COMMIT.
     (payload as { destroy?: () => void } | null)?.destroy?.();
     state.refuse(
-      httpError(
-        HttpErrorCode.StreamingRefused,
+      bindingError(
+        BindingErrorCode.StreamingRefused,
         `a streamed reply is refused on the idempotent route ${request.method} ${request.routeOptions.url}: send a string, Buffer or object so it can be stored and sent after COMMIT`,
       ),
     );
@@ -207,7 +211,7 @@ function applyResponse(reply: FastifyReply, response: HttpResponseData): void {
 
 /**
  * The Fastify 5 plugin: `await app.register(fastifyIdempotency, { idempotency, scope })`, then
- * mark a route with `config: { idempotent: true }` and use `request.once.tx` in its handler.
+ * mark a route with `config: { idempotent: true }` and use `request.idempotent.tx` in its handler.
  * Registered without encapsulation, so it applies to the routes declared after it in the
  * registering scope and its children. Each idempotent route's body bytes are copied as they are
  * parsed (for the fingerprint), the key is claimed in a `preHandler` after the route's own, and

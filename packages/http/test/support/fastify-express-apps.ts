@@ -53,30 +53,30 @@ async function startFastify(idempotency: Idempotency, routes: TestRoutes): Promi
   await app.register(fastifyIdempotency, { idempotency, scope: (request) => principal(request.headers['x-principal']) });
   const config = { idempotent: true };
   app.post('/charges', { config }, async (request, reply) => {
-    await routes.effect(request.once, request.body);
+    await routes.effect(request.idempotent, request.body);
     reply.header('set-cookie', ['a=1', 'b=2']).code(201).type('application/json');
-    return chargeBody(request.once.key, request.body);
+    return chargeBody(request.idempotent.key, request.body);
   });
   app.post<{ Params: { code: string } }>('/status/:code', { config }, async (request, reply) => {
-    await routes.effect(request.once, request.body);
+    await routes.effect(request.idempotent, request.body);
     return reply.code(Number(request.params.code)).send({ status: Number(request.params.code), id: randomUUID() });
   });
   app.post('/throw', { config }, async (request) => {
-    await routes.effect(request.once, request.body);
+    await routes.effect(request.idempotent, request.body);
     throw new Error('handler failed on purpose');
   });
   app.post('/deferred', { config }, async (request, reply) => {
-    await routes.effect(request.once, request.body);
-    await routes.breakCommit(request.once);
+    await routes.effect(request.idempotent, request.body);
+    await routes.breakCommit(request.idempotent);
     return reply.code(201).send({ ok: true });
   });
   app.post('/stream', { config }, async (request, reply) => {
-    await routes.effect(request.once, request.body);
+    await routes.effect(request.idempotent, request.body);
     return reply.type('text/plain').send(Readable.from(['a', 'b']));
   });
   app.post('/slow', { config }, async (request, reply) => {
-    await routes.effect(request.once, request.body);
-    await request.once.tx.query('SELECT pg_sleep(0.3)');
+    await routes.effect(request.idempotent, request.body);
+    await request.idempotent.tx.query('SELECT pg_sleep(0.3)');
     return reply.code(201).send({ id: randomUUID() });
   });
   await app.listen({ host: '127.0.0.1', port: 0 });
@@ -89,46 +89,46 @@ async function startExpress(idempotency: Idempotency, routes: TestRoutes): Promi
   const idempotent = expressIdempotency({ idempotency, scope: (req) => principal(req.headers['x-principal']) });
   const json = express.json({ verify: keepRawBody });
   app.post('/charges', json, idempotent(), async (req, res) => {
-    await routes.effect(req.once, req.body);
+    await routes.effect(req.idempotent, req.body);
     res.cookie('a', '1').cookie('b', '2');
-    res.status(201).type('application/json').send(chargeBody(req.once.key, req.body));
+    res.status(201).type('application/json').send(chargeBody(req.idempotent.key, req.body));
   });
   app.post('/status/:code', json, idempotent(), async (req, res) => {
-    await routes.effect(req.once, req.body);
+    await routes.effect(req.idempotent, req.body);
     res.status(Number(req.params.code)).json({ status: Number(req.params.code), id: randomUUID() });
   });
   app.post('/throw', json, idempotent(), async (req) => {
-    await routes.effect(req.once, req.body);
+    await routes.effect(req.idempotent, req.body);
     throw new Error('handler failed on purpose');
   });
   app.post('/deferred', json, idempotent(), async (req, res) => {
-    await routes.effect(req.once, req.body);
-    await routes.breakCommit(req.once);
+    await routes.effect(req.idempotent, req.body);
+    await routes.breakCommit(req.idempotent);
     res.status(201).json({ ok: true });
   });
   app.post('/stream', json, idempotent(), async (req, res) => {
-    await routes.effect(req.once, req.body);
+    await routes.effect(req.idempotent, req.body);
     res.type('text/plain');
     res.write('a');
     res.end('b');
   });
   app.post('/pipe', json, idempotent(), async (req, res) => {
-    await routes.effect(req.once, req.body);
+    await routes.effect(req.idempotent, req.body);
     Readable.from(['a', 'b']).pipe(res);
   });
   app.post('/flush', json, idempotent(), async (req, res) => {
-    await routes.effect(req.once, req.body);
+    await routes.effect(req.idempotent, req.body);
     res.flushHeaders();
     res.end('late');
   });
   app.post('/slow', json, idempotent(), async (req, res) => {
-    await routes.effect(req.once, req.body);
-    await req.once.tx.query('SELECT pg_sleep(0.3)');
+    await routes.effect(req.idempotent, req.body);
+    await req.idempotent.tx.query('SELECT pg_sleep(0.3)');
     res.status(201).json({ id: randomUUID() });
   });
   // No body parser on this one: the middleware reads the bytes itself.
   app.post('/unparsed', idempotent(), async (req, res) => {
-    await routes.effect(req.once, req.body);
+    await routes.effect(req.idempotent, req.body);
     res.status(201).json({ length: (req.body as Buffer).length, id: randomUUID() });
   });
   // Errors answer as plain JSON 500s (Express's default page is HTML with a stack in development).
