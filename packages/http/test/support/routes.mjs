@@ -1,0 +1,129 @@
+// The test application every binding serves, framework-neutral: each route is a function of the
+// engine's ctx (or none, for the naive control) and the parsed request. Plain JavaScript, so the
+// child server processes (which run on the built dist/) and the in-process tests share it.
+// Test-only SQL against the test's own schema; the package's own SQL lives in @once/core.
+
+/** Creates the test tables in `schema` (once's tables come from migrate()). */
+export async function createTestTables(pool, schema) {
+  const s = `"${schema}"`;
+  await pool.query(`CREATE TABLE IF NOT EXISTS ${s}.http_effects (
+    seq bigserial PRIMARY KEY, route text NOT NULL, principal text NOT NULL, key text NOT NULL,
+    attempt int NOT NULL DEFAULT 1, at timestamptz NOT NULL DEFAULT now())`);
+  await pool.query(`CREATE TABLE IF NOT EXISTS ${s}.http_external (
+    seq bigserial PRIMARY KEY, idem_key text NOT NULL, key text NOT NULL, step text NOT NULL)`);
+  // A constraint checked only at COMMIT: inserting 1 again passes the statement and fails COMMIT.
+  await pool.query(
+    `CREATE TABLE IF NOT EXISTS ${s}.http_deferred (v int UNIQUE DEFERRABLE INITIALLY DEFERRED)`,
+  );
+  await pool.query(
+    `INSERT INTO ${s}.http_deferred (v) SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM ${s}.http_deferred)`,
+  );
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * The routes. `input` is `{ principal, key, body }` (body parsed as JSON, `{}` when empty). Each
+ * returns `{ status, headers: [[name, value]], json }`.
+ * `input.steer` (headers outside the fingerprint, see steerOf) steers the handler: `status`
+ * answers that status after the write, `throw` throws after it, `deferred` breaks the deferred
+ * constraint, `holdMs` holds the claim that long, `publish` writes an outbox row.
+ */
+export function createRoutes({ pool, schema }) {
+  const s = `"${schema}"`;
+  const effect = (q, route, input, attempt = 1) =>
+    q.query(
+      `INSERT INTO ${s}.http_effects (route, principal, key, attempt) VALUES ($1, $2, $3, $4) RETURNING seq`,
+      [route, input.principal, input.key ?? '', attempt],
+    );
+  return {
+    /** POST /charges: one effect in the key's transaction. */
+    async charge(ctx, input) {
+      const b = input.steer;
+      const { rows } = await effect(ctx.tx, 'charges', input);
+      if (b.publish) await ctx.publish('charges', { key: input.key });
+      if (b.deferred) await ctx.tx.query(`INSERT INTO ${s}.http_deferred (v) VALUES (1)`);
+      if (b.holdMs) await sleep(b.holdMs);
+      if (b.throw) throw new Error('handler threw on purpose');
+      const status = b.status ?? 201;
+      return {
+        status,
+        headers: [
+          ['x-charge-seq', String(rows[0].seq)],
+          ['keep-alive', 'timeout=5'],
+          ['set-cookie', 'a=1'],
+          ['set-cookie', 'b=2'],
+        ],
+        json: {
+          charge: rows[0].seq,
+          key: input.key,
+          principal: input.principal,
+          amount: input.body.amount ?? null,
+        },
+      };
+    },
+    /** POST /naive: the same effect with no key at all (the control that duplicates). */
+    async naive(input) {
+      const { rows } = await effect(pool, 'naive', input);
+      if (input.steer.holdMs) await sleep(input.steer.holdMs);
+      return { status: 201, headers: [], json: { charge: rows[0].seq, key: input.key } };
+    },
+    /**
+     * POST /lease-charges (lease mode): two outside calls as steps, then the effect row. With
+     * `holdAfterA` it prints `{"event":"step-a","key":...}` and waits there (for a SIGKILL).
+     */
+    async leaseCharge(ctx, input) {
+      const b = input.steer;
+      const call = (step) =>
+        ctx.step(step, async () => {
+          await pool.query(`INSERT INTO ${s}.http_external (idem_key, key, step) VALUES ($1, $2, $3)`, [
+            ctx.idempotencyKey(step),
+            input.key,
+            step,
+          ]);
+          return { step };
+        });
+      await call('a');
+      if (b.holdAfterA && ctx.attempt === 1) {
+        console.log(JSON.stringify({ event: 'step-a', key: input.key }));
+        await sleep(b.holdAfterA);
+      }
+      await call('b');
+      await effect(ctx.tx, 'lease-charges', input, ctx.attempt);
+      return { status: 201, headers: [], json: { key: input.key, attempt: ctx.attempt } };
+    },
+  };
+}
+
+/** The request's principal: the test's stand-in for authentication. */
+export function principalOf(headers) {
+  const get = typeof headers.get === 'function' ? (n) => headers.get(n) : (n) => headers[n];
+  return get('x-principal') ?? 'anonymous';
+}
+
+/** The steering headers (not in the fingerprint, so a retry may steer differently). */
+export function steerOf(headers) {
+  const get = typeof headers.get === 'function' ? (n) => headers.get(n) : (n) => headers[n];
+  const num = (n) => (get(n) ? Number(get(n)) : undefined);
+  return {
+    status: num('x-status'),
+    throw: get('x-throw') === '1',
+    deferred: get('x-deferred') === '1',
+    publish: get('x-publish') === '1',
+    holdMs: num('x-hold-ms'),
+    holdAfterA: num('x-hold-after-a'),
+  };
+}
+
+/** A route result as bytes. */
+export function encode(result) {
+  return {
+    status: result.status,
+    headers: [['content-type', 'application/json'], ...result.headers],
+    body: Buffer.from(JSON.stringify(result.json)),
+  };
+}
+
+export function parseBody(bytes) {
+  return bytes.length === 0 ? {} : JSON.parse(Buffer.from(bytes).toString('utf8'));
+}

@@ -1,0 +1,29 @@
+// A test server process: `node server.mjs <binding>`, serving routes.mjs through
+// bindings/<binding>.mjs on 127.0.0.1 (HTTP_PORT, 0 for any). Prints `{"event":"listening","port":N}`
+// when ready. Env: DATABASE_URL, HTTP_SCHEMA (once's tables and the test tables, migrated),
+// HTTP_LEASE_MS (lease mode's lease). The tests SIGKILL it at random points and start it again.
+import { createIdempotency } from '@once/http';
+import pg from 'pg';
+import { createRoutes } from './routes.mjs';
+
+const binding = process.argv[2];
+const schema = process.env.HTTP_SCHEMA;
+if (!binding || !schema) throw new Error('usage: HTTP_SCHEMA=... node server.mjs <binding>');
+const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 4 });
+pool.on('error', () => {});
+const engine = createIdempotency({ pool, schema, consumer: 'http.test', lockTimeoutMs: 500 });
+const leaseEngine = createIdempotency({
+  pool,
+  schema,
+  consumer: 'http.lease',
+  mode: 'lease',
+  leaseMs: Number(process.env.HTTP_LEASE_MS ?? 2000),
+});
+const { listen } = await import(`./bindings/${binding}.mjs`);
+const server = await listen({
+  engine,
+  leaseEngine,
+  routes: createRoutes({ pool, schema }),
+  port: Number(process.env.HTTP_PORT ?? 0),
+});
+console.log(JSON.stringify({ event: 'listening', port: server.port }));

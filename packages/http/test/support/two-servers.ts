@@ -1,0 +1,150 @@
+import { fileURLToPath } from 'node:url';
+import { Child } from '../../../../test/support/index.js';
+
+// Shared by the bindings' crash tests: two server processes of one binding (server.mjs with
+// bindings/<name>.mjs) on one database, SIGKILLed at random points and restarted on their port
+// while clients send requests and retry each one with its key until they get a final answer.
+// A binding joins by adding bindings/<name>.mjs with a `listen` like bindings/fetch.mjs.
+
+const SERVER = fileURLToPath(new URL('./server.mjs', import.meta.url));
+
+/** One server process; restarts on the port it first bound. */
+export class TestServer {
+  readonly child: Child;
+  readonly #env: Record<string, string>;
+  port = 0;
+
+  constructor(binding: string, env: Record<string, string>) {
+    this.#env = { ...env, HTTP_PORT: '0' };
+    this.child = new Child({ script: SERVER, args: [binding], env: this.#env });
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  /** Starts the process and waits until it listens. */
+  async start(): Promise<this> {
+    const run = this.child.runs;
+    this.child.start();
+    const line = await this.child.waitForLine(
+      (l) => l.run === run && (l.json as { event?: string } | undefined)?.event === 'listening',
+    );
+    this.port = (line.json as { port: number }).port;
+    this.#env.HTTP_PORT = String(this.port); // restarts come back on the same port
+    return this;
+  }
+
+  /** SIGKILL: no cleanup, no response to requests in flight. */
+  async kill(): Promise<void> {
+    await this.child.kill('SIGKILL');
+  }
+}
+
+/** Starts two servers of `binding` on `schema`. */
+export async function startTwoServers(
+  binding: string,
+  env: Record<string, string>,
+): Promise<[TestServer, TestServer]> {
+  const a = new TestServer(binding, env);
+  const b = new TestServer(binding, env);
+  await Promise.all([a.start(), b.start()]);
+  return [a, b];
+}
+
+/** What a client finally got for its key. */
+export interface FinalAnswer {
+  readonly key: string;
+  readonly status: number;
+  readonly json: { charge?: string; key?: string | null };
+  readonly replayed: boolean;
+  /** How many requests it took (1 when the first one was answered). */
+  readonly tries: number;
+}
+
+/** Options of {@link runCrashCampaign}. */
+export interface CrashCampaignOptions {
+  readonly servers: readonly TestServer[];
+  /** The route's path: `/charges` (idempotent) or `/naive` (the control). */
+  readonly path: string;
+  /** The keys to send, each by its own client (`concurrency` at a time). */
+  readonly keys: readonly string[];
+  readonly concurrency: number;
+  /** SIGKILLs during the run (each followed by a restart). */
+  readonly kills: number;
+  /** Delay range between kills, ms. */
+  readonly killEveryMs: readonly [number, number];
+  /** Extra headers for each request (e.g. `{ 'x-hold-ms': '30' }` to widen the windows). */
+  readonly headers?: Record<string, string>;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const pick = <T>(xs: readonly T[]): T => xs[Math.floor(Math.random() * xs.length)]!;
+
+/**
+ * Sends one request per key through retrying clients while a killer SIGKILLs and restarts the
+ * servers; resolves with every key's final answer once all keys have one (a 2xx) and the killer
+ * is done. A client retries with the same key after a connection error, a 409 or a 5xx, on
+ * either server, as docs/http.md tells clients to.
+ */
+export async function runCrashCampaign(
+  o: CrashCampaignOptions,
+): Promise<{ answers: FinalAnswer[]; kills: number }> {
+  let kills = 0;
+  const killer = (async () => {
+    while (kills < o.kills) {
+      await sleep(o.killEveryMs[0] + Math.random() * (o.killEveryMs[1] - o.killEveryMs[0]));
+      const server = pick(o.servers);
+      await server.kill();
+      kills++;
+      await server.start();
+    }
+  })();
+  const answers: FinalAnswer[] = [];
+  const queue = [...o.keys];
+  const client = async () => {
+    for (let key = queue.shift(); key !== undefined; key = queue.shift()) {
+      answers.push(await untilAnswered(o, key));
+    }
+  };
+  await Promise.all(Array.from({ length: o.concurrency }, client));
+  await killer;
+  return { answers, kills };
+}
+
+async function untilAnswered(o: CrashCampaignOptions, key: string): Promise<FinalAnswer> {
+  const principal = `p${key.length % 3}`;
+  for (let tries = 1; ; tries++) {
+    const server = pick(o.servers);
+    try {
+      const res = await fetch(`${server.url}${o.path}`, {
+        method: 'POST',
+        headers: {
+          'idempotency-key': key,
+          'x-principal': principal,
+          'content-type': 'application/json',
+          ...o.headers,
+        },
+        body: JSON.stringify({ amount: 100 }),
+        signal: AbortSignal.timeout(10_000),
+      });
+      const text = await res.text();
+      if (res.status >= 200 && res.status < 300) {
+        return {
+          key,
+          status: res.status,
+          json: JSON.parse(text),
+          replayed: res.headers.get('idempotent-replayed') === 'true',
+          tries,
+        };
+      }
+      if (res.status !== 409 && res.status < 500)
+        throw new Error(`key ${key}: unexpected ${res.status} ${text}`);
+    } catch (err) {
+      if (err instanceof Error && err.message.startsWith(`key ${key}: unexpected`)) throw err;
+      // connection refused or reset: the server was killed; retry with the same key
+    }
+    if (tries > 200) throw new Error(`key ${key}: no answer after ${tries} tries`);
+    await sleep(20 + Math.random() * 80);
+  }
+}
