@@ -18,6 +18,8 @@ export interface ExpressIdempotencyOptions {
    * each other's responses. Runs when the middleware does, so put authentication before it.
    */
   scope: (req: Request) => string | Promise<string>;
+  /** Called with every idempotent request's result (for logs and tests). @default none */
+  onResult?: ((result: HandleResult, req: Request) => void) | undefined;
   /**
    * The largest body the middleware reads itself, in bytes, when no body parser with
    * {@link keepRawBody} read it first; a larger one is refused with 413.
@@ -74,7 +76,7 @@ export function expressIdempotency(options: ExpressIdempotencyOptions): ExpressI
   }
   return (routeOptions) => {
     return function onceIdempotent(req: Request, res: Response, next: NextFunction): void {
-      run(idempotency, scope, limit, routeOptions, req, res, next).catch(next);
+      run(idempotency, scope, limit, routeOptions, options.onResult, req, res, next).catch(next);
     };
   };
 }
@@ -84,6 +86,7 @@ async function run(
   scopeOf: ExpressIdempotencyOptions['scope'],
   limitBytes: number,
   routeOptions: RouteOptions | undefined,
+  onResult: ExpressIdempotencyOptions['onResult'],
   req: Request,
   res: Response,
   next: NextFunction,
@@ -138,6 +141,7 @@ async function run(
     capture.send({ status: 500, headers: [['content-type', 'text/plain; charset=utf-8']], body: Buffer.from('Internal Server Error') });
     return;
   }
+  onResult?.(result, req);
   if (capture) capture.send(result.response);
   else sendDirect(res, result);
 }

@@ -24,6 +24,8 @@ export interface FastifyIdempotencyOptions {
    * the route (so after authentication).
    */
   scope: (request: FastifyRequest) => string | Promise<string>;
+  /** Called with every idempotent request's result (for logs and tests). @default none */
+  onResult?: ((result: HandleResult, request: FastifyRequest) => void) | undefined;
 }
 
 /**
@@ -54,6 +56,8 @@ interface RequestState {
   ctx: IdempotentContext | undefined;
   /** Set once the handler's response was handed to the engine (or the request ended without running). */
   settled: boolean;
+  /** What the handler (or a hook after the claim) threw, seen by onError. */
+  threw: unknown;
   capture: (response: HttpResponseData) => void;
   refuse: (err: Error) => void;
   result: Promise<HandleResult>;
@@ -95,8 +99,9 @@ function plugin(fastify: FastifyInstance, options: FastifyIdempotencyOptions, do
     // authentication (which the scope needs) and the response is captured after every other onSend
     // hook changed it: the bytes stored are the bytes sent.
     route.preParsing = [...asArray(route.preParsing), preParsing];
-    route.preHandler = [...asArray(route.preHandler), makePreHandler(idempotency, scope, routeOptions)];
-    route.onSend = [...asArray(route.onSend), onSend];
+    route.preHandler = [...asArray(route.preHandler), makePreHandler(idempotency, scope, routeOptions, options.onResult)];
+    route.onError = [...asArray(route.onError), onError];
+    route.onSend = [...asArray(route.onSend), makeOnSend(options.onResult)];
   });
   done();
 }
@@ -118,7 +123,12 @@ function preParsing(
   done(null, tap);
 }
 
-function makePreHandler(idempotency: Idempotency, scopeOf: FastifyIdempotencyOptions['scope'], routeOptions: RouteOptions | undefined) {
+function makePreHandler(
+  idempotency: Idempotency,
+  scopeOf: FastifyIdempotencyOptions['scope'],
+  routeOptions: RouteOptions | undefined,
+  onResult: FastifyIdempotencyOptions['onResult'],
+) {
   return async function oncePreHandler(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
     const internal = request as Internal;
     const scope = await scopeOf(request);
@@ -135,6 +145,7 @@ function makePreHandler(idempotency: Idempotency, scopeOf: FastifyIdempotencyOpt
     const state: RequestState = {
       ctx: undefined,
       settled: false,
+      threw: undefined,
       capture,
       refuse,
       result: Promise.resolve(undefined as unknown as HandleResult),
@@ -160,6 +171,7 @@ function makePreHandler(idempotency: Idempotency, scopeOf: FastifyIdempotencyOpt
       // The key was not run here (a replay, 409, 422, 400): answer with what the engine says. The
       // onSend hook sees `settled` and lets it through untouched.
       state.settled = true;
+      onResult?.(first, request);
       applyResponse(reply, first.response);
       // Returning the reply (a thenable) holds the route until it is sent: the handler never runs.
       return reply.send(bodyBuffer(first.response));
@@ -175,29 +187,45 @@ function makePreHandler(idempotency: Idempotency, scopeOf: FastifyIdempotencyOpt
   };
 }
 
+// onError sees a throw before the error handler turns it into a response: a thrown error stores
+// nothing (the retry runs again), whatever status the error handler gives it.
+async function onError(request: FastifyRequest, _reply: FastifyReply, error: Error): Promise<void> {
+  const state = (request as Internal)[kState];
+  if (state !== undefined && !state.settled) state.threw = error;
+}
+
 // onSend runs once the handler's payload is serialised and before any byte is written: the
 // handler's response is handed to the engine here, and the hook waits for COMMIT before the
 // reply goes on. A COMMIT that fails (a deferred constraint) turns into the engine's 500 here.
-async function onSend(request: FastifyRequest, reply: FastifyReply, payload: unknown): Promise<unknown> {
-  const state = (request as Internal)[kState];
-  if (state === undefined || state.settled || state.ctx === undefined) return payload;
-  state.settled = true;
-  const body = payloadBytes(payload);
-  if (body === undefined) {
-    // A stream (or web stream, or Response) would reach the client before COMMIT.
-    (payload as { destroy?: () => void } | null)?.destroy?.();
-    state.refuse(
-      bindingError(
-        BindingErrorCode.StreamingRefused,
-        `a streamed reply is refused on the idempotent route ${request.method} ${request.routeOptions.url}: send a string, Buffer or object so it can be stored and sent after COMMIT`,
-      ),
-    );
-  } else {
-    state.capture({ status: reply.statusCode, headers: headerPairs(reply.getHeaders()), body });
-  }
-  const result = await state.result;
-  applyResponse(reply, result.response);
-  return bodyBuffer(result.response);
+function makeOnSend(onResult: FastifyIdempotencyOptions['onResult']) {
+  return async function onceOnSend(request: FastifyRequest, reply: FastifyReply, payload: unknown): Promise<unknown> {
+    const state = (request as Internal)[kState];
+    if (state === undefined || state.settled || state.ctx === undefined) return payload;
+    state.settled = true;
+    const body = payloadBytes(payload);
+    if (state.threw !== undefined) {
+      // Rolled back and not stored; the client gets the error handler's answer.
+      state.refuse(state.threw instanceof Error ? state.threw : new Error(String(state.threw)));
+      onResult?.(await state.result, request);
+      return payload;
+    }
+    if (body === undefined) {
+      // A stream (or web stream, or Response) would reach the client before COMMIT.
+      (payload as { destroy?: () => void } | null)?.destroy?.();
+      state.refuse(
+        bindingError(
+          BindingErrorCode.StreamingRefused,
+          `a streamed reply is refused on the idempotent route ${request.method} ${request.routeOptions.url}: send a string, Buffer or object so it can be stored and sent after COMMIT`,
+        ),
+      );
+    } else {
+      state.capture({ status: reply.statusCode, headers: headerPairs(reply.getHeaders()), body });
+    }
+    const result = await state.result;
+    onResult?.(result, request);
+    applyResponse(reply, result.response);
+    return bodyBuffer(result.response);
+  };
 }
 
 /** Replaces the reply's status and headers with the response's (Node adds a fresh `Date`). */
