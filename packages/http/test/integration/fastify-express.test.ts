@@ -163,6 +163,20 @@ describe.each(BINDINGS)('%s binding', (name, listen) => {
     expect(await effects(key)).toBe(1);
   });
 
+  // Fastify sees the throw (onError) before its error handler picks a status: a throw stores
+  // nothing, whatever the status. Express sees only the response the error handler wrote: a 4xx
+  // is stored like any 4xx the handler sent.
+  it(`${name === 'fastify' ? 'stores nothing for' : 'stores the response of'} a thrown error that the error handler answers with 404`, async () => {
+    const key = newKey();
+    const first = await post(key, { path: '/throw-404' });
+    expect(first.status).toBe(404);
+    expect(await effects(key)).toBe(0);
+    expect(await stored(key)).toBe(name === 'express');
+    const again = await post(key, { path: '/throw-404' });
+    expect(again.status).toBe(404);
+    expect(again.headers.get('idempotent-replayed')).toBe(name === 'express' ? 'true' : null);
+  });
+
   it('answers 5xx, never the handler 2xx, when a deferred constraint fails at COMMIT', async () => {
     const key = newKey();
     const first = await post(key, { headers: { 'x-deferred': '1' } });

@@ -31,6 +31,10 @@ export async function listen({ engine, leaseEngine, routes, port = 0, onResult }
     input.body = { length: req.body.length };
     send(res, await routes.charge(req.idempotent, input));
   });
+  app.post('/throw-404', json, idempotent(), async (req) => {
+    await routes.charge(req.idempotent, inputOf(req));
+    throw Object.assign(new Error('no such thing'), { status: 404 });
+  });
   app.post('/stream', json, idempotent(), async (req, res) => {
     await routes.charge(req.idempotent, inputOf(req));
     res.type('text/plain');

@@ -28,6 +28,10 @@ export async function listen({ engine, leaseEngine, routes, port = 0, onResult }
   await app.register(async (scoped) => {
     await scoped.register(fastifyIdempotency, { idempotency: engine, scope, onResult });
     scoped.post('/charges', { config }, async (request, reply) => send(reply, await routes.charge(request.idempotent, inputOf(request))));
+    scoped.post('/throw-404', { config }, async (request) => {
+      await routes.charge(request.idempotent, inputOf(request));
+      throw Object.assign(new Error('no such thing'), { statusCode: 404 });
+    });
     scoped.post('/stream', { config }, async (request, reply) => {
       await routes.charge(request.idempotent, inputOf(request));
       return reply.type('text/plain').send(Readable.from(['a', 'b']));
