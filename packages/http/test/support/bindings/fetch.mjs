@@ -1,8 +1,8 @@
-// The test application on the Fetch binding, served by node:http through @once/http/node (the
-// Fetch binding has no server of its own). `node.mjs` differs only in being the node entry.
+// The test application on the Fetch binding. The Fetch binding has no server of its own: here
+// node:http carries it through a few lines of conversion written for the test (as Hono's or
+// Next's servers would), so that @once/http/node is tested on its own in node.mjs.
 import { createServer } from 'node:http';
 import { idempotentFetch } from '@once/http/fetch';
-import { nodeListener } from '@once/http/node';
 import { encode, parseBody, principalOf, steerOf } from '../routes.mjs';
 
 /**
@@ -10,7 +10,14 @@ import { encode, parseBody, principalOf, steerOf } from '../routes.mjs';
  * (idempotent, on `engine` and `leaseEngine`), `POST /naive` (no key). Resolves with
  * `{ port, close }`. `onResult` sees every idempotent request's result.
  */
-export async function listen({ engine, leaseEngine, routes, port = 0, onResult }) {
+export async function listen({
+  engine,
+  leaseEngine,
+  routes,
+  port = 0,
+  onResult,
+  toListener = plainListener,
+}) {
   const wrap = (idempotency, route) =>
     idempotentFetch(idempotency, {
       route,
@@ -49,7 +56,14 @@ export async function listen({ engine, leaseEngine, routes, port = 0, onResult }
     }
     return new Response('not found', { status: 404 });
   };
-  const server = createServer(nodeListener(handler));
+  // x-hold-after-commit-ms: wait between COMMIT and sending, so a SIGKILL can land in that window.
+  const held = async (req) => {
+    const res = await handler(req);
+    const ms = Number(req.headers.get('x-hold-after-commit-ms') ?? 0);
+    if (ms > 0) await new Promise((r) => setTimeout(r, ms));
+    return res;
+  };
+  const server = createServer(toListener(held));
   await new Promise((resolve) => server.listen(port, '127.0.0.1', resolve));
   return {
     port: server.address().port,
@@ -58,5 +72,30 @@ export async function listen({ engine, leaseEngine, routes, port = 0, onResult }
         server.closeAllConnections?.();
         server.close(() => resolve());
       }),
+  };
+}
+
+/** A minimal node:http → Fetch conversion (no @once/http/node). */
+function plainListener(handler) {
+  return async (req, res) => {
+    const chunks = [];
+    for await (const c of req) chunks.push(c);
+    const headers = new Headers();
+    for (const [n, v] of Object.entries(req.headers)) {
+      for (const one of Array.isArray(v) ? v : [v]) if (one !== undefined) headers.append(n, one);
+    }
+    const response = await handler(
+      new Request(`http://${req.headers.host}${req.url}`, {
+        method: req.method,
+        headers,
+        body: Buffer.concat(chunks),
+      }),
+    );
+    const body = Buffer.from(await response.arrayBuffer());
+    const out = {};
+    for (const [n, v] of response.headers) if (n !== 'set-cookie') out[n] = v;
+    const cookies = response.headers.getSetCookie();
+    if (cookies.length) out['set-cookie'] = cookies;
+    res.writeHead(response.status, out).end(body);
   };
 }

@@ -1,2 +1,5 @@
-// The node:http binding is the Fetch binding behind nodeListener: the same server.
-export { listen } from './fetch.mjs';
+// The test application through @once/http/node's listener (over the Fetch binding).
+import { nodeListener } from '@once/http/node';
+import { listen as listenFetch } from './fetch.mjs';
+
+export const listen = (options) => listenFetch({ ...options, toListener: nodeListener });
