@@ -14,20 +14,15 @@ import {
 // into .cache/core-builds/ by test/support/core-builds.ts and loaded side by side:
 //   before  @once/core as of PRE_RULE, the last commit before expand/contract: it refuses any
 //           schema newer than its own (version 7);
-//   release this tree as built, the first release with the rule (version 7);
-//   next    this tree plus an additive migration 8: the next release, an expand;
-//   after   this tree plus 8 and a contract migration 9 that only code of version 8 or later
-//           runs on (it narrows what the inbox accepts).
+//   release @once/core as of RULE, the first release with the rule (version 7);
+//   next    this tree as built: the next release, whose migration 8 (http-responses) expands;
+//   after   this tree plus a contract migration 9 that only code of version 8 or later runs on
+//           (it narrows what the inbox accepts).
 // Every consumer is a real inbox on one PostgreSQL schema, as a fleet mid-deploy has them.
 
 const PRE_RULE = 'd4836de5219a2a0a93cfb536ec76651d9099567f';
-
-const EXPAND: ExtraMigration = {
-  version: 8,
-  name: 'inbox-note',
-  change: 'expand',
-  sql: 'ALTER TABLE {schema}.inbox ADD COLUMN note text;',
-};
+// The last commit at schema version 7, with the rule: the release before migration 8.
+const RULE = '9a411d468ea4d1001223ecd4e9e1324522eec393';
 const CONTRACT: ExtraMigration = {
   version: 9,
   name: 'short-ids',
@@ -46,9 +41,9 @@ let after: CoreBuild;
 beforeAll(async () => {
   // One at a time: four tsc runs side by side would crowd a small machine.
   before = await coreAtCommit(PRE_RULE);
-  release = await coreWithMigrations('release', []);
-  next = await coreWithMigrations('next-expand', [EXPAND]);
-  after = await coreWithMigrations('after-contract', [EXPAND, CONTRACT]);
+  release = await coreAtCommit(RULE);
+  next = await coreWithMigrations('next', []);
+  after = await coreWithMigrations('after-contract', [CONTRACT]);
   // About 20 s of CPU from a cold .cache (four tsc runs), nothing when cached; generous for a busy machine.
 }, 300_000);
 

@@ -122,7 +122,7 @@ describe.each(BINDINGS)('%s binding', (name, listen) => {
     const other = await post(key, { body: { amount: 2 } });
     expect(other.status).toBe(422);
     expect(other.headers.get('content-type')).toBe('application/problem+json');
-    expect((await other.json()).type).toMatch(/key-mismatch$/);
+    expect(((await other.json()) as { type: string }).type).toMatch(/key-mismatch$/);
     expect(await effects(key)).toBe(1);
     // key order and whitespace do not change a JSON body's fingerprint
     const same = await fetch(`${base}/charges`, {
@@ -189,8 +189,8 @@ describe.each(BINDINGS)('%s binding', (name, listen) => {
     expect(a.status).toBe(201);
     expect(b.status).toBe(201);
     expect(b.headers.get('idempotent-replayed')).toBeNull();
-    expect((await a.json()).principal).toBe('alice');
-    expect((await b.json()).principal).toBe('bob');
+    expect(((await a.json()) as { principal: string }).principal).toBe('alice');
+    expect(((await b.json()) as { principal: string }).principal).toBe('bob');
     expect(await effects(key)).toBe(2);
   });
 
@@ -210,7 +210,7 @@ describe.each(BINDINGS)('%s binding', (name, listen) => {
       const res = await post(key);
       expect(res.status, String(key)).toBe(400);
       expect(res.headers.get('content-type')).toBe('application/problem+json');
-      expect((await res.json()).type).toMatch(type);
+      expect(((await res.json()) as { type: string }).type).toMatch(type);
     }
     // obs-text: a latin1 byte fetch would refuse to send, so through node:http's client
     const obs = await new Promise<{ status: number; body: string }>((resolve, reject) => {

@@ -121,7 +121,7 @@ describe.each(BINDINGS)('%s binding, two servers under SIGKILL', (binding) => {
       else expect(res.status).toBe(409);
     }
     expect(done?.status).toBe(201);
-    expect((await done!.json()).attempt).toBe(2);
+    expect(((await done!.json()) as { attempt: number }).attempt).toBe(2);
     const { rows } = await pool.query(
       `SELECT step, count(*)::int AS n FROM "${schema}".http_external WHERE key = $1 GROUP BY step ORDER BY step`,
       [key],
