@@ -289,7 +289,44 @@ describe.each(BINDINGS)('%s binding', (name, listen) => {
     }
   });
 
+  if (name === 'fastify') {
+    it('claims no key for a request that fails the route schema', async () => {
+      const key = newKey();
+      const bad = await post(key, { path: '/validated', body: { amount: 'many' } });
+      expect(bad.status).toBe(400);
+      expect(await stored(key)).toBe(false);
+      const good = await post(key, { path: '/validated', body: { amount: 3 } });
+      expect(good.status).toBe(201);
+      expect(good.headers.get('idempotent-replayed')).toBeNull();
+      expect(await effects(key)).toBe(1);
+    });
+
+    it('throws HTTP_NOT_IDEMPOTENT for request.idempotent on a route not marked idempotent', async () => {
+      const res = await post(newKey(), { path: '/plain' });
+      expect(res.status).toBe(500);
+      expect((await res.json()).code).toBe('HTTP_NOT_IDEMPOTENT');
+    });
+  }
+
   if (name === 'express') {
+    it('fails with HTTP_RAW_BODY_MISSING when a parser consumed the body without keepRawBody', async () => {
+      const key = newKey();
+      const res = await post(key, { path: '/no-raw' });
+      expect(res.status).toBe(500);
+      expect((await res.json()).code).toBe('HTTP_RAW_BODY_MISSING');
+      expect(await stored(key)).toBe(false);
+      expect(await effects(key)).toBe(0);
+    });
+
+    it('answers 413 to an unparsed body over bodyLimitBytes, and claims nothing', async () => {
+      const key = newKey();
+      const res = await post(key, { path: '/small', body: { amount: 100, note: 'more than sixteen bytes' } });
+      expect(res.status).toBe(413);
+      expect((await res.json()).code).toBe('HTTP_BODY_TOO_LARGE');
+      expect(await stored(key)).toBe(false);
+      expect(await effects(key)).toBe(0);
+    });
+
     it('reads an unparsed body itself, fingerprints its bytes, and leaves it in req.body as a Buffer', async () => {
       const key = newKey();
       const first = await post(key, { path: '/unparsed', body: { amount: 7 } });

@@ -35,6 +35,10 @@ export async function listen({ engine, leaseEngine, routes, port = 0, onResult }
     await routes.charge(req.idempotent, inputOf(req));
     throw Object.assign(new Error('no such thing'), { status: 404 });
   });
+  // A parser without keepRawBody: the bytes are gone before the middleware.
+  app.post('/no-raw', express.json(), idempotent(), async (req, res) => send(res, await routes.charge(req.idempotent, inputOf(req))));
+  const small = expressIdempotency({ idempotency: engine, scope, onResult, bodyLimitBytes: 16 });
+  app.post('/small', small(), async (req, res) => send(res, await routes.charge(req.idempotent, inputOf(req))));
   app.post('/stream', json, idempotent(), async (req, res) => {
     await routes.charge(req.idempotent, inputOf(req));
     res.type('text/plain');

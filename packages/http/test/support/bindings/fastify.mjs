@@ -32,6 +32,13 @@ export async function listen({ engine, leaseEngine, routes, port = 0, onResult }
       await routes.charge(request.idempotent, inputOf(request));
       throw Object.assign(new Error('no such thing'), { statusCode: 404 });
     });
+    // Validation runs before the claim: a request that fails it leaves no key behind.
+    const schema = { body: { type: 'object', required: ['amount'], properties: { amount: { type: 'number' } } } };
+    scoped.post('/validated', { config, schema }, async (request, reply) =>
+      send(reply, await routes.charge(request.idempotent, inputOf(request))),
+    );
+    // Not idempotent: reading request.idempotent here throws HTTP_NOT_IDEMPOTENT.
+    scoped.post('/plain', async (request) => ({ key: request.idempotent.key }));
     scoped.post('/stream', { config }, async (request, reply) => {
       await routes.charge(request.idempotent, inputOf(request));
       return reply.type('text/plain').send(Readable.from(['a', 'b']));
