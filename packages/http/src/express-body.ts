@@ -32,7 +32,8 @@ export async function readRawBody(req: IncomingMessage, limitBytes: number): Pro
   if (kept !== undefined) return { kind: 'bytes', bytes: kept };
   const te = req.headers['transfer-encoding'];
   const length = req.headers['content-length'];
-  if (te === undefined && (length === undefined || length === '0')) return { kind: 'bytes', bytes: new Uint8Array(0) };
+  if (te === undefined && (length === undefined || length === '0'))
+    return { kind: 'bytes', bytes: new Uint8Array(0) };
   if (req.readableEnded || r.body !== undefined) return { kind: 'consumed' };
   if (length !== undefined && Number(length) > limitBytes) return { kind: 'too-large', limitBytes };
   const chunks: Buffer[] = [];

@@ -106,7 +106,8 @@ export class ResponseCapture {
       values.push(value);
       grouped.set(name, values);
     }
-    for (const [name, values] of grouped) res.setHeader(name, values.length === 1 ? (values[0] as string) : values);
+    for (const [name, values] of grouped)
+      res.setHeader(name, values.length === 1 ? (values[0] as string) : values);
     for (const cb of this.#finishCallbacks) res.once('finish', cb);
     res.end(response.body);
   }
@@ -125,5 +126,9 @@ function appendHeader(res: ServerResponse, name: string, value: unknown): void {
   const prior = res.getHeader(name);
   const next = value as OutgoingHttpHeader;
   if (prior === undefined) res.setHeader(name, next);
-  else res.setHeader(name, [...(Array.isArray(prior) ? prior : [String(prior)]), ...(Array.isArray(next) ? next : [String(next)])]);
+  else
+    res.setHeader(name, [
+      ...(Array.isArray(prior) ? prior : [String(prior)]),
+      ...(Array.isArray(next) ? next : [String(next)]),
+    ]);
 }

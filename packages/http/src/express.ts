@@ -1,8 +1,8 @@
+import { invalidOption } from '@once/core/adapter';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import type { Idempotency } from './engine.js';
 import { readRawBody } from './express-body.js';
 import { ResponseCapture } from './express-capture.js';
-import { invalidOption } from '@once/core/adapter';
-import type { Idempotency } from './engine.js';
 import { BindingErrorCode, bindingError } from './fastify-express-errors.js';
 import type { HandleResult, IdempotentContext, RouteOptions } from './types.js';
 
@@ -68,7 +68,10 @@ export function expressIdempotency(options: ExpressIdempotencyOptions): ExpressI
     throw invalidOption('idempotency', 'must be the engine from createIdempotency()');
   }
   if (typeof scope !== 'function') {
-    throw invalidOption('scope', 'is required: a function of the request returning the principal (user, account, API client) the key belongs to');
+    throw invalidOption(
+      'scope',
+      'is required: a function of the request returning the principal (user, account, API client) the key belongs to',
+    );
   }
   const limit = options.bodyLimitBytes ?? DEFAULT_EXPRESS_IDEMPOTENCY_OPTIONS.bodyLimitBytes;
   if (!Number.isSafeInteger(limit) || limit < 0) {
@@ -100,7 +103,10 @@ async function run(
   }
   if (raw.kind === 'too-large') {
     throw Object.assign(
-      bindingError(BindingErrorCode.BodyTooLarge, `the request body is larger than bodyLimitBytes (${raw.limitBytes})`),
+      bindingError(
+        BindingErrorCode.BodyTooLarge,
+        `the request body is larger than bodyLimitBytes (${raw.limitBytes})`,
+      ),
       { status: 413, statusCode: 413, expose: true },
     );
   }
@@ -138,7 +144,11 @@ async function run(
     // route ran, Express's error handling answers; after it ran (next() was called), the
     // held-back response gets a bare 500 here: Express must not route this request twice.
     if (capture === undefined) throw err;
-    capture.send({ status: 500, headers: [['content-type', 'text/plain; charset=utf-8']], body: Buffer.from('Internal Server Error') });
+    capture.send({
+      status: 500,
+      headers: [['content-type', 'text/plain; charset=utf-8']],
+      body: Buffer.from('Internal Server Error'),
+    });
     return;
   }
   onResult?.(result, req);
@@ -157,6 +167,7 @@ function sendDirect(res: Response, result: HandleResult): void {
   const grouped = new Map<string, string[]>();
   for (const [name, value] of r.headers) grouped.set(name, [...(grouped.get(name) ?? []), value]);
   res.status(r.status);
-  for (const [name, values] of grouped) res.setHeader(name, values.length === 1 ? (values[0] as string) : values);
+  for (const [name, values] of grouped)
+    res.setHeader(name, values.length === 1 ? (values[0] as string) : values);
   res.end(Buffer.from(r.body.buffer, r.body.byteOffset, r.body.byteLength));
 }

@@ -10,7 +10,11 @@ export class FastifyBodyTap extends Transform {
   readonly #chunks: Buffer[] = [];
   #length = 0;
 
-  override _transform(chunk: Buffer | string, _encoding: BufferEncoding, done: (err?: Error | null, data?: unknown) => void): void {
+  override _transform(
+    chunk: Buffer | string,
+    _encoding: BufferEncoding,
+    done: (err?: Error | null, data?: unknown) => void,
+  ): void {
     const bytes = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
     this.#chunks.push(bytes);
     this.#length += bytes.length;
@@ -19,7 +23,9 @@ export class FastifyBodyTap extends Transform {
 
   /** The bytes that passed so far: all of them once the body was parsed. */
   bytes(): Uint8Array {
-    return this.#chunks.length === 1 ? (this.#chunks[0] as Buffer) : Buffer.concat(this.#chunks, this.#length);
+    return this.#chunks.length === 1
+      ? (this.#chunks[0] as Buffer)
+      : Buffer.concat(this.#chunks, this.#length);
   }
 }
 

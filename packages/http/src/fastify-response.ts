@@ -5,7 +5,9 @@ import type { HeaderPairs, HttpResponseData } from './types.js';
  * Node's outgoing header map (what Fastify's `reply.getHeaders()` and `res.getHeaders()` return)
  * as name/value pairs: an array value (`set-cookie`) becomes one pair per element.
  */
-export function headerPairs(headers: Readonly<Record<string, OutgoingHttpHeader | undefined>>): [string, string][] {
+export function headerPairs(
+  headers: Readonly<Record<string, OutgoingHttpHeader | undefined>>,
+): [string, string][] {
   const pairs: [string, string][] = [];
   for (const [name, value] of Object.entries(headers)) {
     if (value === undefined) continue;

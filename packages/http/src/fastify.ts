@@ -1,3 +1,4 @@
+import { invalidOption } from '@once/core/adapter';
 import type {
   FastifyInstance,
   FastifyPluginCallback,
@@ -6,11 +7,10 @@ import type {
   RouteOptions as FastifyRouteOptions,
   RequestPayload,
 } from 'fastify';
-import { type FastifyBodyTap, tapBody } from './fastify-body.js';
-import { bodyBuffer, groupHeaders, headerPairs, payloadBytes } from './fastify-response.js';
-import { invalidOption } from '@once/core/adapter';
 import type { Idempotency } from './engine.js';
+import { type FastifyBodyTap, tapBody } from './fastify-body.js';
 import { BindingErrorCode, bindingError } from './fastify-express-errors.js';
+import { bodyBuffer, groupHeaders, headerPairs, payloadBytes } from './fastify-response.js';
 import type { HandleResult, HttpResponseData, IdempotentContext, RouteOptions } from './types.js';
 
 /** Options of {@link fastifyIdempotency}. */
@@ -65,7 +65,11 @@ interface RequestState {
 
 type Internal = FastifyRequest & { [kTap]?: FastifyBodyTap; [kState]?: RequestState };
 
-function plugin(fastify: FastifyInstance, options: FastifyIdempotencyOptions, done: (err?: Error) => void): void {
+function plugin(
+  fastify: FastifyInstance,
+  options: FastifyIdempotencyOptions,
+  done: (err?: Error) => void,
+): void {
   const { idempotency, scope } = options ?? ({} as FastifyIdempotencyOptions);
   if (typeof idempotency?.handle !== 'function') {
     done(invalidOption('idempotency', 'must be the engine from createIdempotency()'));
@@ -73,7 +77,10 @@ function plugin(fastify: FastifyInstance, options: FastifyIdempotencyOptions, do
   }
   if (typeof scope !== 'function') {
     done(
-      invalidOption('scope', 'is required: a function of the request returning the principal (user, account, API client) the key belongs to'),
+      invalidOption(
+        'scope',
+        'is required: a function of the request returning the principal (user, account, API client) the key belongs to',
+      ),
     );
     return;
   }
@@ -99,7 +106,10 @@ function plugin(fastify: FastifyInstance, options: FastifyIdempotencyOptions, do
     // authentication (which the scope needs) and the response is captured after every other onSend
     // hook changed it: the bytes stored are the bytes sent.
     route.preParsing = [...asArray(route.preParsing), preParsing];
-    route.preHandler = [...asArray(route.preHandler), makePreHandler(idempotency, scope, routeOptions, options.onResult)];
+    route.preHandler = [
+      ...asArray(route.preHandler),
+      makePreHandler(idempotency, scope, routeOptions, options.onResult),
+    ];
     route.onError = [...asArray(route.onError), onError];
     route.onSend = [...asArray(route.onSend), makeOnSend(options.onResult)];
   });
@@ -129,7 +139,10 @@ function makePreHandler(
   routeOptions: RouteOptions | undefined,
   onResult: FastifyIdempotencyOptions['onResult'],
 ) {
-  return async function oncePreHandler(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
+  return async function oncePreHandler(
+    request: FastifyRequest,
+    reply: FastifyReply,
+  ): Promise<FastifyReply | undefined> {
     const internal = request as Internal;
     const scope = await scopeOf(request);
     let ready!: () => void;
@@ -198,7 +211,11 @@ async function onError(request: FastifyRequest, _reply: FastifyReply, error: Err
 // handler's response is handed to the engine here, and the hook waits for COMMIT before the
 // reply goes on. A COMMIT that fails (a deferred constraint) turns into the engine's 500 here.
 function makeOnSend(onResult: FastifyIdempotencyOptions['onResult']) {
-  return async function onceOnSend(request: FastifyRequest, reply: FastifyReply, payload: unknown): Promise<unknown> {
+  return async function onceOnSend(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    payload: unknown,
+  ): Promise<unknown> {
     const state = (request as Internal)[kState];
     if (state === undefined || state.settled || state.ctx === undefined) return payload;
     state.settled = true;

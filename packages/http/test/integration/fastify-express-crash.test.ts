@@ -2,9 +2,13 @@ import { migrate } from '@once/core';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestPool, dropSchema, freshSchemaName } from '../../../../test/support/index.js';
+
 // @ts-expect-error plain JavaScript shared with the child server processes
 import { createTestTables } from '../support/routes.mjs';
 import { runCrashCampaign, startTwoServers, type TestServer } from '../support/two-servers.js';
+
+/** A parsed JSON body, read field by field. */
+type Json = Record<string, unknown>;
 
 // crash.test.ts's campaign for the Fastify plugin and the Express middleware (bindings/fastify.mjs
 // and bindings/express.mjs): two server processes per binding (on the built dist/: run
@@ -125,7 +129,7 @@ describe.each(BINDINGS)('%s binding, two servers under SIGKILL', (binding) => {
       else expect(res.status).toBe(409);
     }
     expect(done?.status).toBe(201);
-    expect((await done!.json()).attempt).toBe(2);
+    expect(((await done!.json()) as Json).attempt).toBe(2);
     const { rows } = await pool.query(
       `SELECT step, count(*)::int AS n FROM "${schema}".http_external WHERE key = $1 GROUP BY step ORDER BY step`,
       [key],

@@ -4,12 +4,16 @@ import { createIdempotency, type HandleResult } from '@once/http';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestPool, dropSchema, freshSchemaName } from '../../../../test/support/index.js';
+
 // @ts-expect-error plain JavaScript shared with the child server processes
 import { listen as listenExpress } from '../support/bindings/express.mjs';
 // @ts-expect-error plain JavaScript shared with the child server processes
 import { listen as listenFastify } from '../support/bindings/fastify.mjs';
 // @ts-expect-error plain JavaScript shared with the child server processes
 import { createRoutes, createTestTables } from '../support/routes.mjs';
+
+/** A parsed JSON body, read field by field. */
+type Json = Record<string, unknown>;
 
 // The Fastify 5 plugin and the Express 5 middleware against real servers on 127.0.0.1 and fetch
 // clients, on a real PostgreSQL; a schema per binding.
@@ -64,9 +68,10 @@ describe.each(BINDINGS)('%s binding', (name, listen) => {
       body: JSON.stringify(opts.body ?? { amount: 100 }),
     });
   const effects = async (key: string): Promise<number> => {
-    const { rows } = await pool.query(`SELECT count(*)::int AS n FROM "${schema}".http_effects WHERE key = $1`, [
-      key,
-    ]);
+    const { rows } = await pool.query(
+      `SELECT count(*)::int AS n FROM "${schema}".http_effects WHERE key = $1`,
+      [key],
+    );
     return rows[0].n;
   };
   const stored = async (key: string, principal = 'alice'): Promise<boolean> => {
@@ -88,7 +93,8 @@ describe.each(BINDINGS)('%s binding', (name, listen) => {
     expect(new Set(ok).size).toBe(1);
     const fresh = responses.filter((r) => r.status === 201 && r.headers.get('idempotent-replayed') === null);
     expect(fresh).toHaveLength(1);
-    for (const r of responses.filter((r) => r.status === 409)) expect(r.headers.get('retry-after')).toMatch(/^\d+$/);
+    for (const r of responses.filter((r) => r.status === 409))
+      expect(r.headers.get('retry-after')).toMatch(/^\d+$/);
     expect(await effects(key)).toBe(1);
   });
 
@@ -107,9 +113,10 @@ describe.each(BINDINGS)('%s binding', (name, listen) => {
     expect(again.headers.getSetCookie()).toEqual(['a=1', 'b=2']);
     expect(again.headers.get('content-type')).toBe(first.headers.get('content-type'));
     expect(again.headers.get('date')).not.toBeNull();
-    const { rows } = await pool.query(`SELECT response_headers FROM "${schema}".inbox WHERE message_id = $1`, [
-      `alice/${key}`,
-    ]);
+    const { rows } = await pool.query(
+      `SELECT response_headers FROM "${schema}".inbox WHERE message_id = $1`,
+      [`alice/${key}`],
+    );
     const names = (rows[0].response_headers as Array<[string, string]>).map(([h]) => h);
     expect(names).not.toContain('keep-alive');
     expect(names).not.toContain('date');
@@ -123,7 +130,7 @@ describe.each(BINDINGS)('%s binding', (name, listen) => {
     const other = await post(key, { body: { amount: 2 } });
     expect(other.status).toBe(422);
     expect(other.headers.get('content-type')).toBe('application/problem+json');
-    expect((await other.json()).type).toMatch(/key-mismatch$/);
+    expect(((await other.json()) as Json).type).toMatch(/key-mismatch$/);
     expect(await effects(key)).toBe(1);
   });
 
@@ -139,17 +146,20 @@ describe.each(BINDINGS)('%s binding', (name, listen) => {
     expect(await effects(key)).toBe(0);
   });
 
-  it.each([408, 409, 425, 429, 500, 503])('never stores a %i: its writes roll back and the retry runs', async (status) => {
-    const key = newKey();
-    const first = await post(key, { headers: { 'x-status': String(status) } });
-    expect(first.status).toBe(status);
-    expect(await effects(key)).toBe(0);
-    expect(await stored(key)).toBe(false);
-    const again = await post(key);
-    expect(again.status).toBe(201);
-    expect(again.headers.get('idempotent-replayed')).toBeNull();
-    expect(await effects(key)).toBe(1);
-  });
+  it.each([408, 409, 425, 429, 500, 503])(
+    'never stores a %i: its writes roll back and the retry runs',
+    async (status) => {
+      const key = newKey();
+      const first = await post(key, { headers: { 'x-status': String(status) } });
+      expect(first.status).toBe(status);
+      expect(await effects(key)).toBe(0);
+      expect(await stored(key)).toBe(false);
+      const again = await post(key);
+      expect(again.status).toBe(201);
+      expect(again.headers.get('idempotent-replayed')).toBeNull();
+      expect(await effects(key)).toBe(1);
+    },
+  );
 
   it('stores nothing when the handler throws: a 500, and the retry runs', async () => {
     const key = newKey();
@@ -196,8 +206,8 @@ describe.each(BINDINGS)('%s binding', (name, listen) => {
     expect(a.status).toBe(201);
     expect(b.status).toBe(201);
     expect(b.headers.get('idempotent-replayed')).toBeNull();
-    expect((await a.json()).principal).toBe('alice');
-    expect((await b.json()).principal).toBe('bob');
+    expect(((await a.json()) as Json).principal).toBe('alice');
+    expect(((await b.json()) as Json).principal).toBe('bob');
     expect(await effects(key)).toBe(2);
   });
 
@@ -215,13 +225,20 @@ describe.each(BINDINGS)('%s binding', (name, listen) => {
       const res = await post(key);
       expect(res.status, String(key)).toBe(400);
       expect(res.headers.get('content-type')).toBe('application/problem+json');
-      expect((await res.json()).type).toMatch(type);
+      expect(((await res.json()) as Json).type).toMatch(type);
     }
     // obs-text: a latin1 byte that fetch refuses to send, so through node:http's client
     const obs = await new Promise<{ status: number; body: string }>((resolve, reject) => {
       const req = httpRequest(
         `${base}/charges`,
-        { method: 'POST', headers: { 'idempotency-key': 'caf\u00e9', 'x-principal': 'alice', 'content-type': 'application/json' } },
+        {
+          method: 'POST',
+          headers: {
+            'idempotency-key': 'caf\u00e9',
+            'x-principal': 'alice',
+            'content-type': 'application/json',
+          },
+        },
         (res) => {
           let body = '';
           res.on('data', (c) => {
@@ -247,7 +264,12 @@ describe.each(BINDINGS)('%s binding', (name, listen) => {
     const cut = fetch(`${base}/charges`, {
       method: 'POST',
       signal: gone.signal,
-      headers: { 'content-type': 'application/json', 'x-principal': 'dave', 'idempotency-key': key, 'x-hold-ms': '300' },
+      headers: {
+        'content-type': 'application/json',
+        'x-principal': 'dave',
+        'idempotency-key': key,
+        'x-hold-ms': '300',
+      },
       body: JSON.stringify({ amount: 100 }),
     }).catch(() => undefined);
     setTimeout(() => gone.abort(), 100);
@@ -269,22 +291,33 @@ describe.each(BINDINGS)('%s binding', (name, listen) => {
   });
 
   const streamingPaths = name === 'express' ? ['/stream', '/pipe', '/flush'] : ['/stream', '/hijack'];
-  it.each(streamingPaths)('refuses a streamed response on %s: a 500, its writes rolled back, nothing stored', async (path) => {
-    const key = newKey();
-    const first = await post(key, { path });
-    expect(first.status).toBe(500);
-    const text = await first.text();
-    expect(text).not.toMatch(/^ab|hijacked|late/);
-    expect(await effects(key)).toBe(0);
-    expect(await stored(key)).toBe(false);
-    const refused = results.filter((r) => r.key === key);
-    expect(refused.map((r) => r.status)).toEqual(['failed']);
-    expect((refused[0]?.error as { code?: string }).code).toBe('HTTP_STREAMING_REFUSED');
-  });
+  it.each(streamingPaths)(
+    'refuses a streamed response on %s: a 500, its writes rolled back, nothing stored',
+    async (path) => {
+      const key = newKey();
+      const first = await post(key, { path });
+      expect(first.status).toBe(500);
+      const text = await first.text();
+      expect(text).not.toMatch(/^ab|hijacked|late/);
+      expect(await effects(key)).toBe(0);
+      expect(await stored(key)).toBe(false);
+      const refused = results.filter((r) => r.key === key);
+      expect(refused.map((r) => r.status)).toEqual(['failed']);
+      expect((refused[0]?.error as { code?: string } | undefined)?.code).toBe('HTTP_STREAMING_REFUSED');
+    },
+  );
 
   it('reports every outcome to onResult', () => {
     const seen = new Set(results.map((r) => r.status));
-    for (const s of ['processed', 'replayed', 'mismatch', 'not-stored', 'failed', 'invalid-key', 'missing-key']) {
+    for (const s of [
+      'processed',
+      'replayed',
+      'mismatch',
+      'not-stored',
+      'failed',
+      'invalid-key',
+      'missing-key',
+    ]) {
       expect(seen.has(s as HandleResult['status']), s).toBe(true);
     }
   });
@@ -304,7 +337,7 @@ describe.each(BINDINGS)('%s binding', (name, listen) => {
     it('throws HTTP_NOT_IDEMPOTENT for request.idempotent on a route not marked idempotent', async () => {
       const res = await post(newKey(), { path: '/plain' });
       expect(res.status).toBe(500);
-      expect((await res.json()).code).toBe('HTTP_NOT_IDEMPOTENT');
+      expect(((await res.json()) as Json).code).toBe('HTTP_NOT_IDEMPOTENT');
     });
   }
 
@@ -313,7 +346,7 @@ describe.each(BINDINGS)('%s binding', (name, listen) => {
       const key = newKey();
       const res = await post(key, { path: '/no-raw' });
       expect(res.status).toBe(500);
-      expect((await res.json()).code).toBe('HTTP_RAW_BODY_MISSING');
+      expect(((await res.json()) as Json).code).toBe('HTTP_RAW_BODY_MISSING');
       expect(await stored(key)).toBe(false);
       expect(await effects(key)).toBe(0);
     });
@@ -322,7 +355,7 @@ describe.each(BINDINGS)('%s binding', (name, listen) => {
       const key = newKey();
       const res = await post(key, { path: '/small', body: { amount: 100, note: 'more than sixteen bytes' } });
       expect(res.status).toBe(413);
-      expect((await res.json()).code).toBe('HTTP_BODY_TOO_LARGE');
+      expect(((await res.json()) as Json).code).toBe('HTTP_BODY_TOO_LARGE');
       expect(await stored(key)).toBe(false);
       expect(await effects(key)).toBe(0);
     });
@@ -331,7 +364,7 @@ describe.each(BINDINGS)('%s binding', (name, listen) => {
       const key = newKey();
       const first = await post(key, { path: '/unparsed', body: { amount: 7 } });
       expect(first.status).toBe(201);
-      expect((await first.json()).amount).toBeNull();
+      expect(((await first.json()) as Json).amount).toBeNull();
       const again = await post(key, { path: '/unparsed', body: { amount: 7 } });
       expect(again.headers.get('idempotent-replayed')).toBe('true');
       const other = await post(key, { path: '/unparsed', body: { amount: 8 } });

@@ -16,7 +16,9 @@ describe('expressIdempotency options', () => {
     expect(() => expressIdempotency({ scope: () => 'a' } as never)).toThrow(/options\.idempotency/);
   });
   it('refuses a bad bodyLimitBytes', () => {
-    expect(() => expressIdempotency({ idempotency, scope: () => 'a', bodyLimitBytes: -1 })).toThrow(/bodyLimitBytes/);
+    expect(() => expressIdempotency({ idempotency, scope: () => 'a', bodyLimitBytes: -1 })).toThrow(
+      /bodyLimitBytes/,
+    );
   });
 });
 

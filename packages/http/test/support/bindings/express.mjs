@@ -25,7 +25,9 @@ export async function listen({ engine, leaseEngine, routes, port = 0, onResult }
     for (const [n, v] of r.headers) res.append(n, v);
     res.send(r.body);
   };
-  app.post('/charges', json, idempotent(), async (req, res) => send(res, await routes.charge(req.idempotent, inputOf(req))));
+  app.post('/charges', json, idempotent(), async (req, res) =>
+    send(res, await routes.charge(req.idempotent, inputOf(req))),
+  );
   app.post('/unparsed', idempotent(), async (req, res) => {
     const input = inputOf(req);
     input.body = { length: req.body.length };
@@ -36,9 +38,13 @@ export async function listen({ engine, leaseEngine, routes, port = 0, onResult }
     throw Object.assign(new Error('no such thing'), { status: 404 });
   });
   // A parser without keepRawBody: the bytes are gone before the middleware.
-  app.post('/no-raw', express.json(), idempotent(), async (req, res) => send(res, await routes.charge(req.idempotent, inputOf(req))));
+  app.post('/no-raw', express.json(), idempotent(), async (req, res) =>
+    send(res, await routes.charge(req.idempotent, inputOf(req))),
+  );
   const small = expressIdempotency({ idempotency: engine, scope, onResult, bodyLimitBytes: 16 });
-  app.post('/small', small(), async (req, res) => send(res, await routes.charge(req.idempotent, inputOf(req))));
+  app.post('/small', small(), async (req, res) =>
+    send(res, await routes.charge(req.idempotent, inputOf(req))),
+  );
   app.post('/stream', json, idempotent(), async (req, res) => {
     await routes.charge(req.idempotent, inputOf(req));
     res.type('text/plain');

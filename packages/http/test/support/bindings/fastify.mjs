@@ -27,13 +27,17 @@ export async function listen({ engine, leaseEngine, routes, port = 0, onResult }
   const config = { idempotent: true };
   await app.register(async (scoped) => {
     await scoped.register(fastifyIdempotency, { idempotency: engine, scope, onResult });
-    scoped.post('/charges', { config }, async (request, reply) => send(reply, await routes.charge(request.idempotent, inputOf(request))));
+    scoped.post('/charges', { config }, async (request, reply) =>
+      send(reply, await routes.charge(request.idempotent, inputOf(request))),
+    );
     scoped.post('/throw-404', { config }, async (request) => {
       await routes.charge(request.idempotent, inputOf(request));
       throw Object.assign(new Error('no such thing'), { statusCode: 404 });
     });
     // Validation runs before the claim: a request that fails it leaves no key behind.
-    const schema = { body: { type: 'object', required: ['amount'], properties: { amount: { type: 'number' } } } };
+    const schema = {
+      body: { type: 'object', required: ['amount'], properties: { amount: { type: 'number' } } },
+    };
     scoped.post('/validated', { config, schema }, async (request, reply) =>
       send(reply, await routes.charge(request.idempotent, inputOf(request))),
     );
