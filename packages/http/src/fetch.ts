@@ -17,6 +17,9 @@ import type { Idempotency } from './engine.js';
 import { HttpProblem, problemResponse } from './problem.js';
 import type { HandleResult, HttpResponseData, IdempotentContext, RouteOptions } from './types.js';
 
+export type { Idempotency } from './engine.js';
+export type { HandleResult, HttpResponseData, IdempotentContext, RouteOptions } from './types.js';
+
 /** Options of {@link idempotentFetch}. */
 export interface IdempotentFetchOptions extends RouteOptions {
   /**
