@@ -6,7 +6,17 @@ import { ResponseCapture } from './express-capture.js';
 import { BindingErrorCode, bindingError } from './fastify-express-errors.js';
 import type { HandleResult, IdempotentContext, RouteOptions } from './types.js';
 
+export type { Idempotency } from './engine.js';
 export { keepRawBody } from './express-body.js';
+export { BindingErrorCode } from './fastify-express-errors.js';
+export type {
+  HandleResult,
+  HandleStatus,
+  HeaderPairs,
+  HttpResponseData,
+  IdempotentContext,
+  RouteOptions,
+} from './types.js';
 
 /** Options of {@link expressIdempotency}. */
 export interface ExpressIdempotencyOptions {

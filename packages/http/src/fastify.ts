@@ -13,6 +13,17 @@ import { BindingErrorCode, bindingError } from './fastify-express-errors.js';
 import { bodyBuffer, groupHeaders, headerPairs, payloadBytes } from './fastify-response.js';
 import type { HandleResult, HttpResponseData, IdempotentContext, RouteOptions } from './types.js';
 
+export type { Idempotency } from './engine.js';
+export { BindingErrorCode } from './fastify-express-errors.js';
+export type {
+  HandleResult,
+  HandleStatus,
+  HeaderPairs,
+  HttpResponseData,
+  IdempotentContext,
+  RouteOptions,
+} from './types.js';
+
 /** Options of {@link fastifyIdempotency}. */
 export interface FastifyIdempotencyOptions {
   /** The engine (`createIdempotency({ pool, ... })`) the routes' keys go through. */
