@@ -351,6 +351,21 @@ describe.each(BINDINGS)('%s binding', (name, listen) => {
       expect(await effects(key)).toBe(0);
     });
 
+    it('holds back res.writeHead + res.end until COMMIT and replays them', async () => {
+      const key = newKey();
+      const first = await post(key, { path: '/write-head' });
+      expect(first.status).toBe(201);
+      expect(first.headers.get('x-raw')).toBe('a, b');
+      const body = await first.text();
+      expect(body).toMatch(/^charge \d+$/);
+      const again = await post(key, { path: '/write-head' });
+      expect(again.status).toBe(201);
+      expect(again.headers.get('x-raw')).toBe('a, b');
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      expect(await again.text()).toBe(body);
+      expect(await effects(key)).toBe(1);
+    });
+
     it('answers 413 to an unparsed body over bodyLimitBytes, and claims nothing', async () => {
       const key = newKey();
       const res = await post(key, { path: '/small', body: { amount: 100, note: 'more than sixteen bytes' } });

@@ -45,6 +45,12 @@ export async function listen({ engine, leaseEngine, routes, port = 0, onResult }
   app.post('/small', small(), async (req, res) =>
     send(res, await routes.charge(req.idempotent, inputOf(req))),
   );
+  // Node's own API: writeHead is recorded, end is held back until COMMIT.
+  app.post('/write-head', json, idempotent(), async (req, res) => {
+    const { json: charge } = await routes.charge(req.idempotent, inputOf(req));
+    res.writeHead(201, 'Made', ['content-type', 'text/plain', 'x-raw', 'a', 'x-raw', 'b']);
+    res.end(`charge ${charge.charge}`, 'utf8');
+  });
   app.post('/stream', json, idempotent(), async (req, res) => {
     await routes.charge(req.idempotent, inputOf(req));
     res.type('text/plain');
