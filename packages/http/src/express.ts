@@ -4,11 +4,13 @@ import type { Idempotency } from './engine.js';
 import { readRawBody } from './express-body.js';
 import { ResponseCapture } from './express-capture.js';
 import { BindingErrorCode, bindingError } from './fastify-express-errors.js';
+import { type BindingOptions, checkBindingOptions } from './fastify-express-options.js';
 import type { HandleResult, IdempotentContext, RouteOptions } from './types.js';
 
 export type { Idempotency } from './engine.js';
 export { keepRawBody } from './express-body.js';
 export { BindingErrorCode } from './fastify-express-errors.js';
+export type { BindingOptions } from './fastify-express-options.js';
 export type {
   HandleResult,
   HandleStatus,
@@ -18,18 +20,8 @@ export type {
   RouteOptions,
 } from './types.js';
 
-/** Options of {@link expressIdempotency}. */
-export interface ExpressIdempotencyOptions {
-  /** The engine (`createIdempotency({ pool, ... })`) the routes' keys go through. */
-  idempotency: Idempotency;
-  /**
-   * Required: the scope a key lives in, from the request. It must include the principal (the
-   * authenticated user, account or API client), or two clients choosing the same key would read
-   * each other's responses. Runs when the middleware does, so put authentication before it.
-   */
-  scope: (req: Request) => string | Promise<string>;
-  /** Called with every idempotent request's result (for logs and tests). @default none */
-  onResult?: ((result: HandleResult, req: Request) => void) | undefined;
+/** Options of {@link expressIdempotency}: the engine, the required `scope`, `onResult`, and the body limit. */
+export interface ExpressIdempotencyOptions extends BindingOptions<Request> {
   /**
    * The largest body the middleware reads itself, in bytes, when no body parser with
    * {@link keepRawBody} read it first; a larger one is refused with 413.
@@ -46,7 +38,7 @@ declare global {
     interface Request {
       /**
        * The idempotent route's context (`@once/http/express`): `tx`, `publish`, `step`,
-       * `idempotencyKey`. Reading it where the middleware did not run throws.
+       * `idempotencyKey`. Set by the middleware for the handlers after it; `undefined` elsewhere.
        */
       readonly idempotent: IdempotentContext;
     }
@@ -73,16 +65,8 @@ export type ExpressIdempotentMiddleware = (routeOptions?: RouteOptions) => Reque
  * Buffer, as with `express.raw()`).
  */
 export function expressIdempotency(options: ExpressIdempotencyOptions): ExpressIdempotentMiddleware {
-  const { idempotency, scope } = options ?? ({} as ExpressIdempotencyOptions);
-  if (typeof idempotency?.handle !== 'function') {
-    throw invalidOption('idempotency', 'must be the engine from createIdempotency()');
-  }
-  if (typeof scope !== 'function') {
-    throw invalidOption(
-      'scope',
-      'is required: a function of the request returning the principal (user, account, API client) the key belongs to',
-    );
-  }
+  checkBindingOptions(options);
+  const { idempotency, scope } = options;
   const limit = options.bodyLimitBytes ?? DEFAULT_EXPRESS_IDEMPOTENCY_OPTIONS.bodyLimitBytes;
   if (!Number.isSafeInteger(limit) || limit < 0) {
     throw invalidOption('bodyLimitBytes', 'must be a non-negative integer');

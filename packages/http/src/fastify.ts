@@ -1,4 +1,3 @@
-import { invalidOption } from '@once/core/adapter';
 import type {
   FastifyInstance,
   FastifyPluginCallback,
@@ -10,11 +9,13 @@ import type {
 import type { Idempotency } from './engine.js';
 import { type FastifyBodyTap, tapBody } from './fastify-body.js';
 import { BindingErrorCode, bindingError } from './fastify-express-errors.js';
+import { type BindingOptions, checkBindingOptions } from './fastify-express-options.js';
 import { bodyBuffer, groupHeaders, headerPairs, payloadBytes } from './fastify-response.js';
 import type { HandleResult, HttpResponseData, IdempotentContext, RouteOptions } from './types.js';
 
 export type { Idempotency } from './engine.js';
 export { BindingErrorCode } from './fastify-express-errors.js';
+export type { BindingOptions } from './fastify-express-options.js';
 export type {
   HandleResult,
   HandleStatus,
@@ -24,20 +25,8 @@ export type {
   RouteOptions,
 } from './types.js';
 
-/** Options of {@link fastifyIdempotency}. */
-export interface FastifyIdempotencyOptions {
-  /** The engine (`createIdempotency({ pool, ... })`) the routes' keys go through. */
-  idempotency: Idempotency;
-  /**
-   * Required: the scope a key lives in, from the request. It must include the principal (the
-   * authenticated user, account or API client), or two clients choosing the same key would read
-   * each other's responses. Runs after every `onRequest`, `preValidation` and `preHandler` hook of
-   * the route (so after authentication).
-   */
-  scope: (request: FastifyRequest) => string | Promise<string>;
-  /** Called with every idempotent request's result (for logs and tests). @default none */
-  onResult?: ((result: HandleResult, request: FastifyRequest) => void) | undefined;
-}
+/** Options of {@link fastifyIdempotency}: the engine, the required `scope`, and `onResult`. */
+export interface FastifyIdempotencyOptions extends BindingOptions<FastifyRequest> {}
 
 /**
  * The per-route setting, under the route's `config`: `{ config: { idempotent: true } }`, or an
@@ -81,20 +70,13 @@ function plugin(
   options: FastifyIdempotencyOptions,
   done: (err?: Error) => void,
 ): void {
-  const { idempotency, scope } = options ?? ({} as FastifyIdempotencyOptions);
-  if (typeof idempotency?.handle !== 'function') {
-    done(invalidOption('idempotency', 'must be the engine from createIdempotency()'));
+  try {
+    checkBindingOptions(options);
+  } catch (err) {
+    done(err as Error);
     return;
   }
-  if (typeof scope !== 'function') {
-    done(
-      invalidOption(
-        'scope',
-        'is required: a function of the request returning the principal (user, account, API client) the key belongs to',
-      ),
-    );
-    return;
-  }
+  const { idempotency, scope } = options;
 
   fastify.decorateRequest('idempotent', {
     getter(this: FastifyRequest): IdempotentContext {
