@@ -42,6 +42,16 @@ export async function inspectCommand(
     result: row.result,
     error: row.error,
     origin: row.origin ?? null,
+    ...(row.response
+      ? {
+          response: {
+            status: row.response.status,
+            headers: row.response.headers,
+            bytes: row.response.body.length,
+            base64: row.response.body.toString('base64'),
+          },
+        }
+      : {}),
     body:
       row.body === null || preview === null
         ? null
@@ -86,6 +96,14 @@ function inspectText(
     ['result', oneLine(row.result, 200)],
     ['error', errorLine(row.error)],
     ...(row.origin ? ([['origin', oneLine(row.origin, 200)]] as [string, string][]) : []),
+    ...(row.response
+      ? ([
+          [
+            'http response',
+            `${row.response.status}, ${row.response.headers.length} headers, ${formatBytes(row.response.body.length)}: ${previewBody(row.response.body, 120).text}`,
+          ],
+        ] as [string, string][])
+      : []),
   ];
   if (row.body === null || preview === null) {
     fields.push([

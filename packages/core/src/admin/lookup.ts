@@ -28,6 +28,11 @@ export interface InboxRecord {
   readonly owner?: string | null;
   /** Lease mode: when the lease ends. Absent before schema version 3. */
   readonly leaseUntil?: Date | null;
+  /**
+   * The response stored with an HTTP idempotency key (`@once/http`): status, header pairs and
+   * body bytes; null on other rows. Absent before schema version 8.
+   */
+  readonly response?: { status: number; headers: Array<[string, string]>; body: Buffer } | null;
 }
 
 /** A durable step recorded in lease mode. */
@@ -57,6 +62,9 @@ interface InboxRowData {
   expires_at: Date;
   owner?: string | null;
   lease_until?: Date | null;
+  response_status?: number | null;
+  response_headers?: Array<[string, string]> | null;
+  response_body?: Buffer | null;
 }
 
 /** Whether `consumer` has any inbox row. */
@@ -89,6 +97,19 @@ export async function findInboxRow(
     expiresAt: r.expires_at,
     // Columns of schema version 3: absent on older schemas, so absent here too.
     ...('owner' in r ? { owner: r.owner ?? null, leaseUntil: r.lease_until ?? null } : {}),
+    // Columns of schema version 8 (@once/http's stored responses).
+    ...('response_status' in r
+      ? {
+          response:
+            r.response_status === null || r.response_status === undefined
+              ? null
+              : {
+                  status: r.response_status,
+                  headers: r.response_headers ?? [],
+                  body: r.response_body ?? Buffer.alloc(0),
+                },
+        }
+      : {}),
   };
 }
 

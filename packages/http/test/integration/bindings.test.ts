@@ -1,5 +1,6 @@
 import { request as httpRequest } from 'node:http';
 import { migrate } from '@once/core';
+import { getInboxRow } from '@once/core/admin';
 import { createIdempotency, type HandleResult } from '@once/http';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -114,6 +115,11 @@ describe.each(BINDINGS)('%s binding', (name, listen) => {
     expect(stored.map(([n]) => n)).not.toContain('date');
     expect(stored.map(([n]) => n)).toContain('x-charge-seq');
     expect(await effects(key)).toBe(1);
+    // what `once inspect` shows: the key's inbox row with its stored response
+    const row = await getInboxRow(pool, schema, { consumer: 'http.test', messageId: `alice/${key}` });
+    expect(row.status).toBe('done');
+    expect(row.response?.status).toBe(201);
+    expect(row.response?.body.equals(firstBytes)).toBe(true);
   });
 
   it('answers 422 to the same key with another body, and runs nothing', async () => {
