@@ -7,7 +7,6 @@ import { BindingErrorCode, bindingError } from './fastify-express-errors.js';
 import { type BindingOptions, checkBindingOptions } from './fastify-express-options.js';
 import type { HandleResult, IdempotentContext, RouteOptions } from './types.js';
 
-export type { Idempotency } from './engine.js';
 export { keepRawBody } from './express-body.js';
 export { BindingErrorCode } from './fastify-express-errors.js';
 export type { BindingOptions } from './fastify-express-options.js';

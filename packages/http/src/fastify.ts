@@ -13,7 +13,6 @@ import { type BindingOptions, checkBindingOptions } from './fastify-express-opti
 import { bodyBuffer, groupHeaders, headerPairs, payloadBytes } from './fastify-response.js';
 import type { HandleResult, HttpResponseData, IdempotentContext, RouteOptions } from './types.js';
 
-export type { Idempotency } from './engine.js';
 export { BindingErrorCode } from './fastify-express-errors.js';
 export type { BindingOptions } from './fastify-express-options.js';
 export type {
