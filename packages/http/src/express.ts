@@ -5,7 +5,7 @@ import { readRawBody } from './express-body.js';
 import { ResponseCapture } from './express-capture.js';
 import { BindingErrorCode, bindingError } from './fastify-express-errors.js';
 import { type BindingOptions, checkBindingOptions } from './fastify-express-options.js';
-import type { HandleResult, IdempotentContext, RouteOptions } from './types.js';
+import type { HandleResult, HttpResponseData, IdempotentContext, RouteOptions } from './types.js';
 
 export { keepRawBody } from './express-body.js';
 export { BindingErrorCode } from './fastify-express-errors.js';
@@ -106,6 +106,21 @@ async function run(
   const scope = await scopeOf(req);
   let capture: ResponseCapture | undefined;
   let result: HandleResult;
+  async function runRoute(ctx: IdempotentContext): Promise<HttpResponseData> {
+    Object.defineProperty(req, 'idempotent', { value: ctx, configurable: true, enumerable: false });
+    const c = new ResponseCapture(res);
+    capture = c;
+    // The rest of the route runs in the key's transaction; only its response is awaited.
+    next();
+    const outcome = await c.outcome;
+    if (outcome.kind === 'streaming') {
+      throw bindingError(
+        BindingErrorCode.StreamingRefused,
+        `${outcome.via} on the idempotent route ${req.method} ${routeOf(req)} is refused: its response must be complete before COMMIT (use res.send / res.json / res.end)`,
+      );
+    }
+    return outcome.response;
+  }
   try {
     result = await idempotency.handle(
       {
@@ -115,20 +130,12 @@ async function run(
         body: raw.bytes,
       },
       scope,
-      async (ctx) => {
-        Object.defineProperty(req, 'idempotent', { value: ctx, configurable: true, enumerable: false });
-        const c = new ResponseCapture(res);
-        capture = c;
-        // The rest of the route runs in the key's transaction; only its response is awaited.
-        next();
-        const outcome = await c.outcome;
-        if (outcome.kind === 'streaming') {
-          throw bindingError(
-            BindingErrorCode.StreamingRefused,
-            `${outcome.via} on the idempotent route ${req.method} ${routeOf(req)} is refused: its response must be complete before COMMIT (use res.send / res.json / res.end)`,
-          );
-        }
-        return outcome.response;
+      (ctx) => {
+        const running = runRoute(ctx);
+        // The engine awaits it; should it stop waiting (its handler deadline), a late refusal must
+        // not become an unhandled rejection.
+        running.catch(() => {});
+        return running;
       },
       routeOptions,
     );

@@ -147,6 +147,9 @@ function makePreHandler(
       capture = resolve;
       refuse = reject;
     });
+    // The engine awaits it; should it stop waiting (its handler deadline), a late refusal must not
+    // become an unhandled rejection.
+    captured.catch(() => {});
     const state: RequestState = {
       ctx: undefined,
       settled: false,
