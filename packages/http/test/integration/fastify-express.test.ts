@@ -1,0 +1,390 @@
+import { request as httpRequest } from 'node:http';
+import { migrate } from '@once/core';
+import { createIdempotency, type HandleResult } from '@once/http';
+import type pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestPool, dropSchema, freshSchemaName } from '../../../../test/support/index.js';
+
+// @ts-expect-error plain JavaScript shared with the child server processes
+import { listen as listenExpress } from '../support/bindings/express.mjs';
+// @ts-expect-error plain JavaScript shared with the child server processes
+import { listen as listenFastify } from '../support/bindings/fastify.mjs';
+// @ts-expect-error plain JavaScript shared with the child server processes
+import { createRoutes, createTestTables } from '../support/routes.mjs';
+
+/** A parsed JSON body, read field by field. */
+type Json = Record<string, unknown>;
+
+// The Fastify 5 plugin and the Express 5 middleware against real servers on 127.0.0.1 and fetch
+// clients, on a real PostgreSQL; a schema per binding.
+
+type Listen = (o: unknown) => Promise<{ port: number; close: () => Promise<void> }>;
+const BINDINGS: ReadonlyArray<readonly [string, Listen]> = [
+  ['fastify', listenFastify as Listen],
+  ['express', listenExpress as Listen],
+];
+
+describe.each(BINDINGS)('%s binding', (name, listen) => {
+  let pool: pg.Pool;
+  let schema: string;
+  let base: string;
+  let close: () => Promise<void>;
+  const results: HandleResult[] = [];
+
+  beforeAll(async () => {
+    pool = createTestPool({ max: 5 });
+    schema = freshSchemaName(`http_${name}`);
+    await migrate(pool, { schema });
+    await createTestTables(pool, schema);
+    const engine = createIdempotency({ pool, schema, consumer: 'http.test', logger: false });
+    const server = await listen({
+      engine,
+      routes: createRoutes({ pool, schema }),
+      onResult: (r: HandleResult) => results.push(r),
+    });
+    base = `http://127.0.0.1:${server.port}`;
+    close = server.close;
+  });
+  afterAll(async () => {
+    await close?.();
+    await dropSchema(pool, schema);
+    await pool.end();
+  });
+
+  let n = 0;
+  const newKey = () => `k-${name}-${++n}-${Math.random().toString(36).slice(2)}`;
+  const post = (
+    key: string | undefined,
+    opts: { principal?: string; body?: unknown; headers?: Record<string, string>; path?: string } = {},
+  ) =>
+    fetch(`${base}${opts.path ?? '/charges'}`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'x-principal': opts.principal ?? 'alice',
+        ...(key === undefined ? {} : { 'idempotency-key': key }),
+        ...opts.headers,
+      },
+      body: JSON.stringify(opts.body ?? { amount: 100 }),
+    });
+  const effects = async (key: string): Promise<number> => {
+    const { rows } = await pool.query(
+      `SELECT count(*)::int AS n FROM "${schema}".http_effects WHERE key = $1`,
+      [key],
+    );
+    return rows[0].n;
+  };
+  const stored = async (key: string, principal = 'alice'): Promise<boolean> => {
+    const { rowCount } = await pool.query(`SELECT 1 FROM "${schema}".inbox WHERE message_id = $1`, [
+      `${principal}/${key}`,
+    ]);
+    return rowCount === 1;
+  };
+
+  it('runs 100 concurrent requests with one key once: the others get 409 or the replay', async () => {
+    const key = newKey();
+    const responses = await Promise.all(
+      Array.from({ length: 100 }, () => post(key, { headers: { 'x-hold-ms': '50' } })),
+    );
+    const statuses = responses.map((r) => r.status);
+    const bodies = await Promise.all(responses.map((r) => r.text()));
+    expect(statuses.filter((s) => s !== 201 && s !== 409)).toEqual([]);
+    const ok = bodies.filter((_, i) => statuses[i] === 201);
+    expect(new Set(ok).size).toBe(1);
+    const fresh = responses.filter((r) => r.status === 201 && r.headers.get('idempotent-replayed') === null);
+    expect(fresh).toHaveLength(1);
+    for (const r of responses.filter((r) => r.status === 409))
+      expect(r.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect(await effects(key)).toBe(1);
+  });
+
+  it('replays the same status, stored headers and body bytes, with a fresh Date and the replay marker', async () => {
+    const key = newKey();
+    const first = await post(key);
+    const firstBytes = Buffer.from(await first.arrayBuffer());
+    expect(first.status).toBe(201);
+    expect(first.headers.get('idempotent-replayed')).toBeNull();
+    const again = await post(key);
+    const againBytes = Buffer.from(await again.arrayBuffer());
+    expect(again.status).toBe(201);
+    expect(againBytes.equals(firstBytes)).toBe(true);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.headers.get('x-charge-seq')).toBe(first.headers.get('x-charge-seq'));
+    expect(again.headers.getSetCookie()).toEqual(['a=1', 'b=2']);
+    expect(again.headers.get('content-type')).toBe(first.headers.get('content-type'));
+    expect(again.headers.get('date')).not.toBeNull();
+    const { rows } = await pool.query(
+      `SELECT response_headers FROM "${schema}".inbox WHERE message_id = $1`,
+      [`alice/${key}`],
+    );
+    const names = (rows[0].response_headers as Array<[string, string]>).map(([h]) => h);
+    expect(names).not.toContain('keep-alive');
+    expect(names).not.toContain('date');
+    expect(names).toContain('x-charge-seq');
+    expect(await effects(key)).toBe(1);
+  });
+
+  it('answers 422 to the same key with another body, and runs nothing', async () => {
+    const key = newKey();
+    expect((await post(key, { body: { amount: 1 } })).status).toBe(201);
+    const other = await post(key, { body: { amount: 2 } });
+    expect(other.status).toBe(422);
+    expect(other.headers.get('content-type')).toBe('application/problem+json');
+    expect(((await other.json()) as Json).type).toMatch(/key-mismatch$/);
+    expect(await effects(key)).toBe(1);
+  });
+
+  it('stores a 4xx with the claim, rolls back its writes, and replays it', async () => {
+    const key = newKey();
+    const first = await post(key, { headers: { 'x-status': '402' } });
+    expect(first.status).toBe(402);
+    expect(await effects(key)).toBe(0);
+    expect(await stored(key)).toBe(true);
+    const again = await post(key);
+    expect(again.status).toBe(402);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(await effects(key)).toBe(0);
+  });
+
+  it.each([408, 409, 425, 429, 500, 503])(
+    'never stores a %i: its writes roll back and the retry runs',
+    async (status) => {
+      const key = newKey();
+      const first = await post(key, { headers: { 'x-status': String(status) } });
+      expect(first.status).toBe(status);
+      expect(await effects(key)).toBe(0);
+      expect(await stored(key)).toBe(false);
+      const again = await post(key);
+      expect(again.status).toBe(201);
+      expect(again.headers.get('idempotent-replayed')).toBeNull();
+      expect(await effects(key)).toBe(1);
+    },
+  );
+
+  it('stores nothing when the handler throws: a 500, and the retry runs', async () => {
+    const key = newKey();
+    const first = await post(key, { headers: { 'x-throw': '1' } });
+    expect(first.status).toBe(500);
+    expect(await effects(key)).toBe(0);
+    expect(await stored(key)).toBe(false);
+    const again = await post(key);
+    expect(again.status).toBe(201);
+    expect(again.headers.get('idempotent-replayed')).toBeNull();
+    expect(await effects(key)).toBe(1);
+  });
+
+  // Fastify sees the throw (onError) before its error handler picks a status: a throw stores
+  // nothing, whatever the status. Express sees only the response the error handler wrote: a 4xx
+  // is stored like any 4xx the handler sent.
+  it(`${name === 'fastify' ? 'stores nothing for' : 'stores the response of'} a thrown error that the error handler answers with 404`, async () => {
+    const key = newKey();
+    const first = await post(key, { path: '/throw-404' });
+    expect(first.status).toBe(404);
+    expect(await effects(key)).toBe(0);
+    expect(await stored(key)).toBe(name === 'express');
+    const again = await post(key, { path: '/throw-404' });
+    expect(again.status).toBe(404);
+    expect(again.headers.get('idempotent-replayed')).toBe(name === 'express' ? 'true' : null);
+  });
+
+  it('answers 5xx, never the handler 2xx, when a deferred constraint fails at COMMIT', async () => {
+    const key = newKey();
+    const first = await post(key, { headers: { 'x-deferred': '1' } });
+    expect(first.status).toBe(500);
+    expect(first.headers.get('content-type')).toBe('application/problem+json');
+    expect(await effects(key)).toBe(0);
+    expect(await stored(key)).toBe(false);
+    const again = await post(key);
+    expect(again.status).toBe(201);
+    expect(await effects(key)).toBe(1);
+  });
+
+  it('gives two principals with one key their own responses', async () => {
+    const key = newKey();
+    const a = await post(key, { principal: 'alice' });
+    const b = await post(key, { principal: 'bob' });
+    expect(a.status).toBe(201);
+    expect(b.status).toBe(201);
+    expect(b.headers.get('idempotent-replayed')).toBeNull();
+    expect(((await a.json()) as Json).principal).toBe('alice');
+    expect(((await b.json()) as Json).principal).toBe('bob');
+    expect(await effects(key)).toBe(2);
+  });
+
+  it('refuses missing and bad keys with 400 problem+json, and runs nothing', async () => {
+    const cases: Array<[string | undefined, RegExp]> = [
+      [undefined, /key-missing$/],
+      ['', /key-invalid$/],
+      ['""', /key-invalid$/],
+      ['x'.repeat(256), /key-invalid$/],
+      ['a b', /key-invalid$/],
+      ['"unterminated', /key-invalid$/],
+    ];
+    const before = (await pool.query(`SELECT count(*)::int AS n FROM "${schema}".http_effects`)).rows[0].n;
+    for (const [key, type] of cases) {
+      const res = await post(key);
+      expect(res.status, String(key)).toBe(400);
+      expect(res.headers.get('content-type')).toBe('application/problem+json');
+      expect(((await res.json()) as Json).type).toMatch(type);
+    }
+    // obs-text: a latin1 byte that fetch refuses to send, so through node:http's client
+    const obs = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = httpRequest(
+        `${base}/charges`,
+        {
+          method: 'POST',
+          headers: {
+            'idempotency-key': 'caf\u00e9',
+            'x-principal': 'alice',
+            'content-type': 'application/json',
+          },
+        },
+        (res) => {
+          let body = '';
+          res.on('data', (c) => {
+            body += c;
+          });
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+        },
+      );
+      req.on('error', reject);
+      req.end('{"amount":100}');
+    });
+    expect(obs.status).toBe(400);
+    expect(JSON.parse(obs.body).type).toMatch(/key-invalid$/);
+    const after = (await pool.query(`SELECT count(*)::int AS n FROM "${schema}".http_effects`)).rows[0].n;
+    expect(after).toBe(before);
+  });
+
+  it('commits a request whose client went away before COMMIT, and replays it', async () => {
+    const key = newKey();
+    const gone = new AbortController();
+    const aborted = post(key, { principal: 'carol', headers: { 'x-hold-ms': '300' } });
+    void aborted.catch(() => {});
+    const cut = fetch(`${base}/charges`, {
+      method: 'POST',
+      signal: gone.signal,
+      headers: {
+        'content-type': 'application/json',
+        'x-principal': 'dave',
+        'idempotency-key': key,
+        'x-hold-ms': '300',
+      },
+      body: JSON.stringify({ amount: 100 }),
+    }).catch(() => undefined);
+    setTimeout(() => gone.abort(), 100);
+    await cut;
+    await aborted;
+    let count = 0;
+    for (let i = 0; i < 100 && count === 0; i++) {
+      const { rows } = await pool.query(
+        `SELECT count(*)::int AS n FROM "${schema}".http_effects WHERE key = $1 AND principal = 'dave'`,
+        [key],
+      );
+      count = rows[0].n;
+      if (count === 0) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(count).toBe(1);
+    const again = await post(key, { principal: 'dave' });
+    expect(again.status).toBe(201);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+  });
+
+  const streamingPaths = name === 'express' ? ['/stream', '/pipe', '/flush'] : ['/stream', '/hijack'];
+  it.each(streamingPaths)(
+    'refuses a streamed response on %s: a 500, its writes rolled back, nothing stored',
+    async (path) => {
+      const key = newKey();
+      const first = await post(key, { path });
+      expect(first.status).toBe(500);
+      const text = await first.text();
+      expect(text).not.toMatch(/^ab|hijacked|late/);
+      expect(await effects(key)).toBe(0);
+      expect(await stored(key)).toBe(false);
+      const refused = results.filter((r) => r.key === key);
+      expect(refused.map((r) => r.status)).toEqual(['failed']);
+      expect((refused[0]?.error as { code?: string } | undefined)?.code).toBe('HTTP_STREAMING_REFUSED');
+    },
+  );
+
+  it('reports every outcome to onResult', () => {
+    const seen = new Set(results.map((r) => r.status));
+    for (const s of [
+      'processed',
+      'replayed',
+      'mismatch',
+      'not-stored',
+      'failed',
+      'invalid-key',
+      'missing-key',
+    ]) {
+      expect(seen.has(s as HandleResult['status']), s).toBe(true);
+    }
+  });
+
+  if (name === 'fastify') {
+    it('claims no key for a request that fails the route schema', async () => {
+      const key = newKey();
+      const bad = await post(key, { path: '/validated', body: { amount: 'many' } });
+      expect(bad.status).toBe(400);
+      expect(await stored(key)).toBe(false);
+      const good = await post(key, { path: '/validated', body: { amount: 3 } });
+      expect(good.status).toBe(201);
+      expect(good.headers.get('idempotent-replayed')).toBeNull();
+      expect(await effects(key)).toBe(1);
+    });
+
+    it('throws HTTP_NOT_IDEMPOTENT for request.idempotent on a route not marked idempotent', async () => {
+      const res = await post(newKey(), { path: '/plain' });
+      expect(res.status).toBe(500);
+      expect(((await res.json()) as Json).code).toBe('HTTP_NOT_IDEMPOTENT');
+    });
+  }
+
+  if (name === 'express') {
+    it('fails with HTTP_RAW_BODY_MISSING when a parser consumed the body without keepRawBody', async () => {
+      const key = newKey();
+      const res = await post(key, { path: '/no-raw' });
+      expect(res.status).toBe(500);
+      expect(((await res.json()) as Json).code).toBe('HTTP_RAW_BODY_MISSING');
+      expect(await stored(key)).toBe(false);
+      expect(await effects(key)).toBe(0);
+    });
+
+    it('holds back res.writeHead + res.end until COMMIT and replays them', async () => {
+      const key = newKey();
+      const first = await post(key, { path: '/write-head' });
+      expect(first.status).toBe(201);
+      expect(first.headers.get('x-raw')).toBe('a, b');
+      const body = await first.text();
+      expect(body).toMatch(/^charge \d+$/);
+      const again = await post(key, { path: '/write-head' });
+      expect(again.status).toBe(201);
+      expect(again.headers.get('x-raw')).toBe('a, b');
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      expect(await again.text()).toBe(body);
+      expect(await effects(key)).toBe(1);
+    });
+
+    it('answers 413 to an unparsed body over bodyLimitBytes, and claims nothing', async () => {
+      const key = newKey();
+      const res = await post(key, { path: '/small', body: { amount: 100, note: 'more than sixteen bytes' } });
+      expect(res.status).toBe(413);
+      expect(((await res.json()) as Json).code).toBe('HTTP_BODY_TOO_LARGE');
+      expect(await stored(key)).toBe(false);
+      expect(await effects(key)).toBe(0);
+    });
+
+    it('reads an unparsed body itself, fingerprints its bytes, and leaves it in req.body as a Buffer', async () => {
+      const key = newKey();
+      const first = await post(key, { path: '/unparsed', body: { amount: 7 } });
+      expect(first.status).toBe(201);
+      expect(((await first.json()) as Json).amount).toBeNull();
+      const again = await post(key, { path: '/unparsed', body: { amount: 7 } });
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      const other = await post(key, { path: '/unparsed', body: { amount: 8 } });
+      expect(other.status).toBe(422);
+      expect(await effects(key)).toBe(1);
+    });
+  }
+});
