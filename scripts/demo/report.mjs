@@ -74,5 +74,10 @@ export function report(rows, { count, dupShare }) {
     '  A SIGKILLed process cannot report its last moments (its last ~50 ms, and messages committed but',
     '  not yet counted), so these can fall short; "effects" is counted in PostgreSQL and is exact.',
   );
+  if (rows.some((r) => r.broker === 'http'))
+    out.push(
+      'http: "sent" counts every request the client made, concurrent duplicates and retries included; the',
+      '  server processes report their keys (processed: charges made, duplicate: stored responses replayed).',
+    );
   return out.join('\n');
 }
