@@ -133,7 +133,11 @@ export class Idempotency {
     const bad = scopeProblem(scope);
     if (bad) return this.#failed(key, new Error(bad));
     const headers = route.fingerprintHeaders ?? o.fingerprintHeaders;
-    if (route.fingerprintHeaders) checkHeaderNames('fingerprintHeaders', headers);
+    try {
+      if (route.fingerprintHeaders) checkHeaderNames('fingerprintHeaders', headers);
+    } catch (err) {
+      return this.#failed(key, err);
+    }
     const envelope: Envelope = {
       id: messageIdOf(scope, key),
       body: fingerprintInput(request, headers),

@@ -17,8 +17,14 @@ import type { Idempotency } from './engine.js';
 import { HttpProblem, problemResponse } from './problem.js';
 import type { HandleResult, HttpResponseData, IdempotentContext, RouteOptions } from './types.js';
 
-export type { Idempotency } from './engine.js';
-export type { HandleResult, HttpResponseData, IdempotentContext, RouteOptions } from './types.js';
+export type {
+  HandleResult,
+  HandleStatus,
+  HeaderPairs,
+  HttpResponseData,
+  IdempotentContext,
+  RouteOptions,
+} from './types.js';
 
 /** Options of {@link idempotentFetch}. */
 export interface IdempotentFetchOptions extends RouteOptions {

@@ -39,6 +39,28 @@ export class TestServer {
   async kill(): Promise<void> {
     await this.child.kill('SIGKILL');
   }
+
+  #starting: Promise<unknown> | undefined;
+
+  /**
+   * Starts the process again if it is down (killed, or it killed itself); one start at a time.
+   * A start cut short by a kill is tried again.
+   */
+  async ensureUp(): Promise<void> {
+    while (!this.child.running || this.#starting) {
+      if (!this.#starting) {
+        this.#starting = this.start().then(
+          () => undefined,
+          () => undefined, // killed while starting: the loop tries again
+        );
+        void this.#starting.finally(() => {
+          this.#starting = undefined;
+        });
+      }
+      await this.#starting;
+      await sleep(0);
+    }
+  }
 }
 
 /** Starts two servers of `binding` on `schema`. */
@@ -76,6 +98,13 @@ export interface CrashCampaignOptions {
   readonly killEveryMs: readonly [number, number];
   /** Extra headers for each request (e.g. `{ 'x-hold-ms': '30' }` to widen the windows). */
   readonly headers?: Record<string, string>;
+  /**
+   * Which requests ask the server to SIGKILL itself right after a first success, before the
+   * response leaves (`x-die-after-commit`), by the key's index and the try (1-based). On an
+   * idempotent route the client then ends with the replay; on the naive one the retry runs the
+   * effect again. @default none
+   */
+  readonly dieAfterCommit?: (index: number, tries: number) => boolean;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -91,28 +120,43 @@ export async function runCrashCampaign(
   o: CrashCampaignOptions,
 ): Promise<{ answers: FinalAnswer[]; kills: number }> {
   let kills = 0;
+  let running = true;
+  // Brings back servers that died by themselves (x-die-after-commit) as well as killed ones.
+  const supervisor = (async () => {
+    while (running) {
+      await Promise.all(o.servers.map((s) => s.ensureUp()));
+      await sleep(25);
+    }
+  })();
   const killer = (async () => {
     while (kills < o.kills) {
       await sleep(o.killEveryMs[0] + Math.random() * (o.killEveryMs[1] - o.killEveryMs[0]));
       const server = pick(o.servers);
+      await server.ensureUp(); // kill a server that is serving, not one still starting
       await server.kill();
       kills++;
-      await server.start();
+      await server.ensureUp();
     }
   })();
   const answers: FinalAnswer[] = [];
-  const queue = [...o.keys];
+  const queue = o.keys.map((key, index) => ({ key, index }));
   const client = async () => {
-    for (let key = queue.shift(); key !== undefined; key = queue.shift()) {
-      answers.push(await untilAnswered(o, key));
+    for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
+      answers.push(await untilAnswered(o, next.key, next.index));
     }
   };
-  await Promise.all(Array.from({ length: o.concurrency }, client));
-  await killer;
+  try {
+    await Promise.all(Array.from({ length: o.concurrency }, client));
+    await killer;
+  } finally {
+    running = false;
+    await supervisor;
+  }
+  await Promise.all(o.servers.map((s) => s.ensureUp()));
   return { answers, kills };
 }
 
-async function untilAnswered(o: CrashCampaignOptions, key: string): Promise<FinalAnswer> {
+async function untilAnswered(o: CrashCampaignOptions, key: string, index: number): Promise<FinalAnswer> {
   const principal = `p${key.length % 3}`;
   for (let tries = 1; ; tries++) {
     const server = pick(o.servers);
@@ -124,6 +168,7 @@ async function untilAnswered(o: CrashCampaignOptions, key: string): Promise<Fina
           'x-principal': principal,
           'content-type': 'application/json',
           ...o.headers,
+          ...(o.dieAfterCommit?.(index, tries) ? { 'x-die-after-commit': '1' } : {}),
         },
         body: JSON.stringify({ amount: 100 }),
         signal: AbortSignal.timeout(10_000),

@@ -56,11 +56,16 @@ export async function listen({
     }
     return new Response('not found', { status: 404 });
   };
-  // x-hold-after-commit-ms: wait between COMMIT and sending, so a SIGKILL can land in that window.
+  // Crash windows between COMMIT and sending: x-hold-after-commit-ms waits there, so a SIGKILL
+  // can land in it; x-die-after-commit makes the process SIGKILL itself there after a first
+  // (not replayed) success, so the client's retry must get the replay.
   const held = async (req) => {
     const res = await handler(req);
     const ms = Number(req.headers.get('x-hold-after-commit-ms') ?? 0);
     if (ms > 0) await new Promise((r) => setTimeout(r, ms));
+    if (req.headers.get('x-die-after-commit') === '1' && res.ok && !res.headers.has('idempotent-replayed')) {
+      process.kill(process.pid, 'SIGKILL');
+    }
     return res;
   };
   const server = createServer(toListener(held));
