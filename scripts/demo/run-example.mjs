@@ -130,7 +130,7 @@ export async function runExample(example, args, log) {
     row.sent = p.sent;
     row.effects = e.total;
     row.stages = p.stages ? await p.stages() : [];
-    row.effectsOk = [e, ...row.stages].every((x) => x.total === p.unique && x.unique === p.unique);
+    row.effectsOk = effectsHold(e, row.stages, p.unique);
     row.domain = await p.verify();
   } catch (err) {
     row.problems.push(err instanceof Error ? err.message : String(err));
@@ -152,6 +152,16 @@ export async function runExample(example, args, log) {
   }
   row.seconds = (Date.now() - t0) / 1000;
   return row;
+}
+
+/**
+ * One effect per unique message id and no more, in the example's effects and at every stage.
+ * @param {import('./example-contract.js').DemoEffects} effects
+ * @param {import('./example-contract.js').DemoStage[]} stages
+ * @param {number} unique
+ */
+export function effectsHold(effects, stages, unique) {
+  return [effects, ...stages].every((x) => x.total === unique && x.unique === unique);
 }
 
 const since = (/** @type {number} */ t) => ((Date.now() - t) / 1000).toFixed(1);
