@@ -17,7 +17,14 @@ import { runExample } from './demo/run-example.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 /** The order; any other example with a demo.mjs runs after these, by name. */
-const ORDER = ['kafka-orders', 'sqs-payments', 'rabbitmq-emails', 'nats-inventory', 'outbox-chain'];
+const ORDER = [
+  'kafka-orders',
+  'sqs-payments',
+  'rabbitmq-emails',
+  'nats-inventory',
+  'outbox-chain',
+  'http-payments',
+];
 const COUNT = Number(process.env.DEMO_MESSAGES ?? 2000);
 const DUP_SHARE = 0.25;
 

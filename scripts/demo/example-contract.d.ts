@@ -26,10 +26,19 @@ export interface DemoEffects {
   unique: number;
 }
 
+/** One stage's effect rows, for {@link DemoPrepared.stages}. */
+export interface DemoStage extends DemoEffects {
+  /** A short label, e.g. `charges`. */
+  name: string;
+}
+
 /** What `prepare` returns once the messages are published. */
 export interface DemoPrepared {
-  /** Messages published, duplicates included. */
-  sent: number;
+  /**
+   * Messages published, duplicates included. Read again when the row ends, so an example whose
+   * client keeps sending while the consumers run (HTTP: retries) may count up with a getter.
+   */
+  readonly sent: number;
   /** Distinct message ids among them: what the effects must reach, once each. */
   unique: number;
   /** Started together; the runner SIGKILLs all of them part-way and starts them again. */
@@ -37,6 +46,11 @@ export interface DemoPrepared {
   effects(): Promise<DemoEffects>;
   /** Messages not yet settled anywhere (broker backlog, unacknowledged, outbox rows...). */
   pending(): Promise<number>;
+  /**
+   * Optional: the effects at each stage of a chain (say the rows an HTTP endpoint wrote, then what
+   * a downstream consumer wrote for them), shown under the row; each must also equal `unique`.
+   */
+  stages?(): Promise<DemoStage[]>;
   /** The example's domain invariant, e.g. "each balance = the sum of its unique payments". */
   verify(): Promise<{ ok: boolean; detail: string }>;
   /** Deletes what `prepare` created and closes its connections. Called even after a failure. */
@@ -47,7 +61,7 @@ export interface DemoPrepared {
 export interface DemoExample {
   /** The example's folder name. */
   name: string;
-  /** The table groups rows by broker. */
-  broker: 'kafka' | 'sqs' | 'rabbitmq' | 'nats';
+  /** The table groups rows by broker; `http` for an example whose messages are HTTP requests. */
+  broker: 'kafka' | 'sqs' | 'rabbitmq' | 'nats' | 'http';
   prepare(args: DemoPrepareArgs): Promise<DemoPrepared>;
 }

@@ -41,8 +41,26 @@ export function report(rows, { count, dupShare }) {
   ];
   for (const broker of [...new Set(rows.map((r) => r.broker))]) {
     out.push('', broker, line(COLUMNS.map(([title]) => title)));
-    for (const r of rows.filter((x) => x.broker === broker))
+    for (const r of rows.filter((x) => x.broker === broker)) {
       out.push(line(COLUMNS.map(([, , cell]) => cell(r))));
+      // A chain's stages, under its row: only their effects and whether they equal unique.
+      for (const st of r.stages ?? [])
+        out.push(
+          line(
+            COLUMNS.map(([title]) =>
+              title === 'example'
+                ? `  ${st.name}`
+                : title === 'effects'
+                  ? st.total
+                  : title === 'effects = unique'
+                    ? st.total === r.unique && st.unique === r.unique
+                      ? 'yes'
+                      : 'NO'
+                    : '',
+            ),
+          ).trimEnd(),
+        );
+    }
   }
   out.push('', 'domain checks:');
   for (const r of rows) {
@@ -56,5 +74,10 @@ export function report(rows, { count, dupShare }) {
     '  A SIGKILLed process cannot report its last moments (its last ~50 ms, and messages committed but',
     '  not yet counted), so these can fall short; "effects" is counted in PostgreSQL and is exact.',
   );
+  if (rows.some((r) => r.broker === 'http'))
+    out.push(
+      'http: "sent" counts every request the client made, concurrent duplicates and retries included; the',
+      '  server processes report their keys (processed: charges made, duplicate: stored responses replayed).',
+    );
   return out.join('\n');
 }

@@ -18,7 +18,8 @@ import { ConsumerProcess } from './consumer-process.mjs';
  * @property {number} seen deliveries the consumers reported settling (processed, duplicate, conflict, failed)
  * @property {number} dropped duplicates the consumers reported
  * @property {number} effects effect rows at the end
- * @property {boolean} effectsOk one effect per unique message id, and no more
+ * @property {boolean} effectsOk one effect per unique message id, and no more (at every stage)
+ * @property {import('./example-contract.js').DemoStage[]} stages effects per stage of a chain, if the example reports them
  * @property {{ ok: boolean, detail: string }} domain
  * @property {number} killedAt effect rows when the first consumers were SIGKILLed
  * @property {number} seconds
@@ -56,6 +57,7 @@ export async function runExample(example, args, log) {
     dropped: 0,
     effects: 0,
     effectsOk: false,
+    stages: [],
     domain: { ok: false, detail: 'not checked' },
     killedAt: 0,
     seconds: 0,
@@ -125,8 +127,10 @@ export async function runExample(example, args, log) {
     if (!clean.every(Boolean)) row.problems.push('a consumer did not stop cleanly on SIGTERM');
 
     const e = await p.effects();
+    row.sent = p.sent;
     row.effects = e.total;
-    row.effectsOk = e.total === p.unique && e.unique === p.unique;
+    row.stages = p.stages ? await p.stages() : [];
+    row.effectsOk = effectsHold(e, row.stages, p.unique);
     row.domain = await p.verify();
   } catch (err) {
     row.problems.push(err instanceof Error ? err.message : String(err));
@@ -148,6 +152,16 @@ export async function runExample(example, args, log) {
   }
   row.seconds = (Date.now() - t0) / 1000;
   return row;
+}
+
+/**
+ * One effect per unique message id and no more, in the example's effects and at every stage.
+ * @param {import('./example-contract.js').DemoEffects} effects
+ * @param {import('./example-contract.js').DemoStage[]} stages
+ * @param {number} unique
+ */
+export function effectsHold(effects, stages, unique) {
+  return [effects, ...stages].every((x) => x.total === unique && x.unique === unique);
 }
 
 const since = (/** @type {number} */ t) => ((Date.now() - t) / 1000).toFixed(1);
