@@ -1,20 +1,30 @@
 // A consumer program of the published packages, as a user writes it: type-checked strictly
 // against the installed peers' own types (skipLibCheck off), then run against the real services.
 // Each broker: a once consumer started, one message sent with that adapter's outbox publisher,
-// handled once (its effect in PostgreSQL), the consumer stopped. Exits non-zero on any failure.
+// handled once (its effect in PostgreSQL), the consumer stopped. HTTP: one key sent twice to a
+// Fetch, a Fastify and an Express server, one effect and a replay. Exits non-zero on any failure.
 import { execFileSync } from 'node:child_process';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { CreateQueueCommand, DeleteQueueCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect as natsConnect } from '@nats-io/transport-node';
 import { type CliIo, ExitCode, run as runCli } from '@once/cli';
 import { createInbox, type Handler, migrate } from '@once/core';
 import { makeEnvelope } from '@once/core/testing';
+import { createIdempotency } from '@once/http';
+import { expressIdempotency, keepRawBody } from '@once/http/express';
+import { fastifyIdempotency } from '@once/http/fastify';
+import { idempotentFetch } from '@once/http/fetch';
+import { nodeListener } from '@once/http/node';
 import { createKafkaConsumer, createKafkaPublisher } from '@once/kafka';
 import { createNatsConsumer, createNatsPublisher } from '@once/nats';
 import { instrument, traced } from '@once/otel';
 import { createRabbitConsumer, createRabbitPublisher, type SocketOptionsLike } from '@once/rabbitmq';
 import { createSqsConsumer, createSqsPublisher } from '@once/sqs';
 import { metrics } from '@opentelemetry/api';
+import express from 'express';
+import Fastify from 'fastify';
 import { Kafka, logLevel } from 'kafkajs';
 import pg from 'pg';
 
@@ -255,6 +265,80 @@ async function nats(): Promise<string> {
   return 'consumer started, one message published and handled once, stopped';
 }
 
+/** Two POSTs with one key: the second must be the replay of the first, and one effect. */
+async function sameKeyTwice(url: string, id: string): Promise<void> {
+  const send = () =>
+    fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'idempotency-key': `"${id}"`, 'x-account': 'peers' },
+      body: JSON.stringify({ id }),
+    });
+  const first = await send();
+  const firstBody = await first.text();
+  const again = await send();
+  const againBody = await again.text();
+  if (first.status !== 201 || again.status !== 201 || againBody !== firstBody)
+    throw new Error(`${url}: ${first.status} ${firstBody}, then ${again.status} ${againBody}`);
+  if (again.headers.get('idempotent-replayed') !== 'true')
+    throw new Error(`${url}: the retry was not a replay`);
+  if ((await effects(id)) !== 1) throw new Error(`${url}: ${await effects(id)} effects for one key`);
+}
+
+function listening(server: Server): Promise<string> {
+  return new Promise((resolve) =>
+    server.listen(0, '127.0.0.1', () =>
+      resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`),
+    ),
+  );
+}
+
+async function http(): Promise<string> {
+  const idempotency = createIdempotency({ pool, schema, consumer: 'peers.http' });
+  const effect = (tx: { query: (sql: string, values: unknown[]) => Promise<unknown> }, id: string) =>
+    tx.query(`INSERT INTO "${schema}".effects (id, body) VALUES ($1, 'http')`, [id]);
+  // Fetch, served by node:http.
+  const handler = idempotentFetch(idempotency, {
+    scope: (req) => req.headers.get('x-account') ?? 'anonymous',
+    handler: async (req, ctx) => {
+      const { id } = (await req.json()) as { id: string };
+      await effect(ctx.tx, id);
+      return Response.json({ id }, { status: 201 });
+    },
+  });
+  const plain = createServer(nodeListener(handler));
+  // Fastify, through the plugin.
+  const app = Fastify();
+  await app.register(fastifyIdempotency, {
+    idempotency,
+    scope: (request) => String(request.headers['x-account']),
+  });
+  app.post('/charges', { config: { idempotent: true } }, async (request, reply) => {
+    const { id } = request.body as { id: string };
+    await effect(request.idempotent.tx, id);
+    return reply.code(201).send({ id });
+  });
+  // Express, through the middleware.
+  const idempotent = expressIdempotency({ idempotency, scope: (req) => String(req.headers['x-account']) });
+  const web = express();
+  web.use(express.json({ verify: keepRawBody }));
+  web.post('/charges', idempotent(), async (req, res) => {
+    const { id } = req.body as { id: string };
+    await effect(req.idempotent.tx, id);
+    res.status(201).json({ id });
+  });
+  const served = createServer(web);
+  try {
+    await sameKeyTwice(`${await listening(plain)}/charges`, `fetch-${run}`);
+    await sameKeyTwice(`${await app.listen({ port: 0, host: '127.0.0.1' })}/charges`, `fastify-${run}`);
+    await sameKeyTwice(`${await listening(served)}/charges`, `express-${run}`);
+  } finally {
+    await app.close();
+    await new Promise((resolve) => plain.close(resolve));
+    await new Promise((resolve) => served.close(resolve));
+  }
+  return 'fetch, fastify and express: one key sent twice, one effect, the second a replay';
+}
+
 async function cli(): Promise<string> {
   // In-process, through the exported entry point.
   let printed = '';
@@ -287,6 +371,7 @@ try {
   await step('sqs', sqs);
   await step('rabbitmq', rabbitmq);
   await step('nats', nats);
+  await step('http', http);
   await step('cli', cli);
 } catch (error) {
   failed = true;
