@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import {
   ErrorCode,
   type Logger,
@@ -194,6 +195,10 @@ export class RabbitPublisher {
   /** Runs `fn` with a signal aborted by the caller's or after `confirmTimeoutMs`, whichever comes first. */
   async #bounded<T>(outer: AbortSignal | undefined, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
     const controller = new AbortController();
+    // A batch waits on this signal up to three times per message (the connect, the abandon hook,
+    // the confirm), each listener removed when its message settles: a batch of 100 is 300
+    // listeners by design, not the leak Node's default limit of 10 warns about.
+    setMaxListeners(0, controller.signal);
     const abort = () =>
       controller.abort(
         outer?.reason ??
