@@ -313,7 +313,8 @@ describe.each(BINDINGS)('%s binding', (name, listen) => {
     expect(await cut).toBeUndefined();
     // The committed effect appears once the handler's hold is over (a hang guard, not a timing).
     const until = Date.now() + 60_000;
-    while ((await effects(key, 'carol')) === 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+    while ((await effects(key, 'carol')) === 0 && Date.now() < until)
+      await new Promise((r) => setTimeout(r, 50));
     expect(await effects(key, 'carol')).toBe(1);
     const again = await post(key, { principal: 'carol' });
     expect(again.status).toBe(201);
