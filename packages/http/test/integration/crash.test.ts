@@ -6,11 +6,19 @@ import { createTestPool, dropSchema, freshSchemaName } from '../../../../test/su
 import { createTestTables } from '../support/routes.mjs';
 import { runCrashCampaign, startTwoServers, type TestServer } from '../support/two-servers.js';
 
+/** A parsed JSON body, read field by field. */
+type Json = Record<string, unknown>;
+
 // Two server processes per binding (on the built dist/: run `npm run build` first), SIGKILLed at
 // random points while retrying clients send their keys; then every key's effect is counted. The
-// naive route (no key) is the control: the same kills make it run effects twice.
+// naive route (no key) is the control: the same crash between effect and response makes it run
+// effects twice. CI runs this on 2 loaded cores: the cases assert invariants (one effect per key,
+// every client ends with its key's committed response), never how the kills happened to land;
+// the crashes that matter are made deterministic with x-die-after-commit.
 
-const BINDINGS = ['fetch', 'node'];
+const BINDINGS = ['fetch', 'node', 'fastify', 'express'];
+/** Lease mode's lease: long enough that a restarted process on a loaded machine is back in it. */
+const LEASE_MS = 10_000;
 
 describe.each(BINDINGS)('%s binding, two servers under SIGKILL', (binding) => {
   let pool: pg.Pool;
@@ -22,7 +30,7 @@ describe.each(BINDINGS)('%s binding, two servers under SIGKILL', (binding) => {
     schema = freshSchemaName(`http_crash_${binding}`);
     await migrate(pool, { schema });
     await createTestTables(pool, schema);
-    servers = await startTwoServers(binding, { HTTP_SCHEMA: schema, HTTP_LEASE_MS: '1500' });
+    servers = await startTwoServers(binding, { HTTP_SCHEMA: schema, HTTP_LEASE_MS: String(LEASE_MS) });
   });
   afterAll(async () => {
     for (const s of servers ?? []) await s.kill();
@@ -43,6 +51,7 @@ describe.each(BINDINGS)('%s binding, two servers under SIGKILL', (binding) => {
       { length: 120 },
       (_, i) => `crash-${binding}-${i}-${Math.random().toString(36).slice(2, 8)}`,
     );
+    const dies = (i: number) => i % 10 === 0;
     const { answers, kills } = await runCrashCampaign({
       servers,
       path: '/charges',
@@ -51,7 +60,7 @@ describe.each(BINDINGS)('%s binding, two servers under SIGKILL', (binding) => {
       kills: 6,
       killEveryMs: [150, 400],
       headers: { 'x-hold-ms': '10', 'x-hold-after-commit-ms': '20' },
-      dieAfterCommit: (i) => i % 10 === 0,
+      dieAfterCommit: dies,
     });
     expect(kills).toBe(6);
     const counts = await countsBy('charges');
@@ -65,44 +74,47 @@ describe.each(BINDINGS)('%s binding, two servers under SIGKILL', (binding) => {
       // the answer is the response of the one committed run, first or replayed
       expect(String(a.json.charge)).toBe(counts.get(a.key)!.seq);
     }
-    // the servers that died between COMMIT and the response: those clients got the replay
-    const died = keys.filter((_, i) => i % 10 === 0);
+    // The servers that died between COMMIT and the response (x-die-after-commit, on every try of
+    // those keys): their clients can only have ended with the replay. Whether a random kill also
+    // landed in that window for other keys is chance, so it is printed, not asserted.
+    const died = keys.filter((_, i) => dies(i));
     for (const key of died) expect(answers.find((a) => a.key === key)?.replayed, key).toBe(true);
     console.log(
       `${binding}: ${keys.length} keys, ${kills} kills, ${answers.filter((a) => a.tries > 1).length} retried, ${answers.filter((a) => a.replayed).length} replays`,
     );
   });
 
-  it('the naive route without once duplicates effects under the same kills (the control)', async () => {
+  it('the naive route without once duplicates effects under the same crash (the control)', async () => {
     const keys = Array.from(
       { length: 80 },
       (_, i) => `naive-${binding}-${i}-${Math.random().toString(36).slice(2, 8)}`,
     );
+    const dies = (i: number) => i % 10 === 0;
     await runCrashCampaign({
       servers,
       path: '/naive',
       keys,
       concurrency: 8,
-      // Only the servers' own deaths between the effect and the response. Each death is caused by
-      // a key whose effect committed, and that key's retry runs it again; a death also cuts other
-      // requests short, so not every such key gets to die itself.
+      // Only the crash between the effect and the response, made certain: the naive route
+      // SIGKILLs its server after the first effect of each of these keys, and the client's retry
+      // runs the effect again. No random kills: the control must not depend on where they land.
       kills: 0,
       killEveryMs: [150, 400],
-      headers: { 'x-hold-ms': '60' },
-      // the same crash between the effect and the response as the idempotent run's
-      dieAfterCommit: (i, tries) => i % 10 === 0 && tries === 1,
+      dieAfterCommit: dies,
     });
     const counts = await countsBy('naive');
     const duplicated = keys.filter((k) => (counts.get(k)?.n ?? 0) > 1);
     console.log(`${binding} naive: ${duplicated.length} of ${keys.length} keys ran twice or more`);
-    expect(duplicated.length).toBeGreaterThan(0);
+    expect(keys.filter((k) => !counts.has(k))).toEqual([]);
+    // every key whose server died after its effect ran twice (others may too, cut by those deaths)
+    expect(keys.filter((k, i) => dies(i) && (counts.get(k)?.n ?? 0) < 2)).toEqual([]);
   });
 
   it('lease mode: after a SIGKILL mid-request the key answers 409 until the lease expires, then resumes at the first unrecorded step', async () => {
     const key = `lease-${binding}-${Math.random().toString(36).slice(2, 10)}`;
-    const [a] = servers;
-    const send = (extra: Record<string, string> = {}) =>
-      fetch(`${a.url}/lease-charges`, {
+    const [a, b] = servers;
+    const send = (server: TestServer, extra: Record<string, string> = {}) =>
+      fetch(`${server.url}/lease-charges`, {
         method: 'POST',
         headers: {
           'idempotency-key': key,
@@ -112,23 +124,36 @@ describe.each(BINDINGS)('%s binding, two servers under SIGKILL', (binding) => {
         },
         body: JSON.stringify({ amount: 5 }),
       });
-    const inFlight = send({ 'x-hold-after-a': '60000' }).catch(() => undefined);
+    const sentAt = Date.now(); // the lease starts after this, so it lasts at least until sentAt + LEASE_MS
+    const inFlight = send(a, { 'x-hold-after-a': '60000' }).catch(() => undefined);
     await a.child.waitForLine((l) => (l.json as { event?: string; key?: string })?.key === key);
     await a.kill();
     await inFlight;
+    // The other server, up all along, answers 409 while the dead process's lease holds.
+    const askedAt = Date.now();
+    const held = await send(b);
+    if (askedAt - sentAt < LEASE_MS) {
+      expect(held.status).toBe(409);
+      expect(Number(held.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    } else {
+      console.log(`${binding} lease: the lease had expired before the first check (${askedAt - sentAt} ms)`);
+    }
     await a.start();
-    const held = await send();
-    expect(held.status).toBe(409);
-    expect(Number(held.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    // The restarted process: 409 until the lease expires, then the resumed run (a hang guard, not a
+    // timing: the lease is 10 s).
     let done: Response | undefined;
-    for (let i = 0; i < 100 && !done; i++) {
-      await new Promise((r) => setTimeout(r, 200));
-      const res = await send();
+    const until = Date.now() + LEASE_MS + 60_000;
+    while (!done && Date.now() < until) {
+      const res = await send(a);
       if (res.status === 201) done = res;
-      else expect(res.status).toBe(409);
+      else {
+        expect(res.status).toBe(409);
+        await new Promise((r) => setTimeout(r, 200));
+      }
     }
     expect(done?.status).toBe(201);
-    expect(((await done!.json()) as { attempt: number }).attempt).toBe(2);
+    expect(Date.now() - sentAt).toBeGreaterThanOrEqual(LEASE_MS);
+    expect(((await done!.json()) as Json).attempt).toBe(2);
     const { rows } = await pool.query(
       `SELECT step, count(*)::int AS n FROM "${schema}".http_external WHERE key = $1 GROUP BY step ORDER BY step`,
       [key],
@@ -142,7 +167,7 @@ describe.each(BINDINGS)('%s binding, two servers under SIGKILL', (binding) => {
       [key],
     );
     expect(effects.rows[0].n).toBe(1);
-    const replay = await send();
+    const replay = await send(a);
     expect(replay.status).toBe(201);
     expect(replay.headers.get('idempotent-replayed')).toBe('true');
   });

@@ -27,7 +27,8 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
  * returns `{ status, headers: [[name, value]], json }`.
  * `input.steer` (headers outside the fingerprint, see steerOf) steers the handler: `status`
  * answers that status after the write, `throw` throws after it, `deferred` breaks the deferred
- * constraint, `holdMs` holds the claim that long, `publish` writes an outbox row.
+ * constraint, `holdMs` holds the claim that long, `publish` writes an outbox row, `dieAfterCommit`
+ * (server.mjs only) SIGKILLs the process after a success's COMMIT, before its response.
  */
 export function createRoutes({ pool, schema }) {
   const s = `"${schema}"`;
@@ -65,6 +66,15 @@ export function createRoutes({ pool, schema }) {
     /** POST /naive: the same effect with no key at all (the control that duplicates). */
     async naive(input) {
       const { rows } = await effect(pool, 'naive', input);
+      if (input.steer.dieAfterCommit) {
+        // The control's crash between the effect (committed: no transaction here) and the
+        // response, once per key: the retry runs the effect again, and then answers.
+        const done = await pool.query(
+          `SELECT count(*)::int AS n FROM ${s}.http_effects WHERE route = 'naive' AND key = $1`,
+          [input.key ?? ''],
+        );
+        if (done.rows[0].n === 1) process.kill(process.pid, 'SIGKILL');
+      }
       if (input.steer.holdMs) await sleep(input.steer.holdMs);
       return { status: 201, headers: [], json: { charge: rows[0].seq, key: input.key } };
     },
@@ -112,6 +122,7 @@ export function steerOf(headers) {
     publish: get('x-publish') === '1',
     holdMs: num('x-hold-ms'),
     holdAfterA: num('x-hold-after-a'),
+    dieAfterCommit: get('x-die-after-commit') === '1',
   };
 }
 

@@ -2,9 +2,12 @@
 // bindings/<binding>.mjs on 127.0.0.1 (HTTP_PORT, 0 for any). Prints `{"event":"listening","port":N}`
 // when ready. Env: DATABASE_URL, HTTP_SCHEMA (once's tables and the test tables, migrated),
 // HTTP_LEASE_MS (lease mode's lease). The tests SIGKILL it at random points and start it again.
+// `x-die-after-commit: 1` makes it SIGKILL itself after a first (not replayed) success's COMMIT,
+// before the response leaves: onResult runs there in every binding. On the naive route the route
+// itself dies after its first effect for the key (routes.mjs).
 import { createIdempotency } from '@once/http';
 import pg from 'pg';
-import { createRoutes } from './routes.mjs';
+import { createRoutes, steerOf } from './routes.mjs';
 
 const binding = process.argv[2];
 const schema = process.env.HTTP_SCHEMA;
@@ -25,5 +28,10 @@ const server = await listen({
   leaseEngine,
   routes: createRoutes({ pool, schema }),
   port: Number(process.env.HTTP_PORT ?? 0),
+  onResult: (result, request) => {
+    if (result.status === 'processed' && steerOf(request.headers).dieAfterCommit) {
+      process.kill(process.pid, 'SIGKILL');
+    }
+  },
 });
 console.log(JSON.stringify({ event: 'listening', port: server.port }));

@@ -63,7 +63,12 @@ export async function listen({
     const res = await handler(req);
     const ms = Number(req.headers.get('x-hold-after-commit-ms') ?? 0);
     if (ms > 0) await new Promise((r) => setTimeout(r, ms));
-    if (req.headers.get('x-die-after-commit') === '1' && res.ok && !res.headers.has('idempotent-replayed')) {
+    if (
+      req.headers.get('x-die-after-commit') === '1' &&
+      new URL(req.url).pathname !== '/naive' &&
+      res.ok &&
+      !res.headers.has('idempotent-replayed')
+    ) {
       process.kill(process.pid, 'SIGKILL');
     }
     return res;
