@@ -5,6 +5,7 @@ import {
   type Inbox,
   type Logger,
   type Outcome,
+  PermanentError,
   silentLogger,
   type Tx,
 } from '@once/core';
@@ -267,7 +268,16 @@ export class Idempotency {
       attempt: ctx.attempt,
       signal: ctx.signal,
     };
-    const answered = await job.run(hctx);
+    let answered: HttpResponseData;
+    try {
+      answered = await job.run(hctx);
+    } catch (error) {
+      // Core's inbox records a PermanentError as a failed row, which would answer every retry of
+      // the key with the failure until it is purged. A request is never dead-lettered: whatever
+      // the handler threw, nothing is stored and the client's retry runs it again.
+      if (PermanentError.is(error)) throw new Error(error.message, { cause: error });
+      throw error;
+    }
     const bad = checkResponse(answered);
     if (bad) throw new TypeError(bad);
     if (!isStorable(answered.status)) {

@@ -165,10 +165,9 @@ describe.each(BINDINGS)('failure-path corpus through the %s binding', (name, lis
 
   for (const c of CORPUS) {
     const na = c.notApplicable?.[name];
-    if (na) {
-      it.skip(`${c.name} (not applicable: ${na})`, () => {});
-      continue;
-    }
+    // A case the binding cannot express (its reason is in the case) is not registered at all:
+    // a skipped test would read as unfinished work.
+    if (na) continue;
     const bug = c.knownBug?.[name];
     (bug ? it.fails : it)(bug ? `${c.name} (known bug: ${bug})` : c.name, { timeout: 20_000 }, async () => {
       const key = newKey();

@@ -84,16 +84,6 @@ const replays = (status: number) => ({
   expect: { status, stored: response(status), effects: status < 400 ? 1 : 0, replayed: true },
 });
 const JSON_TYPE = 'application/json';
-// Core's inbox records a PermanentError as a 'failed' row (dead-letter semantics): the key is left
-// with no stored response, and every retry with it answers 500 handler-failed ("nothing was
-// recorded") until purge. Express is unaffected: Express 5 turns the throw into a 500 response.
-const PERMANENT_ERROR_BUG =
-  "a PermanentError leaves a 'failed' inbox row; the retry answers 500 instead of running";
-const PERMANENT_ERROR_BUGS = {
-  fetch: PERMANENT_ERROR_BUG,
-  node: PERMANENT_ERROR_BUG,
-  fastify: PERMANENT_ERROR_BUG,
-};
 const MAX_KEY = 255;
 
 export const CORPUS: readonly CorpusCase[] = [
@@ -110,7 +100,6 @@ export const CORPUS: readonly CorpusCase[] = [
       act: throwing(value),
       expect: { status: 500, stored: nothing, effects: 0 },
       retry: succeeds,
-      ...(value instanceof PermanentError ? { knownBug: PERMANENT_ERROR_BUGS } : {}),
     }),
   ),
   {
