@@ -68,12 +68,22 @@ const pair = (label, a, b, field) => {
 for (const shape of shapes) {
   for (const b of builds.filter((x) => x !== 'floor')) {
     pair(`once(${b}) ÷ floor, ${shape}, CPU µs/msg`, `${b}/${shape}`, `floor/${shape}`, 'cpuUsPerMsg');
-    pair(`once(${b}) ÷ floor, ${shape}, main-thread µs/msg`, `${b}/${shape}`, `floor/${shape}`, 'mainThreadUsPerMsg');
+    pair(
+      `once(${b}) ÷ floor, ${shape}, main-thread µs/msg`,
+      `${b}/${shape}`,
+      `floor/${shape}`,
+      'mainThreadUsPerMsg',
+    );
     pair(`once(${b}) ÷ floor, ${shape}, msgs/s`, `${b}/${shape}`, `floor/${shape}`, 'msgsPerSec');
   }
   if (BEFORE) {
     pair(`after ÷ before, ${shape}, CPU µs/msg`, `after/${shape}`, `before/${shape}`, 'cpuUsPerMsg');
-    pair(`after ÷ before, ${shape}, main-thread µs/msg`, `after/${shape}`, `before/${shape}`, 'mainThreadUsPerMsg');
+    pair(
+      `after ÷ before, ${shape}, main-thread µs/msg`,
+      `after/${shape}`,
+      `before/${shape}`,
+      'mainThreadUsPerMsg',
+    );
     pair(`after ÷ before, ${shape}, msgs/s`, `after/${shape}`, `before/${shape}`, 'msgsPerSec');
   }
 }
