@@ -12,6 +12,8 @@ const BEFORE = process.env.COMPARE_BEFORE;
 const N_MSG = Number(process.env.COMPARE_N_MSG ?? 1500);
 const N_BATCH = Number(process.env.COMPARE_N_BATCH ?? 4000);
 const C = Number(process.env.PROFILE_CONCURRENCY ?? 4);
+// Warm-up messages per shape (run.mjs's PROFILE_WARM); unset keeps run.mjs's default, min(N, 1000).
+const WARM = { msg: process.env.COMPARE_WARM_MSG, batch: process.env.COMPARE_WARM_BATCH };
 const script = new URL('./run.mjs', import.meta.url).pathname;
 
 const runs = {};
@@ -27,6 +29,8 @@ for (let rep = 0; rep < REPS; rep++) {
         PROFILE_N: String(shape === 'msg' ? N_MSG : N_BATCH),
         PROFILE_CONCURRENCY: String(C),
       };
+      if (WARM[shape] !== undefined) env.PROFILE_WARM = WARM[shape];
+      else delete env.PROFILE_WARM;
       if (b === 'before') env.PROFILE_CORE = BEFORE;
       else delete env.PROFILE_CORE;
       const out = execFileSync('node', [script], { env, encoding: 'utf8' });
@@ -35,7 +39,7 @@ for (let rep = 0; rep < REPS; rep++) {
       if (!runs[key]) runs[key] = [];
       runs[key].push(r);
       console.log(
-        `rep ${rep} ${key.padEnd(14)} ${String(r.msgsPerSec).padStart(6)} msg/s ${r.cpuUsPerMsg} µs cpu/msg ${r.scavengesPer1k} scav/1k`,
+        `rep ${rep} ${key.padEnd(14)} ${String(r.msgsPerSec).padStart(6)} msg/s ${r.cpuUsPerMsg} µs cpu/msg (main thread ${r.mainThreadUsPerMsg}, others ${r.otherThreadsUsPerMsg}) ${r.scavengesPer1k} scav/1k`,
       );
     }
   }
@@ -46,6 +50,8 @@ for (const [k, rs] of Object.entries(runs)) {
   summary[k] = {
     msgsPerSec: med(rs.map((r) => r.msgsPerSec)),
     cpuUsPerMsg: med(rs.map((r) => r.cpuUsPerMsg)),
+    mainThreadUsPerMsg: med(rs.map((r) => r.mainThreadUsPerMsg)),
+    otherThreadsUsPerMsg: med(rs.map((r) => r.otherThreadsUsPerMsg)),
     scavengesPer1k: med(rs.map((r) => r.scavengesPer1k)),
   };
   console.log(
@@ -62,14 +68,26 @@ const pair = (label, a, b, field) => {
 for (const shape of shapes) {
   for (const b of builds.filter((x) => x !== 'floor')) {
     pair(`once(${b}) ÷ floor, ${shape}, CPU µs/msg`, `${b}/${shape}`, `floor/${shape}`, 'cpuUsPerMsg');
+    pair(
+      `once(${b}) ÷ floor, ${shape}, main-thread µs/msg`,
+      `${b}/${shape}`,
+      `floor/${shape}`,
+      'mainThreadUsPerMsg',
+    );
     pair(`once(${b}) ÷ floor, ${shape}, msgs/s`, `${b}/${shape}`, `floor/${shape}`, 'msgsPerSec');
   }
   if (BEFORE) {
     pair(`after ÷ before, ${shape}, CPU µs/msg`, `after/${shape}`, `before/${shape}`, 'cpuUsPerMsg');
+    pair(
+      `after ÷ before, ${shape}, main-thread µs/msg`,
+      `after/${shape}`,
+      `before/${shape}`,
+      'mainThreadUsPerMsg',
+    );
     pair(`after ÷ before, ${shape}, msgs/s`, `after/${shape}`, `before/${shape}`, 'msgsPerSec');
   }
 }
 writeFileSync(
   new URL(process.env.COMPARE_OUT ?? '../results/profile.json', import.meta.url),
-  `${JSON.stringify({ commit: gitCommit(), reps: REPS, concurrency: C, nMsg: N_MSG, nBatch: N_BATCH, summary, ratios, runs }, null, 2)}\n`,
+  `${JSON.stringify({ commit: gitCommit(), reps: REPS, concurrency: C, nMsg: N_MSG, nBatch: N_BATCH, warm: WARM, summary, ratios, runs }, null, 2)}\n`,
 );

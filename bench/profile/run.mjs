@@ -5,7 +5,7 @@
 // Usage: PROFILE_VARIANT=once-msg|once-batch|floor-msg|floor-batch PROFILE_N=5000
 //        PROFILE_CONCURRENCY=4 node --cpu-prof --cpu-prof-dir=/tmp/p bench/profile/run.mjs
 // bench/profile/summary.mjs <dir> then groups the profile's self time by function.
-import { writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { PerformanceObserver } from 'node:perf_hooks';
 import * as core from '@once/core';
@@ -68,6 +68,25 @@ if (VARIANT.startsWith('once')) {
         );
 }
 
+/**
+ * CPU time of the main (JavaScript) thread and of all other threads (V8's compiler and GC helpers,
+ * libuv's pool), in ns, from Linux's per-thread schedstat; undefined elsewhere.
+ */
+function threadNs() {
+  try {
+    let main = 0;
+    let other = 0;
+    for (const tid of readdirSync('/proc/self/task')) {
+      const ns = Number(readFileSync(`/proc/self/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+      if (Number(tid) === process.pid) main += ns;
+      else other += ns;
+    }
+    return { main, other };
+  } catch {
+    return undefined;
+  }
+}
+
 async function drive(tag, n) {
   const chunks = [];
   for (let i = 0; i < n; i += batch)
@@ -80,7 +99,9 @@ async function drive(tag, n) {
   );
 }
 
-await drive('warm', Math.min(N, 1000));
+// PROFILE_WARM: messages run before measuring (default min(N, 1000)); a longer warm-up leaves V8's
+// compilation of the code under test (on its own threads, counted by process.cpuUsage) out.
+await drive('warm', Number(process.env.PROFILE_WARM ?? Math.min(N, 1000)));
 let gcs = { minor: 0, major: 0, other: 0 };
 const obs = new PerformanceObserver((list) => {
   for (const e of list.getEntries()) {
@@ -100,11 +121,13 @@ if (session) {
   await session.post('Profiler.start');
 }
 gcs = { minor: 0, major: 0, other: 0 };
+const threads0 = threadNs();
 const cpu0 = process.cpuUsage();
 const t0 = performance.now();
 await drive('run', N);
 const secs = (performance.now() - t0) / 1000;
 const cpu = process.cpuUsage(cpu0);
+const threads1 = threadNs();
 if (session) {
   const { profile } = await session.post('Profiler.stop');
   writeFileSync(process.env.PROFILE_OUT, JSON.stringify(profile));
@@ -120,6 +143,9 @@ const r = {
   cpuUsPerMsg: Number(((cpu.user + cpu.system) / N).toFixed(1)),
   userUsPerMsg: Number((cpu.user / N).toFixed(1)),
   systemUsPerMsg: Number((cpu.system / N).toFixed(1)),
+  // process.cpuUsage counts every thread; the split says how much of it was the JavaScript thread.
+  mainThreadUsPerMsg: threads1 ? Number(((threads1.main - threads0.main) / 1000 / N).toFixed(1)) : null,
+  otherThreadsUsPerMsg: threads1 ? Number(((threads1.other - threads0.other) / 1000 / N).toFixed(1)) : null,
   scavengesPer1k: Number(((gcs.minor * 1000) / N).toFixed(2)),
   majorGcs: gcs.major,
   newConnections: connects,

@@ -134,7 +134,8 @@ export class BatchTx<R> {
           if (savepoints) await stmt(conn.client.query('RELEASE SAVEPOINT once_message'));
           outcomes[k] = { status: 'processed', id: item.id, envelope: item.envelope, result: run.result };
           published ||= run.published;
-          if (o.storeResult) results.push({ id: item.id, json: run.json });
+          // The claim inserted this row with a NULL result: a null json has nothing to store.
+          if (o.storeResult && run.json !== null) results.push({ id: item.id, json: run.json });
           continue;
         }
         if (poisonsBatch(run.error)) {

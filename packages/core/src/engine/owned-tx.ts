@@ -77,7 +77,9 @@ export class OwnedTx<R> {
           started = true;
           const result = await runInTx(ctx, clientOver(owner, tx), item, tx);
           if (!result.ok) throw new HandlerFailed(result.error);
-          if (ctx.o.storeResult) await q(ctx.sql.storeResult, [consumer, item.id, result.json]);
+          // The claim inserted the row with a NULL result: nothing to store for a null json.
+          if (ctx.o.storeResult && result.json !== null)
+            await q(ctx.sql.storeResult, [consumer, item.id, result.json]);
           return result;
         },
         { timeoutMs: handlerTimeoutMs },

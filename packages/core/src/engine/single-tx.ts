@@ -110,8 +110,9 @@ export class SingleTx<R> {
       started = true;
       const run = await runInTx(ctx, conn.client, item);
       if (!run.ok) return await afterHandlerError(ctx, conn, item, run.error);
-      // Never on the fenced path: fenceOf cannot be combined with storeResult.
-      if (ctx.o.storeResult) {
+      // Never on the fenced path: fenceOf cannot be combined with storeResult. The claim inserted
+      // the row with a NULL result, so a null json (an undefined result) needs no statement.
+      if (ctx.o.storeResult && run.json !== null) {
         await stmt(conn.client.query(ctx.sql.storeResult, [consumer, item.id, run.json]));
       }
       return await this.#commit(conn, item, run);
