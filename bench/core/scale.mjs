@@ -11,10 +11,22 @@
 //    of BENCH_PURGE_WINDOW_S seconds (default 60) without purge, then one with it; the consumers'
 //    p50/p99 in each. Then the rest of the rows is purged with no rate limit (for at most
 //    BENCH_PURGE_REST_MAX_S, default 900), timed, consumers still running.
-// BENCH_SCALE_KEEP=1 keeps the loaded schema at the end (and reuses one that is already loaded).
-// Results: bench/results/scale.json. The schemas are dropped at the end.
+//    BENCH_PURGE_PAIRS=K (default 1) runs K window pairs (without, with) per rate, the rates
+//    interleaved (rate 1 pair 1, rate 2 pair 1, ..., rate 1 pair 2, ...), so that a slow stretch
+//    of a shared machine lands on every rate; per rate the median [min–max] of the pairs' p99
+//    ratios.
+// BENCH_SCALE_PHASES=load,throughput,purge,rest (the default, all four) runs some of them: a
+// purge-only rerun on a quiet machine is BENCH_SCALE_PHASES=purge,rest after a run with
+// BENCH_SCALE_KEEP=1, which keeps the loaded schema at the end. A loaded inbox is reused (with or
+// without the load phase) when it still holds at least min(5,000,000, BENCH_SCALE_ROWS / 2)
+// expired rows, so earlier purge runs may have shrunk it; with fewer, the load phase reloads it and
+// a run without the load phase stops and says so. Nothing is re-expired: the rows left are the
+// ones the purge windows would have reached next anyway (oldest expiry first).
+// BENCH_SCALE_SCHEMA_PREFIX (default once_scale) names the schemas <prefix>_big, <prefix>_empty.
+// Results: bench/results/scale.json; a run of some phases replaces only their sections of the file
+// there (each section says when it was measured). The schemas are dropped at the end.
 import { randomUUID } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { createInbox, migrate, purge } from '@once/core';
 import pg from 'pg';
@@ -30,9 +42,33 @@ const RATES = (process.env.BENCH_PURGE_RATES ?? '2000,5600,15000').split(',').ma
 const WINDOW_S = Number(process.env.BENCH_PURGE_WINDOW_S ?? 60);
 const REST_MAX_S = Number(process.env.BENCH_PURGE_REST_MAX_S ?? 900);
 const KEEP = process.env.BENCH_SCALE_KEEP === '1';
+const PAIRS = Number(process.env.BENCH_PURGE_PAIRS ?? 1);
+const ALL_PHASES = ['load', 'throughput', 'purge', 'rest'];
+const PHASES = new Set(
+  (process.env.BENCH_SCALE_PHASES ?? ALL_PHASES.join(','))
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean),
+);
 const DB_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const BIG = 'once_scale_big';
-const EMPTY = 'once_scale_empty';
+const PREFIX = process.env.BENCH_SCALE_SCHEMA_PREFIX ?? 'once_scale';
+const BIG = `${PREFIX}_big`;
+const EMPTY = `${PREFIX}_empty`;
+// Enough expired rows to reuse a kept inbox that purge runs have shrunk (see the header).
+const REUSE_MIN = Math.min(5_000_000, Math.floor(ROWS / 2));
+for (const p of PHASES)
+  if (!ALL_PHASES.includes(p))
+    throw new Error(
+      `BENCH_SCALE_PHASES: unknown phase ${JSON.stringify(p)} (known: ${ALL_PHASES.join(', ')})`,
+    );
+if (!/^[a-z_][a-z0-9_]*$/.test(PREFIX))
+  throw new Error(
+    `BENCH_SCALE_SCHEMA_PREFIX must be a lower-case SQL identifier, got ${JSON.stringify(PREFIX)}`,
+  );
+if (!Number.isInteger(PAIRS) || PAIRS < 1)
+  throw new Error(
+    `BENCH_PURGE_PAIRS must be a whole number >= 1, got ${JSON.stringify(process.env.BENCH_PURGE_PAIRS)}`,
+  );
 const CHUNK = 1_000_000;
 
 const pool = new pg.Pool({ connectionString: DB_URL, max: Math.max(C, LIVE) + 2 });
@@ -43,21 +79,33 @@ const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(0)} MiB`;
 
 log(
   `scale bench: ${ROWS.toLocaleString('en')} rows over ${CONSUMERS} consumers; ${REPS} reps × ${N} msgs at c=${C}; ` +
-    `purge rates ${RATES.join(', ')} rows/s, windows ${WINDOW_S} s, ${LIVE} live workers`,
+    `purge rates ${RATES.join(', ')} rows/s, ${PAIRS} pair(s) of ${WINDOW_S} s windows, ${LIVE} live workers; ` +
+    `phases ${ALL_PHASES.filter((p) => PHASES.has(p)).join(', ')}; schemas ${BIG}, ${EMPTY}`,
 );
 
 // ---- 1. the large inbox
-async function loadedRows() {
-  const r = await q(
-    `SELECT c.reltuples::bigint AS n FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = $1 AND c.relname = 'inbox'`,
+/** Expired rows in the kept inbox, or -1 if there is none. */
+async function expiredRows() {
+  const exists = await q(
+    `SELECT 1 FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = $1 AND c.relname = 'inbox'`,
     [BIG],
   );
-  return Number(r[0]?.n ?? -1);
+  if (!exists.length) return -1;
+  return Number((await q(`SELECT count(*)::bigint AS n FROM ${BIG}.inbox WHERE expires_at < now()`))[0].n);
 }
-const load = { seconds: 0, reused: false };
-if (KEEP && (await loadedRows()) >= ROWS * 0.98) {
+const load = { at: new Date().toISOString(), seconds: 0, reused: false };
+const kept = KEEP || !PHASES.has('load') ? await expiredRows() : -1;
+if (kept >= REUSE_MIN) {
   load.reused = true;
-  log(`reusing ${BIG} (about ${(await loadedRows()).toLocaleString('en')} rows)`);
+  load.expiredRowsReused = kept;
+  log(
+    `reusing ${BIG}: ${kept.toLocaleString('en')} expired rows (at least ${REUSE_MIN.toLocaleString('en')} needed)`,
+  );
+} else if (!PHASES.has('load')) {
+  await pool.end();
+  throw new Error(
+    `${BIG} has ${kept < 0 ? 'no inbox' : `${kept.toLocaleString('en')} expired rows`}, fewer than the ${REUSE_MIN.toLocaleString('en')} a run without the load phase needs: add load to BENCH_SCALE_PHASES`,
+  );
 } else {
   await pool.query(`DROP SCHEMA IF EXISTS ${BIG} CASCADE`);
   await migrate(pool, { schema: BIG });
@@ -107,9 +155,11 @@ if (sizes.pkeyBytes <= sharedBytes)
   );
 
 // ---- 2. throughput, 10M-row inbox ÷ empty inbox
-await pool.query(`DROP SCHEMA IF EXISTS ${EMPTY} CASCADE`);
-await migrate(pool, { schema: EMPTY });
-for (const s of [BIG, EMPTY])
+if (PHASES.has('throughput')) {
+  await pool.query(`DROP SCHEMA IF EXISTS ${EMPTY} CASCADE`);
+  await migrate(pool, { schema: EMPTY });
+}
+for (const s of PHASES.has('throughput') ? [BIG, EMPTY] : [BIG])
   await pool.query(`CREATE TABLE IF NOT EXISTS ${s}.effects (id text NOT NULL, amount int NOT NULL)`);
 
 const envelope = (id) => ({
@@ -168,52 +218,75 @@ async function drive(schema, batch) {
   return { rate: N / secs, cpuUsPerMsg: (cpu.user + cpu.system) / N, p50: pct(lat, 50), p99: pct(lat, 99) };
 }
 
-const variants = {
-  'big/msg': [BIG, 1],
-  'empty/msg': [EMPTY, 1],
-  'big/batch100': [BIG, 100],
-  'empty/batch100': [EMPTY, 100],
-};
-for (const [schema, batch] of Object.values(variants)) await drive(schema, batch); // warm-up
-const runs = Object.fromEntries(Object.keys(variants).map((k) => [k, []]));
-for (let r = 0; r < REPS; r++) {
-  const names = Object.keys(variants);
-  const order = names.slice(r % names.length).concat(names.slice(0, r % names.length));
-  for (const name of order) runs[name].push(await drive(...variants[name]));
-  log(`  rep ${r + 1}: ${order.map((n) => `${n} ${runs[n].at(-1).rate.toFixed(0)}`).join(', ')} msgs/s`);
+/** Phase 2: the interleaved repetitions on the big and the empty inbox, and their paired ratios. */
+async function throughputPhase() {
+  const at = new Date().toISOString();
+  const variants = {
+    'big/msg': [BIG, 1],
+    'empty/msg': [EMPTY, 1],
+    'big/batch100': [BIG, 100],
+    'empty/batch100': [EMPTY, 100],
+  };
+  for (const [schema, batch] of Object.values(variants)) await drive(schema, batch); // warm-up
+  const runs = Object.fromEntries(Object.keys(variants).map((k) => [k, []]));
+  for (let r = 0; r < REPS; r++) {
+    const names = Object.keys(variants);
+    const order = names.slice(r % names.length).concat(names.slice(0, r % names.length));
+    for (const name of order) runs[name].push(await drive(...variants[name]));
+    log(`  rep ${r + 1}: ${order.map((n) => `${n} ${runs[n].at(-1).rate.toFixed(0)}`).join(', ')} msgs/s`);
+  }
+  const throughput = Object.entries(runs).map(([variant, rs]) => ({
+    variant,
+    msgsPerSec: median(rs.map((x) => x.rate)),
+    cpuUsPerMsg: median(rs.map((x) => x.cpuUsPerMsg)),
+    p50Ms: median(rs.map((x) => x.p50)),
+    p99Ms: median(rs.map((x) => x.p99)),
+    repMsgsPerSec: rs.map((x) => Math.round(x.rate)),
+  }));
+  const ratios = {
+    'big ÷ empty, per message, msgs/s': pairedRatio(runs['big/msg'], runs['empty/msg'], (x) => x.rate),
+    'big ÷ empty, batch 100, msgs/s': pairedRatio(
+      runs['big/batch100'],
+      runs['empty/batch100'],
+      (x) => x.rate,
+    ),
+    'big ÷ empty, per message, CPU µs/msg': pairedRatio(
+      runs['big/msg'],
+      runs['empty/msg'],
+      (x) => x.cpuUsPerMsg,
+    ),
+    'big ÷ empty, batch 100, CPU µs/msg': pairedRatio(
+      runs['big/batch100'],
+      runs['empty/batch100'],
+      (x) => x.cpuUsPerMsg,
+    ),
+  };
+  console.log('\n  variant          msgs/s  CPU µs/msg  p50 ms  p99 ms   runs');
+  for (const t of throughput)
+    console.log(
+      `  ${t.variant.padEnd(15)} ${t.msgsPerSec.toFixed(0).padStart(7)} ${t.cpuUsPerMsg.toFixed(0).padStart(11)} ${t.p50Ms.toFixed(2).padStart(7)} ${t.p99Ms.toFixed(2).padStart(7)}   ${t.repMsgsPerSec.join(', ')}`,
+    );
+  for (const [label, r] of Object.entries(ratios)) {
+    const target = label.includes('msgs/s') ? (r.median >= 0.9 ? '≥ 0.9 met' : '≥ 0.9 MISSED') : '';
+    console.log(`  ${label.padEnd(38)} ${fmtRatio(r).padEnd(20)} ${target}`);
+  }
+  const pkeyAfter = await sizeOf(`${BIG}.inbox_pkey`);
+  return {
+    at,
+    pkeyBytesAfterThroughputRuns: pkeyAfter,
+    n: N,
+    reps: REPS,
+    concurrency: C,
+    results: throughput,
+    ratios: Object.fromEntries(
+      Object.entries(ratios).map(([l, r]) => [
+        l,
+        { measured: r.median, min: r.min, max: r.max, reps: r.n, target: l.includes('msgs/s') ? 0.9 : null },
+      ]),
+    ),
+  };
 }
-const throughput = Object.entries(runs).map(([variant, rs]) => ({
-  variant,
-  msgsPerSec: median(rs.map((x) => x.rate)),
-  cpuUsPerMsg: median(rs.map((x) => x.cpuUsPerMsg)),
-  p50Ms: median(rs.map((x) => x.p50)),
-  p99Ms: median(rs.map((x) => x.p99)),
-  repMsgsPerSec: rs.map((x) => Math.round(x.rate)),
-}));
-const ratios = {
-  'big ÷ empty, per message, msgs/s': pairedRatio(runs['big/msg'], runs['empty/msg'], (x) => x.rate),
-  'big ÷ empty, batch 100, msgs/s': pairedRatio(runs['big/batch100'], runs['empty/batch100'], (x) => x.rate),
-  'big ÷ empty, per message, CPU µs/msg': pairedRatio(
-    runs['big/msg'],
-    runs['empty/msg'],
-    (x) => x.cpuUsPerMsg,
-  ),
-  'big ÷ empty, batch 100, CPU µs/msg': pairedRatio(
-    runs['big/batch100'],
-    runs['empty/batch100'],
-    (x) => x.cpuUsPerMsg,
-  ),
-};
-console.log('\n  variant          msgs/s  CPU µs/msg  p50 ms  p99 ms   runs');
-for (const t of throughput)
-  console.log(
-    `  ${t.variant.padEnd(15)} ${t.msgsPerSec.toFixed(0).padStart(7)} ${t.cpuUsPerMsg.toFixed(0).padStart(11)} ${t.p50Ms.toFixed(2).padStart(7)} ${t.p99Ms.toFixed(2).padStart(7)}   ${t.repMsgsPerSec.join(', ')}`,
-  );
-for (const [label, r] of Object.entries(ratios)) {
-  const target = label.includes('msgs/s') ? (r.median >= 0.9 ? '≥ 0.9 met' : '≥ 0.9 MISSED') : '';
-  console.log(`  ${label.padEnd(38)} ${fmtRatio(r).padEnd(20)} ${target}`);
-}
-const pkeyAfter = await sizeOf(`${BIG}.inbox_pkey`);
+const throughputResult = PHASES.has('throughput') ? await throughputPhase() : undefined;
 
 // ---- 3. purge beside live consumers
 /** LIVE workers processing fresh messages one at a time on the big inbox until stopped; latencies by time. */
@@ -253,118 +326,139 @@ function liveConsumers() {
   };
 }
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const live = liveConsumers();
-await sleep(5000); // settle
-const purgeWindows = [];
-let purged = 0;
-for (const rate of RATES) {
+const needLive = PHASES.has('purge') || PHASES.has('rest');
+const live = needLive ? liveConsumers() : undefined;
+if (live) await sleep(5000); // settle
+
+/** One window without purge, then one of `purge(options)` for at most `maxS` seconds; both measured. */
+async function windowPair(options, maxS) {
   const b0 = performance.now();
   await sleep(WINDOW_S * 1000);
   const before = live.window(b0, performance.now());
   const stop = new AbortController();
-  const timer = setTimeout(() => stop.abort(), WINDOW_S * 1000);
+  const timer = setTimeout(() => stop.abort(), maxS * 1000);
   const p0 = performance.now();
-  const n = await purge(pool, { schema: BIG, rowsPerSecond: rate, signal: stop.signal });
+  const n = await purge(pool, { schema: BIG, ...options, signal: stop.signal });
   clearTimeout(timer);
   const p1 = performance.now();
   const during = live.window(p0, p1);
-  purged += n;
-  const w = {
-    targetRowsPerSec: rate,
-    rowsPurged: n,
-    seconds: (p1 - p0) / 1000,
-    rowsPerSec: n / ((p1 - p0) / 1000),
-    minutesFor10M: 10_000_000 / (n / ((p1 - p0) / 1000)) / 60,
-    before,
-    during,
-    p99Ratio: during.p99Ms / before.p99Ms,
-    p50Ratio: during.p50Ms / before.p50Ms,
-  };
-  purgeWindows.push(w);
-  log(
-    `  purge at ${rate} rows/s: ${n.toLocaleString('en')} rows in ${w.seconds.toFixed(0)} s = ${w.rowsPerSec.toFixed(0)} rows/s (10M in ${w.minutesFor10M.toFixed(0)} min); ` +
-      `live p50/p99 before ${before.p50Ms.toFixed(2)}/${before.p99Ms.toFixed(2)} ms (${before.msgsPerSec.toFixed(0)} msgs/s), during ${during.p50Ms.toFixed(2)}/${during.p99Ms.toFixed(2)} ms (${during.msgsPerSec.toFixed(0)} msgs/s): p99 ×${w.p99Ratio.toFixed(2)}`,
-  );
-}
-// The rest, unpaced.
-let rest;
-{
-  const b0 = performance.now();
-  await sleep(WINDOW_S * 1000);
-  const before = live.window(b0, performance.now());
-  const stop = new AbortController();
-  const timer = setTimeout(() => stop.abort(), REST_MAX_S * 1000);
-  const p0 = performance.now();
-  const n = await purge(pool, { schema: BIG, signal: stop.signal });
-  clearTimeout(timer);
-  const p1 = performance.now();
-  const during = live.window(p0, p1);
-  purged += n;
-  const left = Number(
-    (await q(`SELECT count(*)::bigint AS n FROM ${BIG}.inbox WHERE expires_at < now()`))[0].n,
-  );
-  rest = {
+  return {
     rowsPurged: n,
     seconds: (p1 - p0) / 1000,
     rowsPerSec: n / ((p1 - p0) / 1000),
     stoppedAtCap: stop.signal.aborted,
-    expiredLeft: left,
     before,
     during,
     p99Ratio: during.p99Ms / before.p99Ms,
     p50Ratio: during.p50Ms / before.p50Ms,
   };
+}
+const spread = (xs) => {
+  const ys = xs.filter(Number.isFinite);
+  return ys.length
+    ? { median: median(ys), min: Math.min(...ys), max: Math.max(...ys), n: ys.length }
+    : undefined;
+};
+let purged = 0;
+
+// ---- 3. purge windows: PAIRS rounds, each round every rate once, so the rates are interleaved.
+let purgeResult;
+if (PHASES.has('purge')) {
+  const at = new Date().toISOString();
+  const windows = [];
+  for (let pair = 1; pair <= PAIRS; pair++) {
+    for (const rate of RATES) {
+      const w = { targetRowsPerSec: rate, pair, ...(await windowPair({ rowsPerSecond: rate }, WINDOW_S)) };
+      w.minutesFor10M = 10_000_000 / w.rowsPerSec / 60;
+      purged += w.rowsPurged;
+      windows.push(w);
+      log(
+        `  pair ${pair}, purge at ${rate} rows/s: ${w.rowsPurged.toLocaleString('en')} rows in ${w.seconds.toFixed(0)} s = ${w.rowsPerSec.toFixed(0)} rows/s (10M in ${w.minutesFor10M.toFixed(0)} min); ` +
+          `live p50/p99 before ${w.before.p50Ms.toFixed(2)}/${w.before.p99Ms.toFixed(2)} ms (${w.before.msgsPerSec.toFixed(0)} msgs/s), during ${w.during.p50Ms.toFixed(2)}/${w.during.p99Ms.toFixed(2)} ms (${w.during.msgsPerSec.toFixed(0)} msgs/s): p99 ×${w.p99Ratio.toFixed(2)}`,
+      );
+    }
+  }
+  const byRate = RATES.map((rate) => {
+    const ws = windows.filter((w) => w.targetRowsPerSec === rate);
+    return {
+      targetRowsPerSec: rate,
+      pairs: ws.length,
+      p99Ratio: spread(ws.map((w) => w.p99Ratio)),
+      p50Ratio: spread(ws.map((w) => w.p50Ratio)),
+      rowsPerSec: spread(ws.map((w) => w.rowsPerSec)),
+      rowsPurged: ws.reduce((n, w) => n + w.rowsPurged, 0),
+    };
+  });
+  console.log(
+    `\n  purge rate (rows/s)  achieved rows/s (median)  p99 during ÷ before, median [min–max] of ${PAIRS} pair(s)`,
+  );
+  for (const r of byRate)
+    console.log(
+      `  ${String(r.targetRowsPerSec).padStart(19)}  ${(r.rowsPerSec?.median ?? 0).toFixed(0).padStart(24)}  ${r.p99Ratio ? fmtRatio(r.p99Ratio) : 'n/a (no live samples)'}`,
+    );
+  purgeResult = { at, liveWorkers: LIVE, windowSeconds: WINDOW_S, pairs: PAIRS, windows, byRate };
+}
+
+// ---- 4. the rest, unpaced.
+let rest;
+if (PHASES.has('rest')) {
+  rest = { at: new Date().toISOString(), ...(await windowPair({}, REST_MAX_S)) };
+  purged += rest.rowsPurged;
+  rest.expiredLeft = Number(
+    (await q(`SELECT count(*)::bigint AS n FROM ${BIG}.inbox WHERE expires_at < now()`))[0].n,
+  );
   log(
-    `  purge unpaced: ${n.toLocaleString('en')} rows in ${rest.seconds.toFixed(0)} s = ${rest.rowsPerSec.toFixed(0)} rows/s${rest.stoppedAtCap ? ` (stopped at the ${REST_MAX_S} s cap, ${left.toLocaleString('en')} expired rows left)` : ''}; ` +
-      `live p50/p99 before ${before.p50Ms.toFixed(2)}/${before.p99Ms.toFixed(2)} ms, during ${during.p50Ms.toFixed(2)}/${during.p99Ms.toFixed(2)} ms: p99 ×${rest.p99Ratio.toFixed(2)}`,
+    `  purge unpaced: ${rest.rowsPurged.toLocaleString('en')} rows in ${rest.seconds.toFixed(0)} s = ${rest.rowsPerSec.toFixed(0)} rows/s${rest.stoppedAtCap ? ` (stopped at the ${REST_MAX_S} s cap, ${rest.expiredLeft.toLocaleString('en')} expired rows left)` : ''}; ` +
+      `live p50/p99 before ${rest.before.p50Ms.toFixed(2)}/${rest.before.p99Ms.toFixed(2)} ms, during ${rest.during.p50Ms.toFixed(2)}/${rest.during.p99Ms.toFixed(2)} ms: p99 ×${rest.p99Ratio.toFixed(2)}`,
   );
 }
-await live.stop();
+await live?.stop();
 const liveRows = Number(
   (await q(`SELECT count(*)::bigint AS n FROM ${BIG}.inbox WHERE expires_at >= now()`))[0].n,
 );
-log(`purged ${purged.toLocaleString('en')} rows in all; ${liveRows.toLocaleString('en')} live rows kept`);
+if (needLive)
+  log(`purged ${purged.toLocaleString('en')} rows in all; ${liveRows.toLocaleString('en')} live rows kept`);
 
+// A run of some phases replaces only their sections: the rest of the file is the earlier run's.
+const file = new URL('../results/scale.json', import.meta.url);
+let previous = {};
+try {
+  previous = JSON.parse(readFileSync(file, 'utf8'));
+} catch {
+  // No earlier results (or unreadable ones): this run's sections only.
+}
+// A reused inbox keeps the earlier load's record (how long it took), with this reuse beside it.
+const loadRecord = load.reused && previous.load ? { ...previous.load, reuse: load } : load;
+// The earlier run's totals describe its windows, not this run's: dropped when a section is replaced.
+const { purged: _purged, liveRowsKept: _kept, ...previousPurge } = previous.purge ?? {};
 writeFileSync(
-  new URL('../results/scale.json', import.meta.url),
+  file,
   `${JSON.stringify(
     {
+      ...previous,
       at: new Date().toISOString(),
       commit: gitCommit(),
+      phases: ALL_PHASES.filter((p) => PHASES.has(p)),
       machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version },
-      sizes: { ...sizes, pkeyBytesAfterThroughputRuns: pkeyAfter },
-      load,
-      throughput: {
-        n: N,
-        reps: REPS,
-        concurrency: C,
-        results: throughput,
-        ratios: Object.fromEntries(
-          Object.entries(ratios).map(([l, r]) => [
-            l,
-            {
-              measured: r.median,
-              min: r.min,
-              max: r.max,
-              reps: r.n,
-              target: l.includes('msgs/s') ? 0.9 : null,
+      sizes,
+      load: loadRecord,
+      ...(throughputResult ? { throughput: throughputResult } : {}),
+      ...(needLive
+        ? {
+            purge: {
+              ...previousPurge,
+              ...(purgeResult ?? {}),
+              ...(rest ? { rest } : {}),
+              ...(purgeResult && rest ? { purged } : {}),
+              liveRowsKept: liveRows,
             },
-          ]),
-        ),
-      },
-      purge: {
-        liveWorkers: LIVE,
-        windowSeconds: WINDOW_S,
-        windows: purgeWindows,
-        rest,
-        purged,
-        liveRowsKept: liveRows,
-      },
+          }
+        : {}),
     },
     null,
     2,
   )}\n`,
 );
 if (!KEEP) await pool.query(`DROP SCHEMA ${BIG} CASCADE`);
-await pool.query(`DROP SCHEMA ${EMPTY} CASCADE`);
+if (PHASES.has('throughput')) await pool.query(`DROP SCHEMA ${EMPTY} CASCADE`);
 await pool.end();

@@ -185,14 +185,24 @@ export function buildProgram(io: CliIo, execute: Execute, quietErrors: () => boo
     .option('--batch-size <n>', 'rows per DELETE', integerAtLeast(1), 1000)
     .option('--max-rows <n>', 'stop after this many rows', integerAtLeast(0))
     .option('--pause-ms <ms>', 'pause between batches, in ms', integerAtLeast(0), 0)
-    .action(async (o: { batchSize: number; maxRows?: number; pauseMs: number }, cmd: Command) =>
-      execute(cmd, (db, g) =>
-        purgeCommand(db, io, g.json === true, {
-          batchSize: o.batchSize,
-          maxRows: o.maxRows,
-          pauseMs: o.pauseMs,
-        }),
-      ),
+    .option(
+      '--rows-per-second <n>',
+      'delete at most this many rows per second on average, so a backlog drains without starving the database',
+      integerAtLeast(1),
+    )
+    .action(
+      async (
+        o: { batchSize: number; maxRows?: number; pauseMs: number; rowsPerSecond?: number },
+        cmd: Command,
+      ) =>
+        execute(cmd, (db, g) =>
+          purgeCommand(db, io, g.json === true, {
+            batchSize: o.batchSize,
+            maxRows: o.maxRows,
+            pauseMs: o.pauseMs,
+            rowsPerSecond: o.rowsPerSecond,
+          }),
+        ),
     );
 
   const outbox = program.command('outbox').description('the transactional outbox: status, retry');

@@ -13,6 +13,8 @@ export interface PurgeCommandOptions {
   readonly maxRows?: number | undefined;
   /** Pause between batches, in ms. @default 0 */
   readonly pauseMs: number;
+  /** Average rate cap, rows per second. @default no limit */
+  readonly rowsPerSecond?: number | undefined;
 }
 
 /**
@@ -37,6 +39,7 @@ export async function purgeCommand(
       batchSize: options.batchSize,
       pauseMs: options.pauseMs,
       ...(options.maxRows === undefined ? {} : { maxRows: options.maxRows }),
+      ...(options.rowsPerSecond === undefined ? {} : { rowsPerSecond: options.rowsPerSecond }),
       ...(io.signal ? { signal: io.signal } : {}),
       onProgress: (n) => {
         deleted = n;
@@ -48,9 +51,17 @@ export async function purgeCommand(
   }
   const exitCode = interruptedExit(io.signal);
   const stopped = exitCode !== undefined;
+  // The cap is echoed so that a log of the run says it was throttled (and by how much).
+  const rate = options.rowsPerSecond;
   return {
-    data: { schema: db.schema, deleted, expiredBefore: expired, stopped },
-    text: `${stopped ? 'stopped: ' : ''}purged ${deleted} expired row${deleted === 1 ? '' : 's'} from schema ${db.schema}`,
+    data: {
+      schema: db.schema,
+      deleted,
+      expiredBefore: expired,
+      stopped,
+      ...(rate === undefined ? {} : { rowsPerSecond: rate }),
+    },
+    text: `${stopped ? 'stopped: ' : ''}purged ${deleted} expired row${deleted === 1 ? '' : 's'} from schema ${db.schema}${rate === undefined ? '' : ` at most ${rate} rows/s`}`,
     // Interrupted: the work done is reported, and the exit code says it is not all.
     ...(exitCode === undefined ? {} : { exitCode }),
   };

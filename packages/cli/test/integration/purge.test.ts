@@ -74,6 +74,36 @@ describe('once purge', () => {
     expect(await remaining()).toEqual({ expired: 18, live: 5 });
   });
 
+  it('--rows-per-second: a few thousand rows at a small rate are all purged, and the cap is reported', async () => {
+    await seed(3000);
+    // 3000 rows at 1500/s: at least two seconds of throttling, which is not asserted (shared machine).
+    const r = await cli(at('--json', 'purge', '--batch-size', '250', '--rows-per-second', '1500'));
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.json()).toEqual({
+      schema: db.schema,
+      deleted: 3000,
+      expiredBefore: 3000,
+      stopped: false,
+      rowsPerSecond: 1500,
+    });
+    expect(await remaining()).toEqual({ expired: 0, live: 5 });
+
+    await seed(40);
+    const t = await cli(at('purge', '--batch-size', '20', '--rows-per-second', '1000'));
+    expect(t.code).toBe(0);
+    expect(t.stdout.trim()).toBe(`purged 40 expired rows from schema ${db.schema} at most 1000 rows/s`);
+  }, 30_000);
+
+  it('--rows-per-second must be a whole number >= 1: a bad value is a usage error naming the flag, nothing purged', async () => {
+    for (const bad of ['0', '-5', '1.5', 'fast', '']) {
+      const r = await cli(at('purge', '--rows-per-second', bad));
+      expect(r.code, bad).toBe(2);
+      expect(r.stderr, bad).toContain('--rows-per-second');
+      expect(r.stderr, bad).toContain(`must be a whole number >= 1, got ${JSON.stringify(bad)}`);
+    }
+    expect(await remaining()).toEqual({ expired: 25, live: 5 });
+  });
+
   it('an abort (Ctrl-C in bin.ts) stops between batches, says so and exits 130; SIGTERM 143', async () => {
     const stop = new AbortController();
     const r = await cli(at('purge', '--batch-size', '10'), {

@@ -87,6 +87,11 @@ describe('argument parsing', () => {
       maxRows: 0,
       pauseMs: 5,
     });
+    expect((await parse(['purge', '--rows-per-second', '5600']))?.opts).toEqual({
+      batchSize: 1000,
+      pauseMs: 0,
+      rowsPerSecond: 5600,
+    });
     expect((await parse(['failed', 'list']))?.opts).toEqual({ limit: 100 });
     expect((await parse(['inspect', 'c', 'i']))?.opts).toEqual({ bodyBytes: 200 });
     expect((await parse(['inspect', 'c', 'i']))?.args).toEqual(['c', 'i']);
@@ -104,7 +109,13 @@ describe('argument parsing', () => {
 
 describe('run without a database', () => {
   it('usage errors never need the database and are exit 2', async () => {
-    for (const argv of [['status', '--nope'], ['purge', '--batch-size', '0'], ['inspect'], ['frobnicate']]) {
+    for (const argv of [
+      ['status', '--nope'],
+      ['purge', '--batch-size', '0'],
+      ['purge', '--rows-per-second', '0'],
+      ['inspect'],
+      ['frobnicate'],
+    ]) {
       const i = io();
       expect(await run(argv, i.value), argv.join(' ')).toBe(2);
       expect(i.err.join('')).toMatch(/error: /);
