@@ -6,7 +6,7 @@ import {
   type OutboxPublishOptions,
   type OutboxPublishResult,
 } from '@once/core';
-import { Connector, untilAborted } from '@once/core/adapter';
+import { Connector, checkName, checkNumber, untilAborted } from '@once/core/adapter';
 import { type IHeaders, type Message, Partitioners, type ProducerConfig } from 'kafkajs';
 import { KafkaErrorCode } from './errors.js';
 import type { KafkaLike, ProducerLike } from './kafka-like.js';
@@ -60,19 +60,9 @@ export class KafkaPublisher implements OutboxPublisher {
     if (typeof options?.kafka?.producer !== 'function') {
       throw new OnceError(ErrorCode.InvalidOption, 'options.kafka must be a kafkajs Kafka instance');
     }
-    const header = options.idHeader ?? DEFAULTS.idHeader;
-    if (typeof header !== 'string' || header.length === 0) {
-      throw new OnceError(ErrorCode.InvalidOption, 'options.idHeader must be a non-empty string');
-    }
-    const ack = options.ackTimeoutMs ?? DEFAULTS.ackTimeoutMs;
-    if (!Number.isInteger(ack) || ack < 1) {
-      throw new OnceError(
-        ErrorCode.InvalidOption,
-        `options.ackTimeoutMs must be a positive integer, got ${ack}`,
-      );
-    }
-    this.#header = header;
-    this.#ackTimeoutMs = ack;
+    // The same checks as the consumer's options and the other publishers' timeouts.
+    this.#header = checkName('idHeader', options.idHeader ?? DEFAULTS.idHeader);
+    this.#ackTimeoutMs = checkNumber('ackTimeoutMs', options.ackTimeoutMs ?? DEFAULTS.ackTimeoutMs, 1);
     this.#kafka = options.kafka;
     this.#producerConfig = {
       createPartitioner: Partitioners.DefaultPartitioner,
