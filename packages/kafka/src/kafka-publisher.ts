@@ -6,6 +6,7 @@ import {
   type OutboxPublishOptions,
   type OutboxPublishResult,
 } from '@once/core';
+import { Connector, checkName, checkNumber, untilAborted } from '@once/core/adapter';
 import { type IHeaders, type Message, Partitioners, type ProducerConfig } from 'kafkajs';
 import { KafkaErrorCode } from './errors.js';
 import type { KafkaLike, ProducerLike } from './kafka-like.js';
@@ -52,26 +53,16 @@ export class KafkaPublisher implements OutboxPublisher {
   #producer: ProducerLike;
   readonly #header: string;
   readonly #ackTimeoutMs: number;
-  #state: 'idle' | 'connected' | 'closed' = 'idle';
-  #connecting: Promise<void> | undefined;
+  /** Connects `#producer`; a dropped connection takes its producer with it (see `#drop`). */
+  readonly #link: Connector<ProducerLike>;
 
   constructor(options: KafkaPublisherOptions) {
     if (typeof options?.kafka?.producer !== 'function') {
       throw new OnceError(ErrorCode.InvalidOption, 'options.kafka must be a kafkajs Kafka instance');
     }
-    const header = options.idHeader ?? DEFAULTS.idHeader;
-    if (typeof header !== 'string' || header.length === 0) {
-      throw new OnceError(ErrorCode.InvalidOption, 'options.idHeader must be a non-empty string');
-    }
-    const ack = options.ackTimeoutMs ?? DEFAULTS.ackTimeoutMs;
-    if (!Number.isInteger(ack) || ack < 1) {
-      throw new OnceError(
-        ErrorCode.InvalidOption,
-        `options.ackTimeoutMs must be a positive integer, got ${ack}`,
-      );
-    }
-    this.#header = header;
-    this.#ackTimeoutMs = ack;
+    // The same checks as the consumer's options and the other publishers' timeouts.
+    this.#header = checkName('idHeader', options.idHeader ?? DEFAULTS.idHeader);
+    this.#ackTimeoutMs = checkNumber('ackTimeoutMs', options.ackTimeoutMs ?? DEFAULTS.ackTimeoutMs, 1);
     this.#kafka = options.kafka;
     this.#producerConfig = {
       createPartitioner: Partitioners.DefaultPartitioner,
@@ -80,30 +71,27 @@ export class KafkaPublisher implements OutboxPublisher {
       maxInFlightRequests: 1,
     };
     this.#producer = options.kafka.producer(this.#producerConfig);
+    this.#link = new Connector(() => {
+      const producer = this.#producer;
+      return producer.connect().then(
+        () => producer,
+        (err: unknown) => {
+          throw new OnceError(
+            KafkaErrorCode.Unreachable,
+            `cannot connect the producer: ${(err as Error)?.message ?? err}`,
+            {
+              retryable: true,
+              cause: err,
+            },
+          );
+        },
+      );
+    }, 'the publisher is stopped');
   }
 
   /** Connects the producer; `publish` calls it too. */
-  start(): Promise<void> {
-    if (this.#state === 'closed')
-      return Promise.reject(new OnceError(ErrorCode.Closed, 'the publisher is stopped'));
-    const producer = this.#producer;
-    this.#connecting ??= producer.connect().then(
-      () => {
-        if (this.#producer === producer) this.#state = 'connected';
-      },
-      (err: unknown) => {
-        if (this.#producer === producer) this.#connecting = undefined;
-        throw new OnceError(
-          KafkaErrorCode.Unreachable,
-          `cannot connect the producer: ${(err as Error)?.message ?? err}`,
-          {
-            retryable: true,
-            cause: err,
-          },
-        );
-      },
-    );
-    return this.#connecting;
+  async start(): Promise<void> {
+    await this.#link.get();
   }
 
   /**
@@ -122,8 +110,8 @@ export class KafkaPublisher implements OutboxPublisher {
   ): Promise<OutboxPublishResult[]> {
     if (messages.length === 0) return [];
     const { signal } = options;
-    const producer = this.#producer;
-    await this.#unlessAborted(this.start(), signal, producer);
+    const opening = this.#link.get();
+    const producer = await untilAborted(opening, signal, () => this.#drop(opening));
     const results: OutboxPublishResult[] = [];
     const byTopic = new Map<string, Message[]>();
     for (const m of messages) {
@@ -147,50 +135,23 @@ export class KafkaPublisher implements OutboxPublisher {
         timeout: this.#ackTimeoutMs,
         topicMessages: [...byTopic].map(([topic, list]) => ({ topic, messages: list })),
       });
-      await this.#unlessAborted(sending, signal, producer);
+      await untilAborted(sending, signal, () => this.#drop(opening));
     }
     return results;
   }
 
-  /** `work`, or a rejection with the signal's reason as soon as it is aborted (then the producer is dropped). */
-  async #unlessAborted<T>(
-    work: Promise<T>,
-    signal: AbortSignal | undefined,
-    producer: ProducerLike,
-  ): Promise<T> {
-    if (!signal) return work;
-    work.catch(() => {}); // after an abort nobody awaits it
-    let onAbort: (() => void) | undefined;
-    const aborted = new Promise<never>((_, reject) => {
-      onAbort = () => {
-        this.#drop(producer);
-        reject(signal.reason);
-      };
-      if (signal.aborted) onAbort();
-      else signal.addEventListener('abort', onAbort, { once: true });
-    });
-    aborted.catch(() => {});
-    try {
-      return await Promise.race([work, aborted]);
-    } finally {
-      if (onAbort) signal.removeEventListener('abort', onAbort);
-    }
-  }
-
   /** Replaces a producer whose request was abandoned; it is disconnected in the background. */
-  #drop(producer: ProducerLike): void {
-    if (this.#producer !== producer || this.#state === 'closed') return;
+  #drop(opening: Promise<ProducerLike>): void {
+    if (!this.#link.drop(opening)) return;
+    const producer = this.#producer;
     this.#producer = this.#kafka.producer(this.#producerConfig);
-    this.#state = 'idle';
-    this.#connecting = undefined;
     producer.disconnect().catch(() => {});
   }
 
   /** Disconnects the producer. */
   async stop(): Promise<void> {
-    if (this.#state === 'closed') return;
-    this.#state = 'closed';
-    await this.#connecting?.catch(() => {});
+    if (this.#link.stopped) return;
+    await this.#link.stop();
     await this.#producer.disconnect();
   }
 

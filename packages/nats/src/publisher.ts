@@ -10,8 +10,11 @@ import {
   type OutboxPublishResult,
   silentLogger,
 } from '@once/core';
-import { checkNumber, serializeError, untilAborted } from '@once/core/adapter';
+import { Connector, checkMessageId, checkNumber, settledResults, untilAborted } from '@once/core/adapter';
 import { connectError, NatsErrorCode } from './errors.js';
+
+/** Codes of failures that no retry can fix: the relay parks the row at once. */
+const PERMANENT = new Set<string>([ErrorCode.InvalidId, ErrorCode.InvalidOption]);
 
 /** Options of {@link createNatsPublisher}. */
 export interface NatsPublisherOptions {
@@ -34,13 +37,9 @@ export interface NatsPublisherOptions {
  * not sent: NATS routes on the subject, `destination`.
  */
 export class NatsPublisher implements OutboxPublisher {
-  readonly #servers: readonly string[];
   readonly #own: boolean;
-  readonly #timeoutMs: number;
   readonly #logger: Logger;
-  #nc: Promise<NatsConnection> | undefined;
-  #js: JetStreamClient | undefined;
-  #stopped = false;
+  readonly #link: Connector<{ nc: NatsConnection; js: JetStreamClient }>;
 
   constructor(options: NatsPublisherOptions) {
     if (typeof options !== 'object' || options === null) {
@@ -52,31 +51,27 @@ export class NatsPublisher implements OutboxPublisher {
         'options.servers: give either servers (once connects) or connection (your own), not both or neither',
       );
     }
-    this.#servers = typeof options.servers === 'string' ? [options.servers] : [...(options.servers ?? [])];
-    this.#own = options.connection === undefined;
-    if (options.connection) this.#nc = Promise.resolve(options.connection);
-    this.#timeoutMs = checkNumber('publishTimeoutMs', options.publishTimeoutMs ?? 30_000, 1);
+    const servers = typeof options.servers === 'string' ? [options.servers] : [...(options.servers ?? [])];
+    const { connection } = options;
+    this.#own = connection === undefined;
+    const timeout = checkNumber('publishTimeoutMs', options.publishTimeoutMs ?? 30_000, 1);
     this.#logger = options.logger || silentLogger;
+    // Opened once: the client reconnects by itself, so a connection is never dropped.
+    this.#link = new Connector(async () => {
+      const nc =
+        connection ??
+        (await connect({ servers, maxReconnectAttempts: -1, name: 'once:publisher' }).catch(
+          (err: unknown) => {
+            throw connectError(err, servers);
+          },
+        ));
+      return { nc, js: jetstream(nc, { timeout }) };
+    }, 'the NATS publisher was stopped');
   }
 
   /** Connects now (otherwise the first publish does). Throws NATS_CONNECT when unreachable. */
   async start(): Promise<void> {
-    await this.#client();
-  }
-
-  async #client(): Promise<JetStreamClient> {
-    if (this.#stopped) throw new OnceError(ErrorCode.Closed, 'the NATS publisher was stopped');
-    this.#nc ??= connect({
-      servers: [...this.#servers],
-      maxReconnectAttempts: -1,
-      name: 'once:publisher',
-    }).catch((err: unknown) => {
-      this.#nc = undefined;
-      throw connectError(err, this.#servers);
-    });
-    const nc = await this.#nc;
-    this.#js ??= jetstream(nc, { timeout: this.#timeoutMs });
-    return this.#js;
+    await this.#link.get();
   }
 
   /**
@@ -88,16 +83,14 @@ export class NatsPublisher implements OutboxPublisher {
     message: OutboxMessage,
     options: OutboxPublishOptions = {},
   ): Promise<{ duplicate: boolean }> {
-    if (typeof message?.id !== 'string' || message.id.length === 0) {
-      throw new OnceError(ErrorCode.InvalidId, 'an outbox message needs a non-empty string id');
-    }
+    checkMessageId(message);
     if (typeof message.destination !== 'string' || message.destination.length === 0) {
       throw new OnceError(
         ErrorCode.InvalidOption,
         'message.destination must be a subject (a non-empty string)',
       );
     }
-    const js = await this.#client();
+    const { js } = await this.#link.get();
     const headers = natsHeaders();
     for (const [k, v] of Object.entries(message.headers ?? {})) headers.set(k, v);
     const work = js.publish(message.destination, message.body, { msgID: message.id, headers });
@@ -120,26 +113,16 @@ export class NatsPublisher implements OutboxPublisher {
     options: OutboxPublishOptions = {},
   ): Promise<OutboxPublishResult[]> {
     const settled = await Promise.allSettled(messages.map((m) => this.publishOne(m, options)));
-    return settled.map((r, i) => {
-      const id = messages[i]!.id;
-      if (r.status === 'fulfilled') {
-        if (r.value.duplicate)
-          this.#logger.debug({ id }, 'once/nats: PubAck duplicate: already stored, counted as sent');
-        return { id, ok: true as const };
-      }
-      const permanent =
-        OnceError.is(r.reason) &&
-        (r.reason.code === ErrorCode.InvalidId || r.reason.code === ErrorCode.InvalidOption);
-      return { id, ok: false as const, error: serializeError(r.reason), retryable: !permanent };
+    return settledResults(messages, settled, PERMANENT, ({ duplicate }, id) => {
+      if (duplicate)
+        this.#logger.debug({ id }, 'once/nats: PubAck duplicate: already stored, counted as sent');
     });
   }
 
   /** Closes a connection once made (yours is left open). Idempotent. */
   async stop(): Promise<void> {
-    if (this.#stopped) return;
-    this.#stopped = true;
-    const nc = await this.#nc?.catch(() => undefined);
-    if (nc && this.#own) await nc.close().catch(() => {});
+    const link = await this.#link.stop();
+    if (link && this.#own) await link.nc.close().catch(() => {});
   }
 }
 

@@ -7,7 +7,14 @@ import {
   type OutboxPublishResult,
   silentLogger,
 } from '@once/core';
-import { checkNumber, serializeError, untilAborted } from '@once/core/adapter';
+import {
+  Connector,
+  checkMessageId,
+  checkNumber,
+  serializeError,
+  settledResults,
+  untilAborted,
+} from '@once/core/adapter';
 import type { Options } from 'amqplib';
 import { RabbitErrorCode } from './errors.js';
 import { closeLink, type Link, openLink } from './publisher-link.js';
@@ -66,12 +73,9 @@ export interface RabbitPublisherOptions {
  * downstream inbox deduplicates a re-send. A lost connection is reopened on the next publish.
  */
 export class RabbitPublisher {
-  readonly #url: string | Options.Connect;
-  readonly #socketOptions: SocketOptions;
   readonly #logger: Logger;
   readonly #confirmTimeoutMs: number;
-  #link: Promise<Link> | undefined;
-  #stopped = false;
+  readonly #link: Connector<Link>;
 
   constructor(options: RabbitPublisherOptions) {
     if (typeof options !== 'object' || options === null) {
@@ -87,10 +91,9 @@ export class RabbitPublisher {
         `options.url must be an amqp:// or amqps:// URL or amqplib connect options, got ${JSON.stringify(url)}`,
       );
     }
-    this.#url = options.url;
     this.#confirmTimeoutMs = checkNumber('confirmTimeoutMs', options.confirmTimeoutMs ?? 30_000, 1);
     const so = options.socketOptions ?? {};
-    this.#socketOptions = {
+    const socketOptions: SocketOptions = {
       // amqplib's handshake deadline: a broker that accepts the socket and says nothing would
       // otherwise keep a connect (and the socket) pending forever.
       timeout: this.#confirmTimeoutMs,
@@ -98,11 +101,15 @@ export class RabbitPublisher {
       clientProperties: { connection_name: 'once:publisher', ...so.clientProperties },
     };
     this.#logger = options.logger || silentLogger;
+    this.#link = new Connector(
+      (lost) => openLink(options.url, socketOptions, this.#logger, lost),
+      'the publisher is stopped',
+    );
   }
 
   /** Connects now (otherwise the first publish does). Throws AMQP_CONNECT when the broker is unreachable. */
   async start(): Promise<void> {
-    await this.#ensure();
+    await this.#link.get();
   }
 
   /**
@@ -128,22 +135,11 @@ export class RabbitPublisher {
     const settled = await this.#bounded(options.signal, (signal) =>
       Promise.allSettled(messages.map((m) => this.#publishOne(m, signal))),
     );
-    return settled.map((r, i) =>
-      r.status === 'fulfilled'
-        ? { id: messages[i]!.id, ok: true as const }
-        : {
-            id: messages[i]!.id,
-            ok: false as const,
-            error: serializeError(r.reason),
-            retryable: !(OnceError.is(r.reason) && PERMANENT.has(r.reason.code)),
-          },
-    );
+    return settledResults(messages, settled, PERMANENT);
   }
 
   async #publishOne(message: OutboxMessage, signal: AbortSignal): Promise<void> {
-    if (typeof message?.id !== 'string' || message.id.length === 0) {
-      throw new OnceError(ErrorCode.InvalidId, 'an outbox message needs a non-empty string id');
-    }
+    checkMessageId(message);
     if (typeof message.destination !== 'string') {
       throw new OnceError(ErrorCode.InvalidOption, 'message.destination must be an exchange name (a string)');
     }
@@ -165,7 +161,7 @@ export class RabbitPublisher {
         `routing key of ${keyBytes} bytes for message ${message.id} exceeds AMQP's ${SHORTSTR_BYTES} bytes`,
       );
     }
-    const opening = this.#ensure();
+    const opening = this.#link.get();
     // Connecting is bounded too: a broker that accepts the socket and then says nothing would
     // otherwise hold the publish past its deadline.
     const link = await untilAborted(opening, signal);
@@ -236,8 +232,7 @@ export class RabbitPublisher {
    * old channel is closed so that no confirm arriving late can be mistaken for a new one's.
    */
   #abandon(opening: Promise<Link>, link: Link, reason: unknown): void {
-    if (this.#link !== opening) return;
-    this.#link = undefined;
+    if (!this.#link.drop(opening)) return;
     this.#logger.warn(
       {
         error: serializeError(reason).message,
@@ -248,10 +243,7 @@ export class RabbitPublisher {
   }
 
   async stop(): Promise<void> {
-    this.#stopped = true;
-    const link = this.#link;
-    this.#link = undefined;
-    const l = await link?.catch(() => undefined);
+    const l = await this.#link.stop();
     if (!l) return;
     // Confirms still owed get confirmTimeoutMs, no more: a stalled broker must not hang stop().
     let timer: NodeJS.Timeout | undefined;
@@ -265,22 +257,6 @@ export class RabbitPublisher {
 
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
-  }
-
-  #ensure() {
-    if (this.#stopped) {
-      return Promise.reject(new OnceError(ErrorCode.Closed, 'the publisher is stopped'));
-    }
-    if (!this.#link) {
-      const link = openLink(this.#url, this.#socketOptions, this.#logger, () => {
-        if (this.#link === link) this.#link = undefined;
-      });
-      this.#link = link;
-      link.catch(() => {
-        if (this.#link === link) this.#link = undefined;
-      });
-    }
-    return this.#link;
   }
 }
 

@@ -13,7 +13,7 @@ import {
   type SerializedError,
   silentLogger,
 } from '@once/core';
-import { checkNumber, serializeError, sleep } from '@once/core/adapter';
+import { checkFunction, checkName, checkNumber, serializeError, sleep } from '@once/core/adapter';
 import { SqsErrorCode } from './errors.js';
 import { BODY_ENCODING_ATTRIBUTE, sqsBody, sqsToken } from './sqs-body.js';
 
@@ -83,13 +83,9 @@ export function createSqsPublisher(options: SqsPublisherOptions): SqsPublisher {
   if (!options || typeof (options.client as { send?: unknown })?.send !== 'function') {
     throw new OnceError(ErrorCode.InvalidOption, 'options.client must be an SQSClient');
   }
-  const idHeader = options.idHeader ?? 'message-id';
-  if (typeof idHeader !== 'string' || idHeader.length === 0) {
-    throw new OnceError(ErrorCode.InvalidOption, 'options.idHeader must be a non-empty string');
-  }
-  if (options.queueUrlOf !== undefined && typeof options.queueUrlOf !== 'function') {
-    throw new OnceError(ErrorCode.InvalidOption, 'options.queueUrlOf must be a function');
-  }
+  // The consumer's check of the same attribute name (SQS allows 256 characters).
+  const idHeader = checkName('idHeader', options.idHeader ?? 'message-id', 256);
+  if (options.queueUrlOf !== undefined) checkFunction('queueUrlOf', options.queueUrlOf);
   const maxRetries = checkNumber('maxRetries', options.maxRetries ?? 3, 0);
   const retryDelayMs = checkNumber('retryDelayMs', options.retryDelayMs ?? 100, 0);
   const logger = options.logger || silentLogger;

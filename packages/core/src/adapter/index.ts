@@ -7,7 +7,8 @@
  * `takeGroup`, `processGroup`), the `DeliveryPipeline` (queue → groups → the inbox behind the gate → core's
  * settle plan → the adapter's broker calls, with reruns of what a stopped batch never ran),
  * `jsonHandler`, settle plans, the dead-letter record with its event and log line, an abortable
- * `sleep`, the check of an id the client decoded as text (`decodedIdCheck`), and the helpers
+ * `sleep`, the publishers' pieces (`Connector`, the connect-once and reconnect-after-drop
+ * state; `untilAborted`; `checkMessageId` and `settledResults`), the check of an id the client decoded as text (`decodedIdCheck`), and the helpers
  * adapters share with core (`resolveId`, `fingerprint`, `serializeError`, `TypedEmitter`,
  * `warnIfRetentionShort`, `checkNumber`), `HttpResponseStore`, the SQL of `@once/http`'s stored
  * responses, and `inTransaction` (BEGIN, a body, COMMIT or ROLLBACK on a pool connection). It names no broker.
@@ -30,6 +31,7 @@ export { checkNumber } from '../options.js';
 export { type RetentionCheck, warnIfRetentionShort } from '../retention.js';
 export { fromJsonb, isJsonbSafeString, toJsonb } from '../sql/jsonb.js';
 export { inTransaction } from '../transaction.js';
+export { Connector } from './connector.js';
 export type { Consumer, ConsumerEventMap, ConsumerHealth, ConsumerState } from './consumer.js';
 export { ConsumerBase, type ConsumerBaseSpec } from './consumer-base.js';
 export {
@@ -55,7 +57,7 @@ export { jsonHandler } from './json-handler.js';
 export { KeyedSerializer } from './keyed-serializer.js';
 export { ConsumerLifecycle, type LifecycleHooks, type LifecycleSpec } from './lifecycle.js';
 export { Limiter } from './limiter.js';
-
+export { checkMessageId, settledResults } from './publish-results.js';
 export { type SettlePlan, settlePlanOf } from './settle-plan.js';
 export { sleep } from './sleep.js';
 export { type SplitSpec, splitOptions, withDefaults } from './split-options.js';
