@@ -90,7 +90,7 @@ export function closeBench({ runs, streams, reps, checks: defs, file, meta }) {
 /** One stream's medians and paired ratios, printed. */
 function summarise({ mode, duplicates, failures, runs }, reps, defs) {
   const results = [];
-  for (const [name, list] of Object.entries(runs)) {
+  for (const list of Object.values(runs)) {
     const med = (k) => median(list.map((r) => r[k]));
     results.push({
       variant: list[0].variant,
