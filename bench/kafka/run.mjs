@@ -14,7 +14,14 @@
 // fresh consumer group, 3 partitions at a time, and write the same effect row per message.
 // Latency is per message from the start of its transaction (or slice) to its COMMIT: the messages
 // are pre-produced, so produce-to-effect time would only measure the backlog.
-// Size: BENCH_MESSAGES (default 20000; the issue's full size is 200000), BENCH_ONLY=name,name.
+// Size: BENCH_MESSAGES (default 20000; the issue's full size is 200000), BENCH_ONLY=name,name,
+// BENCH_SCHEMA (default once_bench_kafka).
+// Streams (bench/support/faults.mjs; BENCH_STREAMS=clean,faults, default both), each on its own
+// topic: clean, and faults, where 5 % of the messages are produced twice and 5 % throw after their
+// effect on the first attempt. once redelivers through its retry (a seek after its delay); B1 and
+// the floor throw to kafkajs, which seeks back and fetches again (offsets are committed only after
+// a COMMIT). fenced/batch runs on the clean stream only: a fence takes a copy at a later offset
+// for a new message. Every run checks its effects: each id once (B1, without an inbox: each copy once).
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { migrate } from '@once/core';
@@ -22,6 +29,7 @@ import { createKafkaConsumer } from '@once/kafka';
 import { Kafka, logLevel } from 'kafkajs';
 import pg from 'pg';
 import { countingPool } from '../support/counting-pool.mjs';
+import { checkEffects, faultRun, streamsFromEnv } from '../support/faults.mjs';
 import { createFloorTable, floorBatch, floorOne } from '../support/floor.mjs';
 import { fmtRatio, gitCommit, median, pairedRatio } from '../support/report.mjs';
 
@@ -32,9 +40,10 @@ const REPS = Number(process.env.BENCH_REPS ?? 7);
 const PARTITIONS = 6;
 const BROKERS = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',');
 const DB_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const SCHEMA = 'once_bench_kafka';
+const SCHEMA = process.env.BENCH_SCHEMA ?? 'once_bench_kafka';
+const STREAMS = streamsFromEnv();
 const RUN = `bench-kafka-${process.pid}-${Date.now().toString(36)}`;
-const TOPIC = `${RUN}-in`;
+const topicOf = (stream) => `${RUN}-${stream.mode}`;
 
 const raw = new pg.Pool({ connectionString: DB_URL, max: 12 });
 raw.on('error', () => {});
@@ -51,22 +60,41 @@ const EFFECT = `INSERT INTO ${SCHEMA}.effects (variant, id, amount) VALUES ($1, 
 const kafka = new Kafka({ clientId: RUN, brokers: BROKERS, logLevel: logLevel.NOTHING });
 const admin = kafka.admin();
 await admin.connect();
-await admin.createTopics({ topics: [{ topic: TOPIC, numPartitions: PARTITIONS }], waitForLeaders: true });
+await admin.createTopics({
+  topics: STREAMS.map((s) => ({ topic: topicOf(s), numPartitions: PARTITIONS })),
+  waitForLeaders: true,
+});
 
-async function produce() {
+/** The current run's stream (which ids fail once), its topic, and the redeliveries seen so far. */
+let run;
+let TOPIC;
+let redelivered = 0;
+/** The effect every variant writes, then the stream's transient failure (so it rolls back). */
+async function effect(q, variant, id, amount) {
+  await q.query(EFFECT, [variant, id, amount]);
+  run.fail(id);
+}
+/** A failed attempt of `n` messages: counted, and thrown on for the consumer to redeliver. */
+function failed(n, err) {
+  if (String(err?.message).startsWith('bench:')) redelivered += n;
+  throw err;
+}
+
+async function produce(stream) {
+  const { order } = faultRun(stream, N, (k) => `order-${k}`);
   const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
   await producer.connect();
   const t0 = performance.now();
-  for (let i = 0; i < N; i += 2_000) {
+  for (let i = 0; i < order.length; i += 2_000) {
     const messages = [];
-    for (let k = i; k < Math.min(N, i + 2_000); k++) {
+    for (const k of order.slice(i, i + 2_000)) {
       messages.push({
         key: `customer-${k % 97}`,
         value: JSON.stringify({ order: k, amount: (k % 50) + 1 }),
         headers: { 'message-id': `order-${k}` },
       });
     }
-    await producer.send({ topic: TOPIC, acks: -1, messages });
+    await producer.send({ topic: topicOf(stream), acks: -1, messages });
   }
   await producer.disconnect();
   return performance.now() - t0;
@@ -79,7 +107,11 @@ const consumerSettings = {
 };
 
 /** Runs one variant until it has handled N messages; returns its measurements. */
-async function measure(name, start, tag) {
+async function measure(name, start, tag, stream) {
+  run = faultRun(stream, N, (k) => `order-${k}`);
+  TOPIC = topicOf(stream);
+  redelivered = 0;
+  const total = run.published;
   await raw.query(`TRUNCATE ${SCHEMA}.effects, ${SCHEMA}.inbox, ${SCHEMA}.floor_inbox CASCADE`);
   const latencies = [];
   let done = 0;
@@ -87,10 +119,13 @@ async function measure(name, start, tag) {
   const finished = new Promise((r) => {
     finish = r;
   });
-  const progress = (n, ms) => {
-    for (let k = 0; k < n; k++) latencies.push(ms);
+  // `n` messages done (committed, or skipped as duplicates) in `ms` each; `count: false` records
+  // latencies only (once's slices, whose messages are counted by their inbox outcomes).
+  const progress = (n, ms, count = true) => {
+    if (ms !== undefined) for (let k = 0; k < n; k++) latencies.push(ms);
+    if (!count) return;
     done += n;
-    if (done >= N) finish();
+    if (done >= total) finish();
   };
   let peakRss = process.memoryUsage().rss;
   const sampler = setInterval(() => {
@@ -110,13 +145,20 @@ async function measure(name, start, tag) {
     const { rows } = await raw.query(
       `SELECT count(*)::int AS n, count(DISTINCT id)::int AS d FROM ${SCHEMA}.effects`,
     );
-    if (rows[0].n !== N || rows[0].d !== N)
-      throw new Error(`${name}: ${rows[0].n} effects for ${N} messages`);
+    checkEffects({
+      variant: name,
+      stream,
+      rows: rows[0].n,
+      ids: rows[0].d,
+      run,
+      dedup: !name.startsWith('B1'),
+    });
   }
   latencies.sort((a, b) => a - b);
   const pct = (p) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? 0;
   return {
     name,
+    redelivered,
     msgsPerSec: Math.round(N / seconds),
     seconds: Number(seconds.toFixed(2)),
     p50Ms: Number(pct(50).toFixed(2)),
@@ -137,7 +179,7 @@ function sliced(work, progress) {
     for (let i = 0; i < batch.messages.length; i += SLICE) {
       const slice = batch.messages.slice(i, i + SLICE);
       const t = performance.now();
-      await work(slice);
+      await work(slice).catch((err) => failed(slice.length, err));
       const last = slice[slice.length - 1].offset;
       resolveOffset(last);
       await commitOffsetsIfNecessary({
@@ -177,8 +219,11 @@ const variants = {
         const client = await pool.connect();
         try {
           await client.query('BEGIN');
-          await client.query(EFFECT, ['b1msg', message.headers['message-id'].toString(), body.amount]);
+          await effect(client, 'b1msg', message.headers['message-id'].toString(), body.amount);
           await client.query('COMMIT');
+        } catch (err) {
+          await client.query('ROLLBACK');
+          failed(1, err);
         } finally {
           client.release();
         }
@@ -201,9 +246,12 @@ const variants = {
           await client.query('BEGIN');
           for (const m of slice) {
             const body = JSON.parse(m.value.toString());
-            await client.query(EFFECT, ['b1batch', m.headers['message-id'].toString(), body.amount]);
+            await effect(client, 'b1batch', m.headers['message-id'].toString(), body.amount);
           }
           await client.query('COMMIT');
+        } catch (err) {
+          await client.query('ROLLBACK');
+          throw err;
         } finally {
           client.release();
         }
@@ -221,8 +269,8 @@ const variants = {
         const t = performance.now();
         const body = JSON.parse(message.value.toString());
         const id = message.headers['message-id'].toString();
-        await floorOne(pool, SCHEMA, 'floor-kafka', id, (q) =>
-          q.query(EFFECT, ['floormsg', id, body.amount]),
+        await floorOne(pool, SCHEMA, 'floor-kafka', id, (q) => effect(q, 'floormsg', id, body.amount)).catch(
+          (err) => failed(1, err),
         );
         progress(1, performance.now() - t);
       },
@@ -246,11 +294,12 @@ const variants = {
             slice,
             (m) => m.headers['message-id'].toString(),
             (q, m) =>
-              q.query(EFFECT, [
+              effect(
+                q,
                 'floorbatch',
                 m.headers['message-id'].toString(),
                 JSON.parse(m.value.toString()).amount,
-              ]),
+              ),
           ),
         progress,
       ),
@@ -281,97 +330,132 @@ for (const [name, mode, offsetFencing] of [
       consumerConfig: { maxBytesPerPartition: consumerSettings.maxBytesPerPartition },
       handler: async (envelope, { tx }) => {
         const body = JSON.parse(envelope.body.toString());
-        await tx.query(EFFECT, [variant, envelope.id, body.amount]);
+        await effect(tx, variant, envelope.id, body.amount);
       },
     });
     c.on('slice:done', (e) =>
-      progress(e.messages, mode === 'message' ? e.durationMs / e.messages : e.durationMs),
+      progress(e.messages, mode === 'message' ? e.durationMs / e.messages : e.durationMs, false),
     );
+    // Done once committed (processed, or a duplicate skipped); anything else comes back.
+    c.inbox.on('message:processed', () => progress(1, undefined));
+    c.inbox.on('message:duplicate', () => progress(1, undefined));
+    for (const e of ['message:retry', 'message:not-run', 'message:busy'])
+      c.inbox.on(e, () => {
+        redelivered++;
+      });
     await c.start();
     return () => c.stop();
   };
 }
 
-const produceMs = await produce();
+const produceMs = {};
+for (const stream of STREAMS) produceMs[stream.mode] = Math.round(await produce(stream));
 console.log(
-  `kafka bench: ${N} messages on ${PARTITIONS} partitions (produced in ${Math.round(produceMs)} ms), slice ${SLICE}, ${CONCURRENCY} partitions at a time, ${os.cpus().length} cores`,
+  `kafka bench: ${N} messages on ${PARTITIONS} partitions (produced in ${JSON.stringify(produceMs)} ms), slice ${SLICE}, ${CONCURRENCY} partitions at a time, ${os.cpus().length} cores`,
 );
 const only = process.env.BENCH_ONLY?.split(',');
-const names = Object.keys(variants).filter((n) => !only || only.includes(n));
-const runs = Object.fromEntries(names.map((n) => [n, []]));
-for (let rep = 0; rep < REPS; rep++) {
-  // Interleaved, in a rotating order, so a noisy neighbour slows every variant alike.
-  const order = names.slice(rep % names.length).concat(names.slice(0, rep % names.length));
-  for (const name of order) {
-    const r = await measure(name, variants[name], `-${rep}`);
-    runs[name].push(r);
-    console.log(`  rep ${rep + 1} ${name.padEnd(12)} ${String(r.msgsPerSec).padStart(7)} msgs/s`);
+const allNames = Object.keys(variants).filter((n) => !only || only.includes(n));
+const byStream = [];
+for (const stream of STREAMS) {
+  const names = allNames.filter((n) => stream.mode === 'clean' || !n.startsWith('fenced'));
+  const runs = Object.fromEntries(names.map((n) => [n, []]));
+  console.log(`\n${stream.mode} stream`);
+  for (let rep = 0; rep < REPS; rep++) {
+    // Interleaved, in a rotating order, so a noisy neighbour slows every variant alike.
+    const order = names.slice(rep % names.length).concat(names.slice(0, rep % names.length));
+    for (const name of order) {
+      const r = await measure(name, variants[name], `-${stream.mode}-${rep}`, stream);
+      runs[name].push(r);
+      console.log(`  rep ${rep + 1} ${name.padEnd(12)} ${String(r.msgsPerSec).padStart(7)} msgs/s`);
+    }
   }
+  byStream.push({ stream, runs });
 }
-const results = {};
-for (const [name, list] of Object.entries(runs)) {
-  const med = (k) => Number(median(list.map((r) => r[k])).toFixed(2));
-  results[name] = {
-    name,
-    msgsPerSec: Math.round(median(list.map((r) => r.msgsPerSec))),
-    seconds: med('seconds'),
-    p50Ms: med('p50Ms'),
-    p99Ms: med('p99Ms'),
-    roundTripsPerMsg: med('roundTripsPerMsg'),
-    cpuUsPerMsg: Math.round(median(list.map((r) => r.cpuUsPerMsg))),
-    peakRssMb: Math.max(...list.map((r) => r.peakRssMb)),
-    repMsgsPerSec: list.map((r) => r.msgsPerSec),
-    repCpuUsPerMsg: list.map((r) => r.cpuUsPerMsg),
-  };
-}
+/** One stream's medians and paired ratios, printed. */
+function summarise({ stream, runs }) {
+  const results = {};
+  for (const [name, list] of Object.entries(runs)) {
+    const med = (k) => Number(median(list.map((r) => r[k])).toFixed(2));
+    results[name] = {
+      name,
+      mode: stream.mode,
+      duplicates: stream.duplicates,
+      failures: stream.failures,
+      redeliveredPerRun: median(list.map((r) => r.redelivered)),
+      msgsPerSec: Math.round(median(list.map((r) => r.msgsPerSec))),
+      seconds: med('seconds'),
+      p50Ms: med('p50Ms'),
+      p99Ms: med('p99Ms'),
+      roundTripsPerMsg: med('roundTripsPerMsg'),
+      cpuUsPerMsg: Math.round(median(list.map((r) => r.cpuUsPerMsg))),
+      peakRssMb: Math.max(...list.map((r) => r.peakRssMb)),
+      repMsgsPerSec: list.map((r) => r.msgsPerSec),
+      repCpuUsPerMsg: list.map((r) => r.cpuUsPerMsg),
+    };
+  }
 
-// Each ratio: the median of per-repetition paired ratios, with min–max.
-const paired = (a, b, value = (r) => r.msgsPerSec) => pairedRatio(runs[a], runs[b], value);
-const cpu = (r) => r.cpuUsPerMsg;
-const ratioDefs = [
-  ['once/msg ÷ floor/msg', paired('once/msg', 'floor/msg'), 0.9, '≥'],
-  ['once/batch ÷ floor/batch', paired('once/batch', 'floor/batch'), 0.9, '≥'],
-  ['once/msg ÷ floor/msg, CPU µs/msg', paired('once/msg', 'floor/msg', cpu), 1.15, '≤'],
-  ['once/batch ÷ floor/batch, CPU µs/msg', paired('once/batch', 'floor/batch', cpu), 1.15, '≤'],
-  ['once/batch ÷ B1/batch', paired('once/batch', 'B1/batch'), 0.8, '≥'],
-  ['once/batch ÷ once/msg', paired('once/batch', 'once/msg'), 4, '≥'],
-  ['once/msg ÷ B1/msg', paired('once/msg', 'B1/msg'), 0.75, '≥'],
-  ['floor/msg ÷ B1/msg', paired('floor/msg', 'B1/msg'), undefined, '≥'],
-  ['floor/batch ÷ B1/batch', paired('floor/batch', 'B1/batch'), undefined, '≥'],
-  ['floor/batch ÷ floor/msg', paired('floor/batch', 'floor/msg'), undefined, '≥'],
-  ['once/batch ÷ raw', paired('once/batch', 'raw'), undefined, '≥'],
-  ['fenced/batch ÷ once/batch', paired('fenced/batch', 'once/batch'), undefined, '≥'],
-  ['fenced/batch ÷ B1/batch', paired('fenced/batch', 'B1/batch'), undefined, '≥'],
-];
-const ratios = {};
-for (const [label, r, target, cmp] of ratioDefs) {
-  if (!r) continue;
-  const met = target === undefined ? undefined : cmp === '≥' ? r.median >= target : r.median <= target;
-  ratios[label] = { value: Number(r.median.toFixed(2)), min: r.min, max: r.max, reps: r.n, target, cmp, met };
-}
+  // Each ratio: the median of per-repetition paired ratios, with min–max.
+  const paired = (a, b, value = (r) => r.msgsPerSec) => pairedRatio(runs[a], runs[b], value);
+  const cpu = (r) => r.cpuUsPerMsg;
+  const ratioDefs = [
+    ['once/msg ÷ floor/msg', paired('once/msg', 'floor/msg'), 0.9, '≥'],
+    ['once/batch ÷ floor/batch', paired('once/batch', 'floor/batch'), 0.9, '≥'],
+    ['once/msg ÷ floor/msg, CPU µs/msg', paired('once/msg', 'floor/msg', cpu), 1.15, '≤'],
+    ['once/batch ÷ floor/batch, CPU µs/msg', paired('once/batch', 'floor/batch', cpu), 1.15, '≤'],
+    ['once/batch ÷ B1/batch', paired('once/batch', 'B1/batch'), 0.8, '≥'],
+    ['once/batch ÷ once/msg', paired('once/batch', 'once/msg'), 4, '≥'],
+    ['once/msg ÷ B1/msg', paired('once/msg', 'B1/msg'), 0.75, '≥'],
+    ['floor/msg ÷ B1/msg', paired('floor/msg', 'B1/msg'), undefined, '≥'],
+    ['floor/batch ÷ B1/batch', paired('floor/batch', 'B1/batch'), undefined, '≥'],
+    ['floor/batch ÷ floor/msg', paired('floor/batch', 'floor/msg'), undefined, '≥'],
+    ['once/batch ÷ raw', paired('once/batch', 'raw'), undefined, '≥'],
+    ['fenced/batch ÷ once/batch', paired('fenced/batch', 'once/batch'), undefined, '≥'],
+    ['fenced/batch ÷ B1/batch', paired('fenced/batch', 'B1/batch'), undefined, '≥'],
+  ];
+  const ratios = {};
+  for (const [label, r, target, cmp] of ratioDefs) {
+    if (!r) continue;
+    const met = target === undefined ? undefined : cmp === '≥' ? r.median >= target : r.median <= target;
+    ratios[label] = {
+      value: Number(r.median.toFixed(2)),
+      min: r.min,
+      max: r.max,
+      reps: r.n,
+      target,
+      cmp,
+      met,
+    };
+  }
 
-console.log('');
-console.log(`medians of ${REPS} repetitions`);
-console.log('variant        msgs/s   p50 ms   p99 ms   RT/msg   CPU µs/msg   peak RSS MB');
-for (const r of Object.values(results)) {
+  console.log('');
   console.log(
-    `${r.name.padEnd(12)} ${String(r.msgsPerSec).padStart(8)} ${String(r.p50Ms).padStart(8)} ${String(r.p99Ms).padStart(8)} ${String(r.roundTripsPerMsg).padStart(8)} ${String(r.cpuUsPerMsg).padStart(12)} ${String(r.peakRssMb).padStart(13)}`,
+    `medians of ${REPS} repetitions, ${stream.mode} stream (${stream.duplicates * 100} % duplicates, ${stream.failures * 100} % transient failures)`,
   );
+  console.log('variant        msgs/s   p50 ms   p99 ms   RT/msg   CPU µs/msg   peak RSS MB   redelivered');
+  for (const r of Object.values(results)) {
+    console.log(
+      `${r.name.padEnd(12)} ${String(r.msgsPerSec).padStart(8)} ${String(r.p50Ms).padStart(8)} ${String(r.p99Ms).padStart(8)} ${String(r.roundTripsPerMsg).padStart(8)} ${String(r.cpuUsPerMsg).padStart(12)} ${String(r.peakRssMb).padStart(13)} ${String(r.redeliveredPerRun).padStart(13)}`,
+    );
+  }
+  console.log('');
+  console.log(`ratios, ${stream.mode} stream (median of paired repetitions [min–max])`);
+  for (const [name, r] of Object.entries(ratios)) {
+    const verdict =
+      r.target === undefined ? '' : `(target ${r.cmp} ${r.target}: ${r.met ? 'met' : 'MISSED'})`;
+    console.log(
+      `${name.padEnd(38)} ${fmtRatio({ median: r.value, min: r.min, max: r.max }).padEnd(20)} ${verdict}`,
+    );
+  }
+  return { results: Object.values(results), ratios };
 }
-console.log('');
-for (const [name, r] of Object.entries(ratios)) {
-  const verdict = r.target === undefined ? '' : `(target ${r.cmp} ${r.target}: ${r.met ? 'met' : 'MISSED'})`;
-  console.log(
-    `${name.padEnd(38)} ${fmtRatio({ median: r.value, min: r.min, max: r.max }).padEnd(20)} ${verdict}`,
-  );
-}
+const summaries = byStream.map(summarise);
 
 mkdirSync(new URL('../results/', import.meta.url), { recursive: true });
 writeFileSync(
   new URL('../results/kafka.json', import.meta.url),
-  `${JSON.stringify({ when: new Date().toISOString(), commit: gitCommit(), messages: N, partitions: PARTITIONS, slice: SLICE, concurrency: CONCURRENCY, reps: REPS, cores: os.cpus().length, results, ratios }, null, 2)}\n`,
+  `${JSON.stringify({ when: new Date().toISOString(), commit: gitCommit(), messages: N, partitions: PARTITIONS, slice: SLICE, concurrency: CONCURRENCY, reps: REPS, cores: os.cpus().length, results: summaries.flatMap((x) => x.results), ratios: Object.fromEntries(byStream.map((x, i) => [x.stream.mode, summaries[i].ratios])) }, null, 2)}\n`,
 );
-await admin.deleteTopics({ topics: [TOPIC] }).catch(() => {});
+await admin.deleteTopics({ topics: STREAMS.map(topicOf) }).catch(() => {});
 await admin.disconnect();
 await raw.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
 await raw.end();

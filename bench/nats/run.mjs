@@ -9,13 +9,20 @@
 //             B1's consumers: its claim before the effect, ack after COMMIT.
 // Every variant consumes BENCH_MESSAGES messages pre-published to its own file-stored stream.
 // Size: BENCH_MESSAGES (default 10000), BENCH_REPS interleaved runs (default 7; per variant the
-// median, ratios the median of per-repetition paired ratios with min–max), BENCH_ONLY=name,name.
+// median, ratios the median of per-repetition paired ratios with min–max), BENCH_ONLY=name,name,
+// BENCH_SCHEMA (default once_bench_nats).
+// Streams (bench/support/faults.mjs; BENCH_STREAMS=clean,faults, default both): clean, and faults,
+// where 5 % of the messages are published twice and 5 % throw after their effect on the first
+// attempt. once redelivers through its retry (nak with its delay); B1 and the floor nak. The
+// copies go out after the originals, past a short duplicate window, as JetStream would otherwise
+// drop them. Every run checks its effects: each id once (B1, without an inbox: each copy once).
 import { AckPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { migrate } from '@once/core';
 import { createNatsConsumer } from '@once/nats';
 import pg from 'pg';
 import { countingPool } from '../support/counting-pool.mjs';
+import { checkEffects, faultRun, streamsFromEnv } from '../support/faults.mjs';
 import { createFloorTable, floorBatch, floorOne } from '../support/floor.mjs';
 import { timeConsumer } from '../support/measure.mjs';
 import { ADAPTER_CHECKS, closeBench } from '../support/report.mjs';
@@ -27,7 +34,10 @@ const BATCH = Number(process.env.BENCH_BATCH ?? 100);
 const REPS = Number(process.env.BENCH_REPS ?? 7);
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const DB_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const SCHEMA = 'once_bench_nats';
+const SCHEMA = process.env.BENCH_SCHEMA ?? 'once_bench_nats';
+const STREAMS = streamsFromEnv();
+/** The faults stream's duplicate window, in ms: its copies are published after it has passed. */
+const DUP_WINDOW_MS = 100;
 const RUN = `bench_nats_${process.pid}`;
 
 const raw = new pg.Pool({ connectionString: DB_URL, max: 20 });
@@ -48,15 +58,43 @@ const js = jetstream(nc);
 const idOf = (m) => m.headers.get('Nats-Msg-Id');
 const amountOf = (m) => JSON.parse(new TextDecoder().decode(m.data)).amount;
 
+/** The current run's stream (which ids fail once) and the redeliveries it has seen so far. */
+let run;
+let redelivered = 0;
+/** The effect every variant writes, then the stream's transient failure (so it rolls back). */
+async function effect(q, stream, id, amount) {
+  await q.query(EFFECT, [stream, id, amount]);
+  run.fail(id);
+}
+
 async function fill(stream) {
-  await jsm.streams.add({ name: stream, subjects: [`${stream}.in`] });
-  for (let i = 0; i < N; i += 500) {
-    const acks = [];
-    for (let k = i; k < Math.min(N, i + 500); k++) {
-      const body = JSON.stringify({ id: `m-${k}`, amount: k % 100 });
-      acks.push(js.publish(`${stream}.in`, body, { msgID: `m-${k}` }));
+  const copies = run.published > run.distinct;
+  await jsm.streams.add({
+    name: stream,
+    subjects: [`${stream}.in`],
+    ...(copies ? { duplicate_window: DUP_WINDOW_MS * 1e6 } : {}),
+  });
+  const send = async (ks) => {
+    for (let i = 0; i < ks.length; i += 500) {
+      const acks = ks.slice(i, i + 500).map((k) => {
+        const body = JSON.stringify({ id: `m-${k}`, amount: k % 100 });
+        return js.publish(`${stream}.in`, body, { msgID: `m-${k}` });
+      });
+      const got = await Promise.all(acks);
+      if (got.some((a) => a.duplicate)) throw new Error(`${stream}: JetStream dropped a copy`);
     }
-    await Promise.all(acks);
+  };
+  const seen = new Set();
+  const firsts = [];
+  const again = [];
+  for (const k of run.order) {
+    (seen.has(k) ? again : firsts).push(k);
+    seen.add(k);
+  }
+  await send(firsts);
+  if (again.length > 0) {
+    await new Promise((r) => setTimeout(r, DUP_WINDOW_MS * 2));
+    await send(again);
   }
 }
 
@@ -71,12 +109,38 @@ async function plainConsumer(stream) {
   return js.consumers.get(stream, 'plain');
 }
 
-/** Times `consume` until it reports N messages done; returns the measurements. */
-async function measure(name, stream, consume) {
+/**
+ * Times `consume` on `mode` until it reports every published message done (acked after its
+ * COMMIT; a failed attempt is not done), checks the effects; returns the measurements.
+ */
+async function measure(name, stream, consume, mode) {
+  run = faultRun(mode, N, (k) => `m-${k}`);
+  redelivered = 0;
   await fill(stream);
-  const r = await timeConsumer({ name, n: N, counter, consume });
+  const r = await timeConsumer({ name, n: run.published, counter, consume });
   await jsm.streams.delete(stream).catch(() => {});
-  return r;
+  if (name !== 'R0 raw') {
+    const { rows } = await raw.query(
+      `SELECT count(*)::int AS n, count(DISTINCT id)::int AS d FROM ${SCHEMA}.effects WHERE variant = $1`,
+      [stream],
+    );
+    checkEffects({
+      variant: name,
+      stream: mode,
+      rows: rows[0].n,
+      ids: rows[0].d,
+      run,
+      dedup: !name.startsWith('B1'),
+    });
+  }
+  return { ...r, redelivered };
+}
+
+/** A transient failure: nak, the plain consumers' redelivery. Anything else is a bug. */
+function nak(ms, err) {
+  if (!String(err?.message).startsWith('bench:')) throw err;
+  for (const m of ms) m.nak();
+  redelivered += ms.length;
 }
 
 /** B1/msg's consumer: `consume()` with PREFETCH outstanding, MSG_CONCURRENCY `work(m)` at once, ack after each. */
@@ -94,6 +158,7 @@ async function perMessage(stream, onDone, work) {
           m.ack();
           onDone();
         })
+        .catch((err) => nak([m], err))
         .finally(() => {
           active--;
           pump();
@@ -118,7 +183,12 @@ async function batched(stream, onDone, work) {
       const take = [];
       for await (const m of await c.fetch({ max_messages: BATCH, expires: 1_000 })) take.push(m);
       if (take.length === 0) continue;
-      await work(take);
+      try {
+        await work(take);
+      } catch (err) {
+        nak(take, err);
+        continue;
+      }
       for (const m of take) {
         m.ack();
         onDone();
@@ -132,86 +202,120 @@ async function batched(stream, onDone, work) {
 }
 
 const variants = {
-  R0: (stream) =>
-    measure('R0 raw', stream, async (onDone) => {
-      const c = await plainConsumer(stream);
-      const messages = await c.consume({ max_messages: PREFETCH });
-      void (async () => {
-        for await (const m of messages) {
-          m.ack();
-          onDone();
-        }
-      })();
-      return () => messages.close();
-    }),
-  'B1/msg': (stream) =>
-    measure('B1/msg', stream, (onDone) =>
-      perMessage(stream, onDone, async (m) => {
-        const c = await pool.connect();
-        try {
-          await c.query('BEGIN');
-          await c.query(EFFECT, [stream, idOf(m), amountOf(m)]);
-          await c.query('COMMIT');
-        } finally {
-          c.release();
-        }
-      }),
+  R0: (stream, mode) =>
+    measure(
+      'R0 raw',
+      stream,
+      async (onDone) => {
+        const c = await plainConsumer(stream);
+        const messages = await c.consume({ max_messages: PREFETCH });
+        void (async () => {
+          for await (const m of messages) {
+            m.ack();
+            onDone();
+          }
+        })();
+        return () => messages.close();
+      },
+      mode,
     ),
-  'B1/batch': (stream) =>
-    measure('B1/batch', stream, (onDone) =>
-      batched(stream, onDone, async (take) => {
-        const c = await pool.connect();
-        try {
-          await c.query('BEGIN');
-          for (const m of take) await c.query(EFFECT, [stream, idOf(m), amountOf(m)]);
-          await c.query('COMMIT');
-        } finally {
-          c.release();
-        }
-      }),
+  'B1/msg': (stream, mode) =>
+    measure(
+      'B1/msg',
+      stream,
+      (onDone) =>
+        perMessage(stream, onDone, async (m) => {
+          const c = await pool.connect();
+          try {
+            await c.query('BEGIN');
+            await effect(c, stream, idOf(m), amountOf(m));
+            await c.query('COMMIT');
+          } catch (err) {
+            await c.query('ROLLBACK');
+            throw err;
+          } finally {
+            c.release();
+          }
+        }),
+      mode,
     ),
-  'floor/msg': (stream) =>
-    measure('floor/msg', stream, (onDone) =>
-      perMessage(stream, onDone, (m) =>
-        floorOne(pool, SCHEMA, stream, idOf(m), (q) => q.query(EFFECT, [stream, idOf(m), amountOf(m)])),
-      ),
+  'B1/batch': (stream, mode) =>
+    measure(
+      'B1/batch',
+      stream,
+      (onDone) =>
+        batched(stream, onDone, async (take) => {
+          const c = await pool.connect();
+          try {
+            await c.query('BEGIN');
+            for (const m of take) await effect(c, stream, idOf(m), amountOf(m));
+            await c.query('COMMIT');
+          } catch (err) {
+            await c.query('ROLLBACK');
+            throw err;
+          } finally {
+            c.release();
+          }
+        }),
+      mode,
     ),
-  'floor/batch': (stream) =>
-    measure('floor/batch', stream, (onDone) =>
-      batched(stream, onDone, (take) =>
-        floorBatch(pool, SCHEMA, stream, take, idOf, (q, m) =>
-          q.query(EFFECT, [stream, idOf(m), amountOf(m)]),
+  'floor/msg': (stream, mode) =>
+    measure(
+      'floor/msg',
+      stream,
+      (onDone) =>
+        perMessage(stream, onDone, (m) =>
+          floorOne(pool, SCHEMA, stream, idOf(m), (q) => effect(q, stream, idOf(m), amountOf(m))),
         ),
-      ),
+      mode,
     ),
-  'once/msg': (stream) => onceVariant('once/msg', stream, false),
-  'once/batch': (stream) => onceVariant('once/batch', stream, true),
+  'floor/batch': (stream, mode) =>
+    measure(
+      'floor/batch',
+      stream,
+      (onDone) =>
+        batched(stream, onDone, (take) =>
+          floorBatch(pool, SCHEMA, stream, take, idOf, (q, m) => effect(q, stream, idOf(m), amountOf(m))),
+        ),
+      mode,
+    ),
+  'once/msg': (stream, mode) => onceVariant('once/msg', stream, false, mode),
+  'once/batch': (stream, mode) => onceVariant('once/batch', stream, true, mode),
 };
 
-function onceVariant(name, stream, batch) {
-  return measure(name, stream, async (onDone) => {
-    const consumer = createNatsConsumer({
-      connection: nc,
-      subject: `${stream}.in`,
-      stream,
-      durable: 'once',
-      consumer: stream,
-      deadLetterSubject: false,
-      pool,
-      schema: SCHEMA,
-      // The same outstanding window as the plain variants: PREFETCH in all.
-      concurrency: batch ? 1 : MSG_CONCURRENCY,
-      batch,
-      batchSize: batch ? BATCH : Math.max(1, Math.round(PREFETCH / MSG_CONCURRENCY)),
-      logger: false,
-      handler: async (e, { tx }) => {
-        await tx.query(EFFECT, [stream, e.id, JSON.parse(e.body.toString()).amount]);
-      },
-    });
-    consumer.on('settled', () => onDone());
-    await consumer.start();
-    return () => consumer.stop();
-  });
+function onceVariant(name, stream, batch, mode) {
+  return measure(
+    name,
+    stream,
+    async (onDone) => {
+      const consumer = createNatsConsumer({
+        connection: nc,
+        subject: `${stream}.in`,
+        stream,
+        durable: 'once',
+        consumer: stream,
+        deadLetterSubject: false,
+        pool,
+        schema: SCHEMA,
+        // The same outstanding window as the plain variants: PREFETCH in all.
+        concurrency: batch ? 1 : MSG_CONCURRENCY,
+        batch,
+        batchSize: batch ? BATCH : Math.max(1, Math.round(PREFETCH / MSG_CONCURRENCY)),
+        logger: false,
+        handler: async (e, { tx }) => {
+          await effect(tx, stream, e.id, JSON.parse(e.body.toString()).amount);
+        },
+      });
+      // Done once settled after COMMIT (processed, or a duplicate skipped); anything else comes back.
+      consumer.on('settled', (e) => {
+        if (e.status === 'processed' || e.status === 'duplicate') onDone();
+        else redelivered++;
+      });
+      await consumer.start();
+      return () => consumer.stop();
+    },
+    mode,
+  );
 }
 
 console.log(
@@ -219,22 +323,27 @@ console.log(
 );
 const only = process.env.BENCH_ONLY?.split(',');
 const names = Object.keys(variants).filter((n) => !only || only.includes(n));
-const runs = Object.fromEntries(names.map((n) => [n, []]));
-// Repetitions interleave the variants in a rotating order, so a noisy neighbour slows all alike.
-for (let rep = 0; rep < REPS; rep++) {
-  const order = names.slice(rep % names.length).concat(names.slice(0, rep % names.length));
-  for (const name of order)
-    runs[name].push(await variants[name](`${RUN}_${name.replace(/\W/g, '_')}_${rep}`));
+const streams = [];
+for (const mode of STREAMS) {
+  const runs = Object.fromEntries(names.map((n) => [n, []]));
+  console.log(`\n${mode.mode} stream`);
+  // Repetitions interleave the variants in a rotating order, so a noisy neighbour slows all alike.
+  for (let rep = 0; rep < REPS; rep++) {
+    const order = names.slice(rep % names.length).concat(names.slice(0, rep % names.length));
+    for (const name of order)
+      runs[name].push(await variants[name](`${RUN}_${mode.mode}_${name.replace(/\W/g, '_')}_${rep}`, mode));
+  }
+  streams.push({ ...mode, runs });
 }
 closeBench({
-  runs,
+  streams,
   reps: REPS,
   checks: ADAPTER_CHECKS,
   file: new URL('../results/nats.json', import.meta.url),
   meta: { messages: N, reps: REPS, prefetch: PREFETCH, concurrency: MSG_CONCURRENCY, batch: BATCH },
 });
 const dupes = await raw.query(
-  `SELECT variant, count(*)::int AS n FROM (SELECT variant, id FROM ${SCHEMA}.effects GROUP BY 1, 2 HAVING count(*) > 1) d GROUP BY 1`,
+  `SELECT variant, count(*)::int AS n FROM (SELECT variant, id FROM ${SCHEMA}.effects GROUP BY 1, 2 HAVING count(*) > 1) d WHERE variant NOT LIKE '%_faults_B1_%' GROUP BY 1`,
 );
 if (dupes.rows.length > 0) console.log('  duplicate effects:', dupes.rows);
 

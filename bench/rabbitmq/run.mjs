@@ -10,12 +10,17 @@
 // Every variant consumes BENCH_MESSAGES persistent messages pre-published to its own quorum queue.
 // Size: BENCH_MESSAGES (default 10000; the issue's full size is 100000), BENCH_REPS interleaved runs
 // (default 7; per variant the median, ratios the median of per-repetition paired ratios with
-// min–max), BENCH_ONLY=name,name to run a subset.
+// min–max), BENCH_ONLY=name,name to run a subset, BENCH_SCHEMA (default once_bench_rabbitmq).
+// Streams (bench/support/faults.mjs; BENCH_STREAMS=clean,faults, default both): clean, and faults,
+// where 5 % of the messages are published twice and 5 % throw after their effect on the first
+// attempt. once redelivers through its retry queue; B1 and the floor nack with requeue. Every
+// run checks its effects: each id once (B1, without an inbox: each published copy once).
 import { migrate } from '@once/core';
 import { createRabbitConsumer } from '@once/rabbitmq';
 import amqp from 'amqplib';
 import pg from 'pg';
 import { countingPool } from '../support/counting-pool.mjs';
+import { checkEffects, faultRun, streamsFromEnv } from '../support/faults.mjs';
 import { createFloorTable, floorBatch, floorOne } from '../support/floor.mjs';
 import { timeConsumer } from '../support/measure.mjs';
 import { ADAPTER_CHECKS, closeBench } from '../support/report.mjs';
@@ -30,7 +35,8 @@ const BATCH_CONCURRENCY = Number(process.env.BENCH_BATCH_CONCURRENCY ?? 1);
 const REPS = Number(process.env.BENCH_REPS ?? 7);
 const AMQP_URL = process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
 const DB_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const SCHEMA = 'once_bench_rabbitmq';
+const SCHEMA = process.env.BENCH_SCHEMA ?? 'once_bench_rabbitmq';
+const STREAMS = streamsFromEnv();
 const RUN = `bench-rmq-${process.pid}`;
 
 const raw = new pg.Pool({ connectionString: DB_URL, max: 20 });
@@ -50,10 +56,19 @@ conn.on('error', () => {});
 const admin = await conn.createConfirmChannel();
 admin.on('error', () => {});
 
+/** The current run's stream (which ids fail once) and the redeliveries it has seen so far. */
+let run;
+let redelivered = 0;
+/** The effect every variant writes, then the stream's transient failure (so it rolls back). */
+async function effect(q, queue, id, amount) {
+  await q.query(EFFECT, [queue, id, amount]);
+  run.fail(id);
+}
+
 async function fill(queue) {
   await admin.assertQueue(queue, { durable: true, arguments: { 'x-queue-type': 'quorum' } });
   await admin.purgeQueue(queue);
-  for (let i = 0; i < N; i++) {
+  for (const [n, i] of run.order.entries()) {
     const body = Buffer.from(JSON.stringify({ id: `m-${i}`, amount: i % 100 }));
     if (
       !admin.sendToQueue(queue, body, {
@@ -64,17 +79,43 @@ async function fill(queue) {
     ) {
       await new Promise((r) => admin.once('drain', r));
     }
-    if (i % 5000 === 4999) await admin.waitForConfirms();
+    if (n % 5000 === 4999) await admin.waitForConfirms();
   }
   await admin.waitForConfirms();
 }
 
-/** Times `consume` until it reports N messages done; returns the measurements. */
-async function measure(name, queue, consume) {
+/**
+ * Times `consume` on `stream` until it reports every published message done (settled after its
+ * COMMIT; a failed attempt is not done), checks the effects; returns the measurements.
+ */
+async function measure(name, queue, consume, stream) {
+  run = faultRun(stream, N, (k) => `m-${k}`);
+  redelivered = 0;
   await fill(queue);
-  const r = await timeConsumer({ name, n: N, counter, consume });
+  const r = await timeConsumer({ name, n: run.published, counter, consume });
   await admin.deleteQueue(queue).catch(() => {});
-  return r;
+  if (name !== 'R0 raw') {
+    const { rows } = await raw.query(
+      `SELECT count(*)::int AS n, count(DISTINCT id)::int AS d FROM ${SCHEMA}.effects WHERE variant = $1`,
+      [queue],
+    );
+    checkEffects({
+      variant: name,
+      stream,
+      rows: rows[0].n,
+      ids: rows[0].d,
+      run,
+      dedup: !name.startsWith('B1'),
+    });
+  }
+  return { ...r, redelivered };
+}
+
+/** A transient failure: nack with requeue, the plain consumers' redelivery. Anything else is a bug. */
+function requeue(ch, ms, err) {
+  if (!String(err?.message).startsWith('bench:')) throw err;
+  for (const m of ms) ch.nack(m, false, true);
+  redelivered += ms.length;
 }
 
 /** B1/msg's consumer: up to MSG_CONCURRENCY deliveries at once, `work(m)` each, ack after it. */
@@ -92,6 +133,7 @@ async function perMessage(queue, onDone, work) {
           ch.ack(m);
           onDone();
         })
+        .catch((err) => requeue(ch, [m], err))
         .finally(() => {
           active--;
           pump();
@@ -119,10 +161,14 @@ async function batched(queue, onDone, work) {
     running++;
     const take = buffer.splice(0, BATCH);
     void pump();
-    await work(take);
-    if (BATCH_CONCURRENCY === 1) ch.ack(take[take.length - 1], true);
-    else for (const m of take) ch.ack(m);
-    for (const _ of take) onDone();
+    try {
+      await work(take);
+      if (BATCH_CONCURRENCY === 1) ch.ack(take[take.length - 1], true);
+      else for (const m of take) ch.ack(m);
+      for (const _ of take) onDone();
+    } catch (err) {
+      requeue(ch, take, err);
+    }
     running--;
     setImmediate(pump);
   };
@@ -141,98 +187,134 @@ async function plainChannel(prefetch) {
 }
 
 const variants = {
-  R0: (queue) =>
-    measure('R0 raw', queue, async (onDone) => {
-      const ch = await plainChannel(PREFETCH);
-      await ch.consume(queue, (m) => {
-        ch.ack(m);
-        onDone();
-      });
-      return () => ch.close();
-    }),
-  'B1/msg': (queue) =>
-    measure('B1/msg', queue, (onDone) =>
-      perMessage(queue, onDone, async (m) => {
-        const c = await pool.connect();
-        try {
-          const body = JSON.parse(m.content.toString());
-          await c.query('BEGIN');
-          await c.query(EFFECT, [queue, m.properties.messageId, body.amount]);
-          await c.query('COMMIT');
-        } finally {
-          c.release();
-        }
-      }),
+  R0: (queue, stream) =>
+    measure(
+      'R0 raw',
+      queue,
+      async (onDone) => {
+        const ch = await plainChannel(PREFETCH);
+        await ch.consume(queue, (m) => {
+          ch.ack(m);
+          onDone();
+        });
+        return () => ch.close();
+      },
+      stream,
     ),
-  'B1/batch': (queue) =>
-    measure('B1/batch', queue, (onDone) =>
-      batched(queue, onDone, async (take) => {
-        const c = await pool.connect();
-        try {
-          await c.query('BEGIN');
-          for (const m of take) {
+  'B1/msg': (queue, stream) =>
+    measure(
+      'B1/msg',
+      queue,
+      (onDone) =>
+        perMessage(queue, onDone, async (m) => {
+          const c = await pool.connect();
+          try {
             const body = JSON.parse(m.content.toString());
-            await c.query(EFFECT, [queue, m.properties.messageId, body.amount]);
+            await c.query('BEGIN');
+            await effect(c, queue, m.properties.messageId, body.amount);
+            await c.query('COMMIT');
+          } catch (err) {
+            await c.query('ROLLBACK');
+            throw err;
+          } finally {
+            c.release();
           }
-          await c.query('COMMIT');
-        } finally {
-          c.release();
-        }
-      }),
+        }),
+      stream,
     ),
-  'floor/msg': (queue) =>
-    measure('floor/msg', queue, (onDone) =>
-      perMessage(queue, onDone, (m) =>
-        floorOne(pool, SCHEMA, queue, m.properties.messageId, (q) =>
-          q.query(EFFECT, [queue, m.properties.messageId, JSON.parse(m.content.toString()).amount]),
+  'B1/batch': (queue, stream) =>
+    measure(
+      'B1/batch',
+      queue,
+      (onDone) =>
+        batched(queue, onDone, async (take) => {
+          const c = await pool.connect();
+          try {
+            await c.query('BEGIN');
+            for (const m of take) {
+              const body = JSON.parse(m.content.toString());
+              await effect(c, queue, m.properties.messageId, body.amount);
+            }
+            await c.query('COMMIT');
+          } catch (err) {
+            await c.query('ROLLBACK');
+            throw err;
+          } finally {
+            c.release();
+          }
+        }),
+      stream,
+    ),
+  'floor/msg': (queue, stream) =>
+    measure(
+      'floor/msg',
+      queue,
+      (onDone) =>
+        perMessage(queue, onDone, (m) =>
+          floorOne(pool, SCHEMA, queue, m.properties.messageId, (q) =>
+            effect(q, queue, m.properties.messageId, JSON.parse(m.content.toString()).amount),
+          ),
         ),
-      ),
+      stream,
     ),
-  'floor/batch': (queue) =>
-    measure('floor/batch', queue, (onDone) =>
-      batched(queue, onDone, (take) =>
-        floorBatch(
-          pool,
-          SCHEMA,
-          queue,
-          take,
-          (m) => m.properties.messageId,
-          (q, m) => q.query(EFFECT, [queue, m.properties.messageId, JSON.parse(m.content.toString()).amount]),
+  'floor/batch': (queue, stream) =>
+    measure(
+      'floor/batch',
+      queue,
+      (onDone) =>
+        batched(queue, onDone, (take) =>
+          floorBatch(
+            pool,
+            SCHEMA,
+            queue,
+            take,
+            (m) => m.properties.messageId,
+            (q, m) => effect(q, queue, m.properties.messageId, JSON.parse(m.content.toString()).amount),
+          ),
         ),
-      ),
+      stream,
     ),
-  'once/msg': (queue) => onceVariant('once/msg', queue, false),
-  'once/batch': (queue) => onceVariant('once/batch', queue, true),
+  'once/msg': (queue, stream) => onceVariant('once/msg', queue, false, stream),
+  'once/batch': (queue, stream) => onceVariant('once/batch', queue, true, stream),
 };
 
-function onceVariant(name, queue, batch) {
-  return measure(name, queue, async (onDone) => {
-    const consumer = createRabbitConsumer({
-      url: AMQP_URL,
-      queue,
-      pool,
-      schema: SCHEMA,
-      consumer: queue,
-      prefetch: PREFETCH,
-      concurrency: batch ? BATCH_CONCURRENCY : MSG_CONCURRENCY,
-      batch,
-      batchSize: BATCH,
-      socketOptions: { clientProperties: { connection_name: RUN } },
-      handler: async (e, { tx }) => {
-        const body = JSON.parse(e.body.toString());
-        await tx.query(EFFECT, [queue, e.id, body.amount]);
-      },
-    });
-    consumer.on('settled', () => onDone());
-    await consumer.start();
-    return async () => {
-      await consumer.stop();
-      for (const s of ['.quarantine', '.dead', '.retry.1000ms', '.retry.10000ms', '.retry.60000ms']) {
-        await admin.deleteQueue(queue + s).catch(() => {});
-      }
-      await admin.deleteExchange(`${queue}.dlx`).catch(() => {});
-    };
-  });
+function onceVariant(name, queue, batch, stream) {
+  return measure(
+    name,
+    queue,
+    async (onDone) => {
+      const consumer = createRabbitConsumer({
+        url: AMQP_URL,
+        queue,
+        pool,
+        schema: SCHEMA,
+        consumer: queue,
+        prefetch: PREFETCH,
+        concurrency: batch ? BATCH_CONCURRENCY : MSG_CONCURRENCY,
+        batch,
+        batchSize: BATCH,
+        socketOptions: { clientProperties: { connection_name: RUN } },
+        handler: async (e, { tx }) => {
+          const body = JSON.parse(e.body.toString());
+          await effect(tx, queue, e.id, body.amount);
+        },
+      });
+      // Done once settled after COMMIT (processed, or a duplicate skipped); anything else comes back.
+      consumer.on('settled', (e) => {
+        if (e.status === 'processed' || e.status === 'duplicate') onDone();
+        else redelivered++;
+      });
+      await consumer.start();
+      return async () => {
+        await consumer.stop();
+        for (const s of ['.quarantine', '.dead', '.retry.1000ms', '.retry.10000ms', '.retry.60000ms']) {
+          await admin.deleteQueue(queue + s).catch(() => {});
+        }
+        await admin.deleteExchange(`${queue}.dlx`).catch(() => {});
+      };
+    },
+    stream,
+  );
 }
 
 console.log(
@@ -240,14 +322,20 @@ console.log(
 );
 const only = process.env.BENCH_ONLY?.split(',');
 const names = Object.keys(variants).filter((n) => !only || only.includes(n));
-const runs = Object.fromEntries(names.map((n) => [n, []]));
-// Repetitions interleave the variants in a rotating order, so a noisy neighbour slows all alike.
-for (let rep = 0; rep < REPS; rep++) {
-  const order = names.slice(rep % names.length).concat(names.slice(0, rep % names.length));
-  for (const name of order) runs[name].push(await variants[name](`${RUN}-${name.replace('/', '-')}-${rep}`));
+const streams = [];
+for (const stream of STREAMS) {
+  const runs = Object.fromEntries(names.map((n) => [n, []]));
+  console.log(`\n${stream.mode} stream`);
+  // Repetitions interleave the variants in a rotating order, so a noisy neighbour slows all alike.
+  for (let rep = 0; rep < REPS; rep++) {
+    const order = names.slice(rep % names.length).concat(names.slice(0, rep % names.length));
+    for (const name of order)
+      runs[name].push(await variants[name](`${RUN}-${stream.mode}-${name.replace('/', '-')}-${rep}`, stream));
+  }
+  streams.push({ ...stream, runs });
 }
 closeBench({
-  runs,
+  streams,
   reps: REPS,
   checks: ADAPTER_CHECKS,
   file: new URL('../results/rabbitmq.json', import.meta.url),
@@ -261,7 +349,7 @@ closeBench({
   },
 });
 const dupes = await raw.query(
-  `SELECT variant, count(*)::int AS n FROM (SELECT variant, id FROM ${SCHEMA}.effects GROUP BY 1, 2 HAVING count(*) > 1) d GROUP BY 1`,
+  `SELECT variant, count(*)::int AS n FROM (SELECT variant, id FROM ${SCHEMA}.effects GROUP BY 1, 2 HAVING count(*) > 1) d WHERE variant NOT LIKE '%-faults-B1-%' GROUP BY 1`,
 );
 if (dupes.rows.length > 0) console.log('  duplicate effects:', dupes.rows);
 

@@ -52,29 +52,65 @@ export const ADAPTER_CHECKS = Object.freeze([
 ]);
 
 /**
- * The close of a broker bench (RabbitMQ, NATS): per variant the medians of its repetitions, the
- * paired ratios `[label, a, b, 'rate' | 'cpu', target, '≥' | '≤']` with their targets, printed,
- * and `file` (a URL) written with `meta` (the bench's sizes) beside the machine.
+ * The close of a broker bench (RabbitMQ, NATS, HTTP): per variant the medians of its repetitions,
+ * the paired ratios `[label, a, b, 'rate' | 'cpu', target, '≥' | '≤']` with their targets, printed,
+ * and `file` (a URL) written with `meta` (the bench's sizes) beside the machine. `runs` is one
+ * stream's runs by variant; or `streams`, `[{ mode, duplicates, failures, runs }]`, reports each
+ * stream on its own (results gain `mode`; ratios are keyed by mode).
  */
-export function closeBench({ runs, reps, checks: defs, file, meta }) {
-  const results = {};
-  for (const [name, list] of Object.entries(runs)) {
+export function closeBench({ runs, streams, reps, checks: defs, file, meta }) {
+  const per = (streams ?? [{ runs }]).map((s) => ({ ...s, ...summarise(s, reps, defs) }));
+  const results = per.flatMap((s) => s.results);
+  const ratioOf = (s) =>
+    Object.fromEntries(
+      s.checks.map(([l, r, t, cmp]) => [
+        l,
+        { measured: r.median, min: r.min, max: r.max, reps: r.n, target: t ?? null, cmp },
+      ]),
+    );
+  const ratios = streams ? Object.fromEntries(per.map((s) => [s.mode, ratioOf(s)])) : ratioOf(per[0]);
+  mkdirSync(new URL('.', file), { recursive: true });
+  writeFileSync(
+    file,
+    `${JSON.stringify(
+      {
+        at: new Date().toISOString(),
+        commit: gitCommit(),
+        ...meta,
+        machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version },
+        results,
+        ratios,
+      },
+      null,
+      2,
+    )}\n`,
+  );
+}
+
+/** One stream's medians and paired ratios, printed. */
+function summarise({ mode, duplicates, failures, runs }, reps, defs) {
+  const results = [];
+  for (const list of Object.values(runs)) {
     const med = (k) => median(list.map((r) => r[k]));
-    results[name] = {
+    results.push({
       variant: list[0].variant,
+      ...(mode ? { mode, duplicates, failures, redeliveredPerRun: med('redelivered') } : {}),
       msgsPerSec: med('msgsPerSec'),
       roundTripsPerMsg: med('roundTripsPerMsg'),
       cpuUsPerMsg: med('cpuUsPerMsg'),
       rssMiB: Math.max(...list.map((r) => r.rssMiB)),
       reps: list.map((r) => Math.round(r.msgsPerSec)),
       repCpuUsPerMsg: list.map((r) => Math.round(r.cpuUsPerMsg)),
-    };
+    });
   }
-  console.log(`\n  medians of ${reps}`);
-  console.log('  variant      msg/s  rt/msg  CPU µs/msg   runs (msg/s)');
-  for (const r of Object.values(results))
+  const what = mode
+    ? `, ${mode} stream (${duplicates * 100} % duplicates, ${failures * 100} % transient failures)`
+    : '';
+  console.log(`\n  medians of ${reps}${what}`);
+  console.log(`  variant      msg/s  rt/msg  CPU µs/msg   ${mode ? 'redelivered  ' : ''}runs (msg/s)`);
+  for (const r of results)
     console.log(
-      `  ${r.variant.padEnd(11)} ${r.msgsPerSec.toFixed(0).padStart(7)} ${r.roundTripsPerMsg.toFixed(2).padStart(7)} ${r.cpuUsPerMsg.toFixed(0).padStart(11)}   ${r.reps.join(', ')}`,
+      `  ${r.variant.padEnd(11)} ${r.msgsPerSec.toFixed(0).padStart(7)} ${r.roundTripsPerMsg.toFixed(2).padStart(7)} ${r.cpuUsPerMsg.toFixed(0).padStart(11)}   ${mode ? `${String(r.redeliveredPerRun).padStart(11)}  ` : ''}${r.reps.join(', ')}`,
     );
   // Each ratio: the median of per-repetition paired ratios, with min–max.
   const value = { rate: (r) => r.msgsPerSec, cpu: (r) => r.cpuUsPerMsg };
@@ -86,31 +122,11 @@ export function closeBench({ runs, reps, checks: defs, file, meta }) {
       cmp,
     ])
     .filter(([, r]) => r);
-  console.log('\n  ratio (median of paired repetitions [min–max])          target');
+  console.log(`\n  ratio${mode ? `, ${mode}` : ''} (median of paired repetitions [min–max])          target`);
   for (const [label, r, target, cmp] of checks) {
     const ok = cmp === '≥' ? r.median >= target : r.median <= target;
     const verdict = target === undefined ? '' : ok ? `${cmp} ${target} ok` : `${cmp} ${target} MISSED`;
     console.log(`  ${label.padEnd(38)} ${fmtRatio(r).padEnd(20)} ${verdict}`);
   }
-  mkdirSync(new URL('.', file), { recursive: true });
-  writeFileSync(
-    file,
-    `${JSON.stringify(
-      {
-        at: new Date().toISOString(),
-        commit: gitCommit(),
-        ...meta,
-        machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version },
-        results: Object.values(results),
-        ratios: Object.fromEntries(
-          checks.map(([l, r, t, cmp]) => [
-            l,
-            { measured: r.median, min: r.min, max: r.max, reps: r.n, target: t ?? null, cmp },
-          ]),
-        ),
-      },
-      null,
-      2,
-    )}\n`,
-  );
+  return { results, checks };
 }
