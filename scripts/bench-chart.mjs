@@ -146,13 +146,18 @@ function coreGroups(core) {
  * Kafka, RabbitMQ and NATS name their ratios alike ('once/msg ÷ floor/msg'); their runs are an
  * array with `variant` (RabbitMQ, NATS) or an object keyed by name (Kafka).
  */
+/** A result of the clean stream (results written before the faults stream have no `mode`). */
+const isClean = (r) => (r?.mode ?? 'clean') === 'clean';
+
 function adapterGroup(label, data) {
   if (!data) return undefined;
+  // Since the faults stream, results carry a `mode` and ratios are keyed by it: chart the clean one.
   const runs = Array.isArray(data.results)
-    ? Object.fromEntries(data.results.map((r) => [r.variant, r]))
+    ? Object.fromEntries(data.results.filter(isClean).map((r) => [r.variant, r]))
     : (data.results ?? {});
+  const ratios = data.ratios?.clean ?? data.ratios;
   const get = (a, b, measure) =>
-    stored(data.ratios?.[`${a} ÷ ${b}${measure === 'cpu' ? ', CPU µs/msg' : ''}`]) ??
+    stored(ratios?.[`${a} ÷ ${b}${measure === 'cpu' ? ', CPU µs/msg' : ''}`]) ??
     fromReps(runs[a], runs[b], measure);
   return {
     label,
@@ -202,7 +207,7 @@ function adapterGroup(label, data) {
 /** SQS: the one-receiver variants (the default), whose rows carry vsFloor, cpuVsFloor and vsB1. */
 function sqsGroup(sqs) {
   if (!sqs) return undefined;
-  const rows = Array.isArray(sqs.results) ? sqs.results : [];
+  const rows = Array.isArray(sqs.results) ? sqs.results.filter(isClean) : [];
   const row = (v) => rows.find((r) => r.variant === v);
   const once = { msg: 'once/msg, 1 receiver', batch: 'once/batch, 1 receiver' };
   const floor = { msg: 'floor/msg', batch: 'floor/batch' };
