@@ -101,7 +101,7 @@ export interface KafkaConsumerOptions<R = unknown> extends Omit<InboxOptions<R>,
 export interface ResolvedKafkaConsumerOptions
   extends ResolvedOptions<
     KafkaConsumerOptions,
-    Exclude<KafkaOptionKey, 'deadLetterTopic' | 'consumerConfig'> | 'consumer'
+    Exclude<AdapterOptionKey<KafkaConsumerOptions>, 'deadLetterTopic' | 'consumerConfig'> | 'consumer'
   > {
   /** Dead-letter topic for a source topic, or undefined when dead-lettering is off. */
   readonly deadLetterTopicOf: (topic: string) => string | undefined;

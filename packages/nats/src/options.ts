@@ -82,7 +82,7 @@ export interface NatsConsumerOptions<R = unknown> extends Omit<InboxOptions<R>, 
 export interface ResolvedNatsConsumerOptions
   extends ResolvedOptions<
     NatsConsumerOptions,
-    Exclude<NatsOptionKey, 'servers' | 'connection' | 'stream' | 'ackWaitMs'>
+    Exclude<AdapterOptionKey<NatsConsumerOptions>, 'servers' | 'connection' | 'stream' | 'ackWaitMs'>
   > {
   readonly servers: readonly string[];
   readonly connection: NatsConsumerOptions['connection'];

@@ -61,7 +61,7 @@ export interface RabbitConsumerOptions<R = unknown> extends Omit<InboxOptions<R>
 
 /** The AMQP options after defaults, frozen. Inbox options are resolved by core. */
 export interface ResolvedRabbitConsumerOptions
-  extends ResolvedOptions<RabbitConsumerOptions, RabbitOptionKey> {
+  extends ResolvedOptions<RabbitConsumerOptions, AdapterOptionKey<RabbitConsumerOptions>> {
   /** The inbox consumer name: the `consumer` option, else the queue. */
   readonly consumer: string;
 }

@@ -93,7 +93,10 @@ export interface SqsConsumerOptions<R = unknown> extends Omit<InboxOptions<R>, '
 
 /** The SQS options after defaults, frozen. Inbox options are resolved by core. */
 export interface ResolvedSqsConsumerOptions
-  extends ResolvedOptions<SqsConsumerOptions, Exclude<SqsOptionKey, 'deadLetterQueueUrl' | 'keyOf'>> {
+  extends ResolvedOptions<
+    SqsConsumerOptions,
+    Exclude<AdapterOptionKey<SqsConsumerOptions>, 'deadLetterQueueUrl' | 'keyOf'>
+  > {
   /** The inbox consumer name: the `consumer` option, else the queue's name. */
   readonly consumer: string;
   /** A dead-letter queue URL, `false`, or undefined: the redrive policy, else `<name>-dead` (decided at start). */

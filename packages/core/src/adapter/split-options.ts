@@ -1,4 +1,4 @@
-import type { InboxOptions } from '../options.js';
+import type { Defined, InboxOptions } from '../options.js';
 import { nearest } from './nearest.js';
 import { checkFunction, invalidOption } from './validators.js';
 
@@ -47,10 +47,11 @@ export type AdapterOptionKey<O> = Exclude<keyof O, keyof InboxOptions> & string;
 
 /**
  * An adapter's options after defaults: the fields `K` of `O`, each present, read-only, and without
- * `undefined`. A field whose resolved type differs (derived, or still optional after defaults) is
- * left out of `K` and declared by the adapter's interface next to this one.
+ * `undefined` (as core's {@link Defined} does for the inbox's). A field whose resolved type differs
+ * (derived, or still optional after defaults) is left out of `K` and declared by the adapter's
+ * interface next to this one.
  */
-export type ResolvedOptions<O, K extends keyof O> = { readonly [P in K]-?: Exclude<O[P], undefined> };
+export type ResolvedOptions<O, K extends keyof O> = Defined<Pick<O, K>>;
 
 /** What {@link splitOptions} checks besides the inbox's own keys. */
 export interface SplitSpec<K extends string> {

@@ -87,6 +87,21 @@ describe('splitOptions', () => {
       batch: true,
       batchSize: true,
     } as const satisfies Record<AdapterOptionKey<TestOptions>, true>;
+    // The compiler refuses a key set that misses an option or names one the interface lacks.
+    // @ts-expect-error: batchSize is missing
+    const missing = { queue: true, batch: true } as const satisfies Record<
+      AdapterOptionKey<TestOptions>,
+      true
+    >;
+    const extra = {
+      queue: true,
+      batch: true,
+      batchSize: true,
+      // @ts-expect-error: not an option of TestOptions
+      prefetch: true,
+    } as const satisfies Record<AdapterOptionKey<TestOptions>, true>;
+    expect(Object.keys(missing)).toEqual(['queue', 'batch']);
+    expect(Object.keys(extra)).toHaveLength(4);
     const bySet = (o: object) => splitOptions(o as TestOptions, { ...spec, adapterKeys: keySet });
     const { inbox, adapter } = bySet({ ...base, batch: true, maxAttempts: 3 });
     expect(adapter).toEqual({ queue: 'q', batch: true });
