@@ -47,7 +47,7 @@ export type AdapterOptionKey<O> = Exclude<keyof O, keyof InboxOptions> & string;
 
 /**
  * An adapter's options after defaults: the fields `K` of `O`, each present, read-only, and without
- * `undefined` (as core's {@link Defined} does for the inbox's). A field whose resolved type differs
+ * `undefined` (as core's `Defined` does for the inbox's). A field whose resolved type differs
  * (derived, or still optional after defaults) is left out of `K` and declared by the adapter's
  * interface next to this one.
  */
