@@ -1,11 +1,14 @@
 import type { InboxOptions } from '@once/core';
 import {
+  type AdapterOptionKey,
   checkBoolean,
+  checkConsumerName,
   checkDurationMs,
   checkInteger,
   checkName,
   checkOneOf,
   invalidOption,
+  type ResolvedOptions,
   splitOptions,
   withDefaults,
 } from '@once/core/adapter';
@@ -95,27 +98,13 @@ export interface KafkaConsumerOptions<R = unknown> extends Omit<InboxOptions<R>,
 }
 
 /** The Kafka options after defaults, frozen. Inbox options are resolved by core. */
-export interface ResolvedKafkaConsumerOptions {
-  readonly kafka: KafkaLike;
-  readonly groupId: string;
-  readonly topics: readonly string[];
-  readonly consumer: string;
-  readonly batch: boolean;
-  readonly batchSize: number;
-  readonly maxBatchMs: number;
-  readonly concurrency: number;
-  readonly idFrom: KafkaIdSource;
-  readonly idHeader: string;
-  readonly offsetFencing: boolean;
+export interface ResolvedKafkaConsumerOptions
+  extends ResolvedOptions<
+    KafkaConsumerOptions,
+    Exclude<AdapterOptionKey<KafkaConsumerOptions>, 'deadLetterTopic' | 'consumerConfig'> | 'consumer'
+  > {
   /** Dead-letter topic for a source topic, or undefined when dead-lettering is off. */
   readonly deadLetterTopicOf: (topic: string) => string | undefined;
-  readonly inlineRetryMaxMs: number;
-  readonly fromBeginning: boolean;
-  readonly sessionTimeoutMs: number;
-  readonly heartbeatIntervalMs: number;
-  readonly rebalanceTimeoutMs: number;
-  readonly crashReplay: boolean;
-  readonly stopTimeoutMs: number;
   readonly consumerConfig: Readonly<NonNullable<KafkaConsumerOptions['consumerConfig']>>;
 }
 
@@ -137,27 +126,29 @@ export const DEFAULT_KAFKA_CONSUMER_OPTIONS = Object.freeze({
   stopTimeoutMs: 30_000,
 });
 
-const KAFKA_KEYS = [
-  'kafka',
-  'groupId',
-  'topics',
-  'batch',
-  'batchSize',
-  'maxBatchMs',
-  'concurrency',
-  'idFrom',
-  'idHeader',
-  'offsetFencing',
-  'deadLetterTopic',
-  'inlineRetryMaxMs',
-  'fromBeginning',
-  'sessionTimeoutMs',
-  'heartbeatIntervalMs',
-  'rebalanceTimeoutMs',
-  'crashReplay',
-  'stopTimeoutMs',
-  'consumerConfig',
-] as const satisfies readonly (keyof KafkaConsumerOptions)[];
+type KafkaOptionKey = AdapterOptionKey<KafkaConsumerOptions>;
+
+const KAFKA_KEYS = {
+  kafka: true,
+  groupId: true,
+  topics: true,
+  batch: true,
+  batchSize: true,
+  maxBatchMs: true,
+  concurrency: true,
+  idFrom: true,
+  idHeader: true,
+  offsetFencing: true,
+  deadLetterTopic: true,
+  inlineRetryMaxMs: true,
+  fromBeginning: true,
+  sessionTimeoutMs: true,
+  heartbeatIntervalMs: true,
+  rebalanceTimeoutMs: true,
+  crashReplay: true,
+  stopTimeoutMs: true,
+  consumerConfig: true,
+} as const satisfies Record<KafkaOptionKey, true>;
 
 /** Kafka's limit on topic and group names. */
 const NAME_MAX = 249;
@@ -168,7 +159,7 @@ const NAME_MAX = 249;
  */
 export function resolveKafkaConsumerOptions<R>(options: KafkaConsumerOptions<R>): {
   kafka: ResolvedKafkaConsumerOptions;
-  inbox: Omit<KafkaConsumerOptions<R>, (typeof KAFKA_KEYS)[number]>;
+  inbox: Omit<KafkaConsumerOptions<R>, KafkaOptionKey>;
 } {
   const { inbox, adapter } = splitOptions(options, {
     factory: 'createKafkaConsumer',
@@ -220,7 +211,7 @@ export function resolveKafkaConsumerOptions<R>(options: KafkaConsumerOptions<R>)
       kafka: kafka as KafkaLike,
       groupId,
       topics,
-      consumer: options.consumer === undefined ? groupId : checkName('consumer', options.consumer),
+      consumer: checkConsumerName(options.consumer, groupId),
       batch: checkBoolean('batch', o.batch),
       batchSize: checkInteger('batchSize', o.batchSize),
       maxBatchMs: checkDurationMs('maxBatchMs', o.maxBatchMs, 1),

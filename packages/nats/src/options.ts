@@ -1,12 +1,15 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { InboxOptions } from '@once/core';
 import {
+  type AdapterOptionKey,
   checkBoolean,
+  checkConsumerName,
   checkDurationMs,
   checkInteger,
   checkName,
   checkOneOf,
   invalidOption,
+  type ResolvedOptions,
   splitOptions,
   withDefaults,
 } from '@once/core/adapter';
@@ -76,22 +79,15 @@ export interface NatsConsumerOptions<R = unknown> extends Omit<InboxOptions<R>, 
 }
 
 /** The JetStream options after defaults, frozen. Inbox options are resolved by core. */
-export interface ResolvedNatsConsumerOptions {
+export interface ResolvedNatsConsumerOptions
+  extends ResolvedOptions<
+    NatsConsumerOptions,
+    Exclude<AdapterOptionKey<NatsConsumerOptions>, 'servers' | 'connection' | 'stream' | 'ackWaitMs'>
+  > {
   readonly servers: readonly string[];
-  readonly connection: NatsConnection | undefined;
-  readonly subject: string;
+  readonly connection: NatsConsumerOptions['connection'];
   readonly stream: string | undefined;
-  readonly durable: string;
-  readonly createConsumer: boolean;
   readonly ackWaitMs: number | undefined;
-  readonly maxAckPending: number;
-  readonly concurrency: number;
-  readonly batch: boolean;
-  readonly batchSize: number;
-  readonly idFrom: NatsIdFrom;
-  readonly idHeader: string;
-  readonly deadLetterSubject: string | false;
-  readonly stopTimeoutMs: number;
   /** The inbox consumer name: the `consumer` option, else the durable. */
   readonly consumer: string;
 }
@@ -108,23 +104,25 @@ export const DEFAULT_NATS_CONSUMER_OPTIONS = Object.freeze({
   stopTimeoutMs: 30_000,
 });
 
-const NATS_KEYS = [
-  'servers',
-  'connection',
-  'subject',
-  'stream',
-  'durable',
-  'createConsumer',
-  'ackWaitMs',
-  'maxAckPending',
-  'concurrency',
-  'batch',
-  'batchSize',
-  'idFrom',
-  'idHeader',
-  'deadLetterSubject',
-  'stopTimeoutMs',
-] as const satisfies readonly (keyof NatsConsumerOptions)[];
+type NatsOptionKey = AdapterOptionKey<NatsConsumerOptions>;
+
+const NATS_KEYS = {
+  servers: true,
+  connection: true,
+  subject: true,
+  stream: true,
+  durable: true,
+  createConsumer: true,
+  ackWaitMs: true,
+  maxAckPending: true,
+  concurrency: true,
+  batch: true,
+  batchSize: true,
+  idFrom: true,
+  idHeader: true,
+  deadLetterSubject: true,
+  stopTimeoutMs: true,
+} as const satisfies Record<NatsOptionKey, true>;
 
 /** A JetStream name (stream, durable): no whitespace, `.`, `*`, `>`, path separators. */
 function checkJsName(field: string, value: unknown): string {
@@ -153,7 +151,7 @@ function checkSubject(field: string, value: unknown): string {
  */
 export function resolveNatsConsumerOptions<R>(options: NatsConsumerOptions<R>): {
   nats: ResolvedNatsConsumerOptions;
-  inbox: Omit<NatsConsumerOptions<R>, (typeof NATS_KEYS)[number]>;
+  inbox: Omit<NatsConsumerOptions<R>, NatsOptionKey>;
 } {
   const { inbox, adapter } = splitOptions(options, {
     factory: 'createNatsConsumer',
@@ -183,7 +181,7 @@ export function resolveNatsConsumerOptions<R>(options: NatsConsumerOptions<R>): 
       : options.consumer !== undefined
         ? checkJsName('durable', options.consumer.replace(/[\s.*>/\\]/g, '_'))
         : subject.replace(/[\s.*>/\\]/g, '_');
-  const consumer = options.consumer === undefined ? durable : checkName('consumer', options.consumer);
+  const consumer = checkConsumerName(options.consumer, durable);
   const batchSize = checkInteger('batchSize', o.batchSize, 1, 10_000);
   return {
     inbox,

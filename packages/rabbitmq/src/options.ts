@@ -1,12 +1,15 @@
 import type { InboxOptions } from '@once/core';
 import {
+  type AdapterOptionKey,
   checkBoolean,
+  checkConsumerName,
   checkDurationMs,
   checkFunction,
   checkInteger,
   checkName,
   checkOneOf,
   invalidOption,
+  type ResolvedOptions,
   splitOptions,
   withDefaults,
 } from '@once/core/adapter';
@@ -57,22 +60,8 @@ export interface RabbitConsumerOptions<R = unknown> extends Omit<InboxOptions<R>
 }
 
 /** The AMQP options after defaults, frozen. Inbox options are resolved by core. */
-export interface ResolvedRabbitConsumerOptions {
-  readonly url: string | Options.Connect;
-  readonly socketOptions: SocketOptions;
-  readonly queue: string;
-  readonly assertQueue: boolean;
-  readonly queueType: QueueType;
-  readonly prefetch: number;
-  readonly concurrency: number;
-  readonly batch: boolean;
-  readonly batchSize: number;
-  readonly retryTiersMs: readonly number[];
-  readonly deadLetterExchange: string;
-  readonly deadLetterQueue: string | false;
-  readonly idHeader: string;
-  readonly reconnectDelayMs: (attempt: number) => number;
-  readonly stopTimeoutMs: number;
+export interface ResolvedRabbitConsumerOptions
+  extends ResolvedOptions<RabbitConsumerOptions, AdapterOptionKey<RabbitConsumerOptions>> {
   /** The inbox consumer name: the `consumer` option, else the queue. */
   readonly consumer: string;
 }
@@ -93,23 +82,25 @@ export const DEFAULT_RABBIT_CONSUMER_OPTIONS = Object.freeze({
   stopTimeoutMs: 30_000,
 });
 
-const RABBIT_KEYS = [
-  'url',
-  'socketOptions',
-  'queue',
-  'assertQueue',
-  'queueType',
-  'prefetch',
-  'concurrency',
-  'batch',
-  'batchSize',
-  'retryTiersMs',
-  'deadLetterExchange',
-  'deadLetterQueue',
-  'idHeader',
-  'reconnectDelayMs',
-  'stopTimeoutMs',
-] as const satisfies readonly (keyof RabbitConsumerOptions)[];
+type RabbitOptionKey = AdapterOptionKey<RabbitConsumerOptions>;
+
+const RABBIT_KEYS = {
+  url: true,
+  socketOptions: true,
+  queue: true,
+  assertQueue: true,
+  queueType: true,
+  prefetch: true,
+  concurrency: true,
+  batch: true,
+  batchSize: true,
+  retryTiersMs: true,
+  deadLetterExchange: true,
+  deadLetterQueue: true,
+  idHeader: true,
+  reconnectDelayMs: true,
+  stopTimeoutMs: true,
+} as const satisfies Record<RabbitOptionKey, true>;
 
 /**
  * Splits the options into the inbox's and the AMQP side's (refusing unknown keys and missing
@@ -117,7 +108,7 @@ const RABBIT_KEYS = [
  */
 export function resolveRabbitConsumerOptions<R>(options: RabbitConsumerOptions<R>): {
   rabbit: ResolvedRabbitConsumerOptions;
-  inbox: Omit<RabbitConsumerOptions<R>, (typeof RABBIT_KEYS)[number]>;
+  inbox: Omit<RabbitConsumerOptions<R>, RabbitOptionKey>;
 } {
   const { inbox, adapter } = splitOptions(options, {
     factory: 'createRabbitConsumer',
@@ -140,7 +131,7 @@ export function resolveRabbitConsumerOptions<R>(options: RabbitConsumerOptions<R
   for (const [i, t] of tiers.entries()) checkDurationMs(`retryTiersMs[${i}]`, t, 1);
   const deadLetterQueue =
     o.deadLetterQueue === false ? false : checkName('deadLetterQueue', o.deadLetterQueue ?? `${queue}.dead`);
-  const consumer = options.consumer === undefined ? queue : checkName('consumer', options.consumer);
+  const consumer = checkConsumerName(options.consumer, queue);
   const socketOptions = (o.socketOptions ?? {}) as SocketOptions;
   return {
     inbox,

@@ -1,13 +1,16 @@
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { Envelope, InboxOptions } from '@once/core';
 import {
+  type AdapterOptionKey,
   checkBoolean,
+  checkConsumerName,
   checkDurationMs,
   checkFunction,
   checkInteger,
   checkName,
   checkOneOf,
   invalidOption,
+  type ResolvedOptions,
   splitOptions,
   withDefaults,
 } from '@once/core/adapter';
@@ -89,30 +92,16 @@ export interface SqsConsumerOptions<R = unknown> extends Omit<InboxOptions<R>, '
 }
 
 /** The SQS options after defaults, frozen. Inbox options are resolved by core. */
-export interface ResolvedSqsConsumerOptions {
-  readonly client: SQSClient;
-  readonly queueUrl: string;
+export interface ResolvedSqsConsumerOptions
+  extends ResolvedOptions<
+    SqsConsumerOptions,
+    Exclude<AdapterOptionKey<SqsConsumerOptions>, 'deadLetterQueueUrl' | 'keyOf'>
+  > {
   /** The inbox consumer name: the `consumer` option, else the queue's name. */
   readonly consumer: string;
-  readonly idFrom: SqsIdSource;
-  readonly idHeader: string;
   /** A dead-letter queue URL, `false`, or undefined: the redrive policy, else `<name>-dead` (decided at start). */
-  readonly deadLetterQueueUrl: string | false | undefined;
-  readonly batch: boolean;
-  readonly keyOf: ((envelope: Envelope) => string | undefined) | undefined;
-  readonly receivers: number;
-  readonly maxInFlight: number;
-  readonly concurrency: number;
-  readonly waitTimeSeconds: number;
-  readonly visibilityTimeoutS: number;
-  readonly heartbeat: boolean;
-  readonly heartbeatIntervalMs: number;
-  readonly maxHeldMs: number;
-  readonly settleLingerMs: number;
-  readonly receiveBackoffMs: number;
-  readonly receiveBackoffMaxMs: number;
-  readonly unhealthyAfterErrors: number;
-  readonly stopTimeoutMs: number;
+  readonly deadLetterQueueUrl: SqsConsumerOptions['deadLetterQueueUrl'];
+  readonly keyOf: SqsConsumerOptions['keyOf'];
 }
 
 /** Defaults of the SQS options. */
@@ -134,28 +123,30 @@ export const DEFAULT_SQS_CONSUMER_OPTIONS = Object.freeze({
   stopTimeoutMs: 30_000,
 });
 
-const SQS_KEYS = [
-  'client',
-  'queueUrl',
-  'idFrom',
-  'idHeader',
-  'deadLetterQueueUrl',
-  'batch',
-  'keyOf',
-  'receivers',
-  'maxInFlight',
-  'concurrency',
-  'waitTimeSeconds',
-  'visibilityTimeoutS',
-  'heartbeat',
-  'heartbeatIntervalMs',
-  'maxHeldMs',
-  'settleLingerMs',
-  'receiveBackoffMs',
-  'receiveBackoffMaxMs',
-  'unhealthyAfterErrors',
-  'stopTimeoutMs',
-] as const satisfies readonly (keyof SqsConsumerOptions)[];
+type SqsOptionKey = AdapterOptionKey<SqsConsumerOptions>;
+
+const SQS_KEYS = {
+  client: true,
+  queueUrl: true,
+  idFrom: true,
+  idHeader: true,
+  deadLetterQueueUrl: true,
+  batch: true,
+  keyOf: true,
+  receivers: true,
+  maxInFlight: true,
+  concurrency: true,
+  waitTimeSeconds: true,
+  visibilityTimeoutS: true,
+  heartbeat: true,
+  heartbeatIntervalMs: true,
+  maxHeldMs: true,
+  settleLingerMs: true,
+  receiveBackoffMs: true,
+  receiveBackoffMaxMs: true,
+  unhealthyAfterErrors: true,
+  stopTimeoutMs: true,
+} as const satisfies Record<SqsOptionKey, true>;
 
 /** SQS refuses visibility past 12 hours from the receive. */
 const MAX_VISIBILITY_S = 43_200;
@@ -178,7 +169,7 @@ export function queueNameOf(queueUrl: string): string {
  */
 export function resolveSqsConsumerOptions<R>(options: SqsConsumerOptions<R>): {
   sqs: ResolvedSqsConsumerOptions;
-  inbox: Omit<SqsConsumerOptions<R>, (typeof SQS_KEYS)[number]>;
+  inbox: Omit<SqsConsumerOptions<R>, SqsOptionKey>;
 } {
   const { inbox, adapter } = splitOptions(options, {
     factory: 'createSqsConsumer',
@@ -209,10 +200,7 @@ export function resolveSqsConsumerOptions<R>(options: SqsConsumerOptions<R>): {
     );
   }
   const receiveBackoffMs = checkDurationMs('receiveBackoffMs', o.receiveBackoffMs, 1);
-  const consumer =
-    options.consumer === undefined
-      ? checkName('queueUrl', queueNameOf(queueUrl))
-      : checkName('consumer', options.consumer);
+  const consumer = checkConsumerName(options.consumer, () => checkName('queueUrl', queueNameOf(queueUrl)));
   return {
     inbox,
     sqs: Object.freeze({

@@ -60,11 +60,18 @@ export { Limiter } from './limiter.js';
 export { checkMessageId, settledResults } from './publish-results.js';
 export { type SettlePlan, settlePlanOf } from './settle-plan.js';
 export { sleep } from './sleep.js';
-export { type SplitSpec, splitOptions, withDefaults } from './split-options.js';
+export {
+  type AdapterOptionKey,
+  type ResolvedOptions,
+  type SplitSpec,
+  splitOptions,
+  withDefaults,
+} from './split-options.js';
 export { StartCounter, type StartCounterSpec } from './start-counter.js';
 export { untilAborted } from './until-aborted.js';
 export {
   checkBoolean,
+  checkConsumerName,
   checkDurationMs,
   checkFunction,
   checkInteger,

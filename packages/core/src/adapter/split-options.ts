@@ -1,4 +1,4 @@
-import type { InboxOptions } from '../options.js';
+import type { Defined, InboxOptions } from '../options.js';
 import { nearest } from './nearest.js';
 import { checkFunction, invalidOption } from './validators.js';
 
@@ -38,12 +38,27 @@ export const INBOX_OPTION_KEYS: readonly (keyof InboxOptions)[] = Object.freeze(
   Object.keys(INBOX_KEY_SET) as (keyof InboxOptions)[],
 );
 
+/**
+ * The option names an adapter adds to the inbox's. An adapter lists them once, as
+ * `{ groupId: true, … } satisfies Record<AdapterOptionKey<KafkaConsumerOptions>, true>`, so the
+ * compiler refuses the list when it misses an option of the interface or names one it lacks.
+ */
+export type AdapterOptionKey<O> = Exclude<keyof O, keyof InboxOptions> & string;
+
+/**
+ * An adapter's options after defaults: the fields `K` of `O`, each present, read-only, and without
+ * `undefined` (as core's `Defined` does for the inbox's). A field whose resolved type differs
+ * (derived, or still optional after defaults) is left out of `K` and declared by the adapter's
+ * interface next to this one.
+ */
+export type ResolvedOptions<O, K extends keyof O> = Defined<Pick<O, K>>;
+
 /** What {@link splitOptions} checks besides the inbox's own keys. */
 export interface SplitSpec<K extends string> {
   /** What the options are for, in errors: `createKafkaConsumer`. */
   factory: string;
-  /** The adapter's own option names. */
-  adapterKeys: readonly K[];
+  /** The adapter's own option names: a list, or a key set (`{ groupId: true, … }`). */
+  adapterKeys: readonly K[] | Readonly<Record<K, true>>;
   /** Names that must be given (not undefined), inbox ones included: `pool` and `handler` always are. */
   required?: readonly string[];
 }
@@ -62,8 +77,11 @@ export function splitOptions<O extends object, K extends keyof O & string>(
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
     throw invalidOption('', `of ${spec.factory} must be an object, got ${JSON.stringify(options)}`);
   }
-  const known = [...INBOX_OPTION_KEYS, ...spec.adapterKeys] as string[];
-  const adapterKeys = new Set<string>(spec.adapterKeys);
+  const ownKeys: readonly string[] = Array.isArray(spec.adapterKeys)
+    ? spec.adapterKeys
+    : Object.keys(spec.adapterKeys);
+  const known = [...INBOX_OPTION_KEYS, ...ownKeys];
+  const adapterKeys = new Set<string>(ownKeys);
   const inbox: Record<string, unknown> = {};
   const adapter: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(options)) {

@@ -63,3 +63,13 @@ export function checkFunction<F extends (...args: never[]) => unknown>(field: st
   if (typeof value !== 'function') throw invalidOption(field, `must be a function, got ${typeof value}`);
   return value as F;
 }
+
+/**
+ * The inbox consumer name of an adapter: the `consumer` option when given, else `fallback` (the
+ * queue, group or durable the adapter reads from). A function fallback runs only when needed, so
+ * a given name is never refused for a fault of the one it replaces.
+ */
+export function checkConsumerName(given: unknown, fallback: string | (() => string)): string {
+  if (given !== undefined) return checkName('consumer', given);
+  return typeof fallback === 'function' ? fallback() : fallback;
+}

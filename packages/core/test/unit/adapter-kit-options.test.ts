@@ -1,9 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import {
+  type AdapterOptionKey,
+  checkConsumerName,
   checkDurationMs,
   checkInteger,
   checkName,
   checkOneOf,
+  type ResolvedOptions,
   splitOptions,
   withDefaults,
 } from '../../src/adapter/index.js';
@@ -78,6 +81,36 @@ describe('splitOptions', () => {
     }
   });
 
+  it('takes the adapter keys as a key set as well as a list', () => {
+    const keySet = {
+      queue: true,
+      batch: true,
+      batchSize: true,
+    } as const satisfies Record<AdapterOptionKey<TestOptions>, true>;
+    // The compiler refuses a key set that misses an option or names one the interface lacks.
+    // @ts-expect-error: batchSize is missing
+    const missing = { queue: true, batch: true } as const satisfies Record<
+      AdapterOptionKey<TestOptions>,
+      true
+    >;
+    const extra = {
+      queue: true,
+      batch: true,
+      batchSize: true,
+      // @ts-expect-error: not an option of TestOptions
+      prefetch: true,
+    } as const satisfies Record<AdapterOptionKey<TestOptions>, true>;
+    expect(Object.keys(missing)).toEqual(['queue', 'batch']);
+    expect(Object.keys(extra)).toHaveLength(4);
+    const bySet = (o: object) => splitOptions(o as TestOptions, { ...spec, adapterKeys: keySet });
+    const { inbox, adapter } = bySet({ ...base, batch: true, maxAttempts: 3 });
+    expect(adapter).toEqual({ queue: 'q', batch: true });
+    expect(inbox).toEqual({ pool: {}, handler: base.handler, maxAttempts: 3 });
+    expect(codeAndMessage(() => bySet({ ...base, batchsize: 3 })).message).toBe(
+      codeAndMessage(() => split({ ...base, batchsize: 3 })).message,
+    );
+  });
+
   it('rejects what is not an object', () => {
     expect(codeAndMessage(() => split(null as unknown as object)).code).toBe('INVALID_OPTION');
   });
@@ -105,6 +138,39 @@ describe('validators', () => {
     expect(codeAndMessage(() => checkOneOf('idFrom', 'x', ['header', 'offset'])).message).toBe(
       "options.idFrom must be one of 'header', 'offset', got \"x\"",
     );
+  });
+});
+
+describe('checkConsumerName', () => {
+  it('checks a given name and otherwise takes the fallback, calling a function fallback only then', () => {
+    expect(checkConsumerName('payments', 'queue')).toBe('payments');
+    expect(checkConsumerName(undefined, 'queue')).toBe('queue');
+    expect(checkConsumerName(undefined, () => 'lazy')).toBe('lazy');
+    const refuse = () => {
+      throw new Error('the fallback ran');
+    };
+    expect(checkConsumerName('payments', refuse)).toBe('payments');
+    expect(codeAndMessage(() => checkConsumerName('', 'queue')).message).toContain(
+      'options.consumer must be a non-empty string',
+    );
+  });
+});
+
+describe('ResolvedOptions', () => {
+  it('makes the chosen fields present, read-only and never undefined', () => {
+    // Frozen, as every adapter returns its resolved options.
+    const resolved: ResolvedOptions<TestOptions, 'queue' | 'batch'> = Object.freeze({
+      queue: 'q',
+      batch: false,
+    });
+    // @ts-expect-error: a resolved field is never undefined
+    const missing: ResolvedOptions<TestOptions, 'queue'> = { queue: undefined };
+    expect(() => {
+      // @ts-expect-error: a resolved field is read-only
+      resolved.batch = true;
+    }).toThrow(TypeError);
+    expect(resolved).toEqual({ queue: 'q', batch: false });
+    expect(missing.queue).toBeUndefined();
   });
 });
 
