@@ -8,7 +8,8 @@
 //    BENCH_SCALE_CONCURRENCY (default 4); ratios are medians of per-repetition paired ratios.
 // 3. purge() of the loaded rows beside live consumers (BENCH_SCALE_LIVE workers, default 2, once
 //    per message): for each rate in BENCH_PURGE_RATES (rows/s, default 2000,5600,15000), a window
-//    of BENCH_PURGE_WINDOW_S seconds (default 60) without purge, then one with it; the consumers'
+//    of BENCH_PURGE_WINDOW_S seconds (default 60) without purge, then one with it (BENCH_PURGE_BATCH
+//    rows per purge statement, default purge's 1000); the consumers'
 //    p50/p99 in each. Then the rest of the rows is purged with no rate limit (for at most
 //    BENCH_PURGE_REST_MAX_S, default 900), timed, consumers still running.
 //    BENCH_PURGE_PAIRS=K (default 1) runs K window pairs (without, with) per rate, the rates
@@ -40,6 +41,8 @@ const C = Number(process.env.BENCH_SCALE_CONCURRENCY ?? 4);
 const LIVE = Number(process.env.BENCH_SCALE_LIVE ?? 2);
 const RATES = (process.env.BENCH_PURGE_RATES ?? '2000,5600,15000').split(',').map(Number).filter(Boolean);
 const WINDOW_S = Number(process.env.BENCH_PURGE_WINDOW_S ?? 60);
+// Rows per purge statement (purge's batchSize); unset: purge's own default.
+const PURGE_BATCH = process.env.BENCH_PURGE_BATCH ? Number(process.env.BENCH_PURGE_BATCH) : undefined;
 const REST_MAX_S = Number(process.env.BENCH_PURGE_REST_MAX_S ?? 900);
 const KEEP = process.env.BENCH_SCALE_KEEP === '1';
 const PAIRS = Number(process.env.BENCH_PURGE_PAIRS ?? 1);
@@ -368,7 +371,7 @@ if (PHASES.has('purge')) {
   const windows = [];
   for (let pair = 1; pair <= PAIRS; pair++) {
     for (const rate of RATES) {
-      const w = { targetRowsPerSec: rate, pair, ...(await windowPair({ rowsPerSecond: rate }, WINDOW_S)) };
+      const w = { targetRowsPerSec: rate, batchSize: PURGE_BATCH ?? 1000, pair, ...(await windowPair({ rowsPerSecond: rate, ...(PURGE_BATCH ? { batchSize: PURGE_BATCH } : {}) }, WINDOW_S)) };
       w.minutesFor10M = 10_000_000 / w.rowsPerSec / 60;
       purged += w.rowsPurged;
       windows.push(w);
