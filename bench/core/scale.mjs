@@ -371,7 +371,15 @@ if (PHASES.has('purge')) {
   const windows = [];
   for (let pair = 1; pair <= PAIRS; pair++) {
     for (const rate of RATES) {
-      const w = { targetRowsPerSec: rate, batchSize: PURGE_BATCH ?? 1000, pair, ...(await windowPair({ rowsPerSecond: rate, ...(PURGE_BATCH ? { batchSize: PURGE_BATCH } : {}) }, WINDOW_S)) };
+      const w = {
+        targetRowsPerSec: rate,
+        batchSize: PURGE_BATCH ?? 1000,
+        pair,
+        ...(await windowPair(
+          { rowsPerSecond: rate, ...(PURGE_BATCH ? { batchSize: PURGE_BATCH } : {}) },
+          WINDOW_S,
+        )),
+      };
       w.minutesFor10M = 10_000_000 / w.rowsPerSec / 60;
       purged += w.rowsPurged;
       windows.push(w);
