@@ -22,7 +22,7 @@ import { migrate } from '@once/core';
 import { createNatsConsumer } from '@once/nats';
 import pg from 'pg';
 import { countingPool } from '../support/counting-pool.mjs';
-import { checkEffects, faultRun, streamsFromEnv } from '../support/faults.mjs';
+import { bareTransaction, checkEffects, faultRun, streamsFromEnv } from '../support/faults.mjs';
 import { createFloorTable, floorBatch, floorOne } from '../support/floor.mjs';
 import { timeConsumer } from '../support/measure.mjs';
 import { ADAPTER_CHECKS, closeBench } from '../support/report.mjs';
@@ -224,19 +224,9 @@ const variants = {
       'B1/msg',
       stream,
       (onDone) =>
-        perMessage(stream, onDone, async (m) => {
-          const c = await pool.connect();
-          try {
-            await c.query('BEGIN');
-            await effect(c, stream, idOf(m), amountOf(m));
-            await c.query('COMMIT');
-          } catch (err) {
-            await c.query('ROLLBACK');
-            throw err;
-          } finally {
-            c.release();
-          }
-        }),
+        perMessage(stream, onDone, (m) =>
+          bareTransaction(pool, (c) => effect(c, stream, idOf(m), amountOf(m))),
+        ),
       mode,
     ),
   'B1/batch': (stream, mode) =>
@@ -244,19 +234,11 @@ const variants = {
       'B1/batch',
       stream,
       (onDone) =>
-        batched(stream, onDone, async (take) => {
-          const c = await pool.connect();
-          try {
-            await c.query('BEGIN');
+        batched(stream, onDone, (take) =>
+          bareTransaction(pool, async (c) => {
             for (const m of take) await effect(c, stream, idOf(m), amountOf(m));
-            await c.query('COMMIT');
-          } catch (err) {
-            await c.query('ROLLBACK');
-            throw err;
-          } finally {
-            c.release();
-          }
-        }),
+          }),
+        ),
       mode,
     ),
   'floor/msg': (stream, mode) =>

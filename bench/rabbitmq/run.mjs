@@ -20,7 +20,7 @@ import { createRabbitConsumer } from '@once/rabbitmq';
 import amqp from 'amqplib';
 import pg from 'pg';
 import { countingPool } from '../support/counting-pool.mjs';
-import { checkEffects, faultRun, streamsFromEnv } from '../support/faults.mjs';
+import { bareTransaction, checkEffects, faultRun, streamsFromEnv } from '../support/faults.mjs';
 import { createFloorTable, floorBatch, floorOne } from '../support/floor.mjs';
 import { timeConsumer } from '../support/measure.mjs';
 import { ADAPTER_CHECKS, closeBench } from '../support/report.mjs';
@@ -206,19 +206,9 @@ const variants = {
       'B1/msg',
       queue,
       (onDone) =>
-        perMessage(queue, onDone, async (m) => {
-          const c = await pool.connect();
-          try {
-            const body = JSON.parse(m.content.toString());
-            await c.query('BEGIN');
-            await effect(c, queue, m.properties.messageId, body.amount);
-            await c.query('COMMIT');
-          } catch (err) {
-            await c.query('ROLLBACK');
-            throw err;
-          } finally {
-            c.release();
-          }
+        perMessage(queue, onDone, (m) => {
+          const body = JSON.parse(m.content.toString());
+          return bareTransaction(pool, (c) => effect(c, queue, m.properties.messageId, body.amount));
         }),
       stream,
     ),
@@ -227,22 +217,14 @@ const variants = {
       'B1/batch',
       queue,
       (onDone) =>
-        batched(queue, onDone, async (take) => {
-          const c = await pool.connect();
-          try {
-            await c.query('BEGIN');
+        batched(queue, onDone, (take) =>
+          bareTransaction(pool, async (c) => {
             for (const m of take) {
               const body = JSON.parse(m.content.toString());
               await effect(c, queue, m.properties.messageId, body.amount);
             }
-            await c.query('COMMIT');
-          } catch (err) {
-            await c.query('ROLLBACK');
-            throw err;
-          } finally {
-            c.release();
-          }
-        }),
+          }),
+        ),
       stream,
     ),
   'floor/msg': (queue, stream) =>

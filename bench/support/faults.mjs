@@ -66,3 +66,21 @@ export function checkEffects({ variant, stream, rows, ids, run, dedup }) {
       `${variant} (${stream.mode}): ${rows} effects over ${ids} ids; expected ${want} over ${run.distinct}`,
     );
 }
+
+/**
+ * The B1 (bare) variants' transaction: BEGIN, `work(client)`, COMMIT; rolled back and rethrown
+ * when `work` throws (a faults-stream failure), so the broker redelivers.
+ */
+export async function bareTransaction(pool, work) {
+  const c = await pool.connect();
+  try {
+    await c.query('BEGIN');
+    await work(c);
+    await c.query('COMMIT');
+  } catch (err) {
+    await c.query('ROLLBACK');
+    throw err;
+  } finally {
+    c.release();
+  }
+}
