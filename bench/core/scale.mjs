@@ -9,8 +9,8 @@
 // 3. purge() of the loaded rows beside live consumers (BENCH_SCALE_LIVE workers, default 2, once
 //    per message): for each rate in BENCH_PURGE_RATES (rows/s, default 2000,5600,15000), a window
 //    of BENCH_PURGE_WINDOW_S seconds (default 60) without purge, then one with it (BENCH_PURGE_BATCH
-//    rows per purge statement, default purge's 1000); the consumers'
-//    p50/p99 in each. Then the rest of the rows is purged with no rate limit (for at most
+//    rows per purge statement, default purge's own; a comma list, e.g. 1000,250,100, runs a pair for
+//    each size at each rate, interleaved); the consumers' p50/p99 in each. Then the rest of the rows is purged with no rate limit (for at most
 //    BENCH_PURGE_REST_MAX_S, default 900), timed, consumers still running.
 //    BENCH_PURGE_PAIRS=K (default 1) runs K window pairs (without, with) per rate, the rates
 //    interleaved (rate 1 pair 1, rate 2 pair 1, ..., rate 1 pair 2, ...), so that a slow stretch
@@ -41,8 +41,25 @@ const C = Number(process.env.BENCH_SCALE_CONCURRENCY ?? 4);
 const LIVE = Number(process.env.BENCH_SCALE_LIVE ?? 2);
 const RATES = (process.env.BENCH_PURGE_RATES ?? '2000,5600,15000').split(',').map(Number).filter(Boolean);
 const WINDOW_S = Number(process.env.BENCH_PURGE_WINDOW_S ?? 60);
-// Rows per purge statement (purge's batchSize); unset: purge's own default.
-const PURGE_BATCH = process.env.BENCH_PURGE_BATCH ? Number(process.env.BENCH_PURGE_BATCH) : undefined;
+// Rows per purge statement (purge's batchSize), a comma list to interleave several; unset: purge's
+// own default.
+const PURGE_BATCHES = (process.env.BENCH_PURGE_BATCH ?? '')
+  .split(',')
+  .map((b) => b.trim())
+  .filter(Boolean)
+  .map(Number);
+if (PURGE_BATCHES.some((b) => !Number.isInteger(b) || b < 1))
+  throw new Error(
+    `BENCH_PURGE_BATCH must be whole numbers >= 1, comma-separated, got ${JSON.stringify(process.env.BENCH_PURGE_BATCH)}`,
+  );
+const BATCH_VARIANTS = PURGE_BATCHES.length ? PURGE_BATCHES : [undefined];
+// Which purge runs in the windows: `core` (@once/core's purge), `pkjoin` (the statement purge had
+// before 2026-11-24's change, kept here as a baseline: the doomed rows joined back through the
+// primary key), or both, interleaved.
+const PURGE_IMPLS = (process.env.BENCH_PURGE_SQL ?? 'core').split(',').map((s) => s.trim());
+for (const impl of PURGE_IMPLS)
+  if (impl !== 'core' && impl !== 'pkjoin')
+    throw new Error(`BENCH_PURGE_SQL: unknown ${JSON.stringify(impl)} (known: core, pkjoin)`);
 const REST_MAX_S = Number(process.env.BENCH_PURGE_REST_MAX_S ?? 900);
 const KEEP = process.env.BENCH_SCALE_KEEP === '1';
 const PAIRS = Number(process.env.BENCH_PURGE_PAIRS ?? 1);
@@ -333,15 +350,43 @@ const needLive = PHASES.has('purge') || PHASES.has('rest');
 const live = needLive ? liveConsumers() : undefined;
 if (live) await sleep(5000); // settle
 
+/**
+ * The baseline purge: the statement @once/core used before, the doomed rows found through the
+ * expiry index and deleted by a join on the primary key, paced as `purge` paces (rowsPerSecond
+ * averaged from the start). Inbox rows only: the starts table is empty here.
+ */
+async function purgePkJoin({ schema, batchSize = 1000, rowsPerSecond = Number.POSITIVE_INFINITY, signal }) {
+  const started = performance.now();
+  let deleted = 0;
+  while (!signal.aborted) {
+    const res = await pool.query(
+      `WITH doomed AS (
+        SELECT consumer, message_id FROM ${schema}.inbox WHERE expires_at < now()
+        ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+      DELETE FROM ${schema}.inbox AS i USING doomed AS d
+      WHERE i.consumer = d.consumer AND i.message_id = d.message_id`,
+      [batchSize],
+    );
+    deleted += res.rowCount ?? 0;
+    if ((res.rowCount ?? 0) < batchSize) break;
+    const wait = (deleted / rowsPerSecond) * 1000 - (performance.now() - started);
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+  }
+  return deleted;
+}
+
 /** One window without purge, then one of `purge(options)` for at most `maxS` seconds; both measured. */
-async function windowPair(options, maxS) {
+async function windowPair(options, maxS, impl = 'core') {
   const b0 = performance.now();
   await sleep(WINDOW_S * 1000);
   const before = live.window(b0, performance.now());
   const stop = new AbortController();
   const timer = setTimeout(() => stop.abort(), maxS * 1000);
   const p0 = performance.now();
-  const n = await purge(pool, { schema: BIG, ...options, signal: stop.signal });
+  const n =
+    impl === 'pkjoin'
+      ? await purgePkJoin({ schema: BIG, ...options, signal: stop.signal })
+      : await purge(pool, { schema: BIG, ...options, signal: stop.signal });
   clearTimeout(timer);
   const p1 = performance.now();
   const during = live.window(p0, p1);
@@ -370,42 +415,54 @@ if (PHASES.has('purge')) {
   const at = new Date().toISOString();
   const windows = [];
   for (let pair = 1; pair <= PAIRS; pair++) {
-    for (const rate of RATES) {
-      const w = {
-        targetRowsPerSec: rate,
-        batchSize: PURGE_BATCH ?? 1000,
-        pair,
-        ...(await windowPair(
-          { rowsPerSecond: rate, ...(PURGE_BATCH ? { batchSize: PURGE_BATCH } : {}) },
-          WINDOW_S,
-        )),
-      };
-      w.minutesFor10M = 10_000_000 / w.rowsPerSec / 60;
-      purged += w.rowsPurged;
-      windows.push(w);
-      log(
-        `  pair ${pair}, purge at ${rate} rows/s: ${w.rowsPurged.toLocaleString('en')} rows in ${w.seconds.toFixed(0)} s = ${w.rowsPerSec.toFixed(0)} rows/s (10M in ${w.minutesFor10M.toFixed(0)} min); ` +
-          `live p50/p99 before ${w.before.p50Ms.toFixed(2)}/${w.before.p99Ms.toFixed(2)} ms (${w.before.msgsPerSec.toFixed(0)} msgs/s), during ${w.during.p50Ms.toFixed(2)}/${w.during.p99Ms.toFixed(2)} ms (${w.during.msgsPerSec.toFixed(0)} msgs/s): p99 ×${w.p99Ratio.toFixed(2)}`,
-      );
-    }
+    for (const rate of RATES)
+      for (const batch of BATCH_VARIANTS)
+        for (const impl of pair % 2 ? PURGE_IMPLS : [...PURGE_IMPLS].reverse()) {
+          const w = {
+            targetRowsPerSec: rate,
+            batchSize: batch ?? 1000,
+            impl,
+            pair,
+            ...(await windowPair(
+              { rowsPerSecond: rate, ...(batch ? { batchSize: batch } : {}) },
+              WINDOW_S,
+              impl,
+            )),
+          };
+          w.minutesFor10M = 10_000_000 / w.rowsPerSec / 60;
+          purged += w.rowsPurged;
+          windows.push(w);
+          log(
+            `  pair ${pair}, purge at ${rate} rows/s in statements of ${w.batchSize} (${impl}): ${w.rowsPurged.toLocaleString('en')} rows in ${w.seconds.toFixed(0)} s = ${w.rowsPerSec.toFixed(0)} rows/s (10M in ${w.minutesFor10M.toFixed(0)} min); ` +
+              `live p50/p99 before ${w.before.p50Ms.toFixed(2)}/${w.before.p99Ms.toFixed(2)} ms (${w.before.msgsPerSec.toFixed(0)} msgs/s), during ${w.during.p50Ms.toFixed(2)}/${w.during.p99Ms.toFixed(2)} ms (${w.during.msgsPerSec.toFixed(0)} msgs/s): p99 ×${w.p99Ratio.toFixed(2)}`,
+          );
+        }
   }
-  const byRate = RATES.map((rate) => {
-    const ws = windows.filter((w) => w.targetRowsPerSec === rate);
-    return {
-      targetRowsPerSec: rate,
-      pairs: ws.length,
-      p99Ratio: spread(ws.map((w) => w.p99Ratio)),
-      p50Ratio: spread(ws.map((w) => w.p50Ratio)),
-      rowsPerSec: spread(ws.map((w) => w.rowsPerSec)),
-      rowsPurged: ws.reduce((n, w) => n + w.rowsPurged, 0),
-    };
-  });
+  const byRate = RATES.flatMap((rate) =>
+    BATCH_VARIANTS.flatMap((batch) =>
+      PURGE_IMPLS.map((impl) => {
+        const ws = windows.filter(
+          (w) => w.targetRowsPerSec === rate && w.batchSize === (batch ?? 1000) && w.impl === impl,
+        );
+        return {
+          targetRowsPerSec: rate,
+          batchSize: batch ?? 1000,
+          impl,
+          pairs: ws.length,
+          p99Ratio: spread(ws.map((w) => w.p99Ratio)),
+          p50Ratio: spread(ws.map((w) => w.p50Ratio)),
+          rowsPerSec: spread(ws.map((w) => w.rowsPerSec)),
+          rowsPurged: ws.reduce((n, w) => n + w.rowsPurged, 0),
+        };
+      }),
+    ),
+  );
   console.log(
-    `\n  purge rate (rows/s)  achieved rows/s (median)  p99 during ÷ before, median [min–max] of ${PAIRS} pair(s)`,
+    `\n  purge rate (rows/s)  rows/statement  statement  achieved rows/s (median)  p99 during ÷ before, median [min–max] of ${PAIRS} pair(s)`,
   );
   for (const r of byRate)
     console.log(
-      `  ${String(r.targetRowsPerSec).padStart(19)}  ${(r.rowsPerSec?.median ?? 0).toFixed(0).padStart(24)}  ${r.p99Ratio ? fmtRatio(r.p99Ratio) : 'n/a (no live samples)'}`,
+      `  ${String(r.targetRowsPerSec).padStart(19)}  ${String(r.batchSize).padStart(14)}  ${r.impl.padStart(9)}  ${(r.rowsPerSec?.median ?? 0).toFixed(0).padStart(24)}  ${r.p99Ratio ? fmtRatio(r.p99Ratio) : 'n/a (no live samples)'}`,
     );
   purgeResult = { at, liveWorkers: LIVE, windowSeconds: WINDOW_S, pairs: PAIRS, windows, byRate };
 }

@@ -100,12 +100,16 @@ export function inboxSql(schema: string) {
       WHERE consumer = $1 AND message_id = $2`,
     /** Drop claims of messages that did not run. $1 consumer, $2 ids. */
     unclaim: `DELETE FROM ${inbox} WHERE consumer = $1 AND message_id = ANY($2::text[])`,
-    /** One small purge step; SKIP LOCKED lets two purgers and live consumers share the table. $1 batch size. */
-    purgeStep: `WITH doomed AS (
-        SELECT consumer, message_id FROM ${inbox} WHERE expires_at < now()
-        ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
-      DELETE FROM ${inbox} AS i USING doomed AS d
-      WHERE i.consumer = d.consumer AND i.message_id = d.message_id`,
+    /**
+     * One small purge step; SKIP LOCKED lets two purgers and live consumers share the table. $1 batch
+     * size. The rows are found through the expiry index and deleted by their physical address
+     * (ctid, stable while this statement holds their row locks), so the purge never walks the
+     * primary key: on an inbox whose key is larger than shared_buffers, those lookups read pages
+     * the live consumers need out of the cache.
+     */
+    purgeStep: `DELETE FROM ${inbox} WHERE ctid = ANY(ARRAY(
+        SELECT ctid FROM ${inbox} WHERE expires_at < now()
+        ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED))`,
     /** Counts a start, committed on its own. $1 consumer, $2 id, $3 retention ms. Returns the count. */
     noteStart: `INSERT INTO ${schema}.starts AS s (consumer, message_id, starts, expires_at)
       SELECT $1, $2, 1, now() + $3 * interval '1 millisecond' FROM ${PIN_SYNC_COMMIT}
@@ -115,11 +119,9 @@ export function inboxSql(schema: string) {
     forgetStart: `UPDATE ${schema}.starts SET starts = starts - 1
       WHERE consumer = $1 AND message_id = $2 AND starts > 0`,
     /** One small purge step of expired start counts. $1 batch size. */
-    purgeStartsStep: `WITH doomed AS (
-        SELECT consumer, message_id FROM ${schema}.starts WHERE expires_at < now()
-        ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
-      DELETE FROM ${schema}.starts AS s USING doomed AS d
-      WHERE s.consumer = d.consumer AND s.message_id = d.message_id`,
+    purgeStartsStep: `DELETE FROM ${schema}.starts WHERE ctid = ANY(ARRAY(
+        SELECT ctid FROM ${schema}.starts WHERE expires_at < now()
+        ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED))`,
     schemaVersion: `SELECT max(version) AS version FROM ${schema}.schema_version`,
   });
 }
