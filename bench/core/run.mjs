@@ -5,7 +5,7 @@
 // (reported beside the index-less figures, not instead). Interleaved repetitions; per variant the
 // median and spread; ratios as the median of per-repetition paired ratios with min–max.
 // Two stream shapes: clean, and faults (5 % of messages fail transiently once, 5 % redelivered
-// duplicates). A pgbench run of the floor's SQL follows.
+// duplicates). pgbench runs of the floor's SQL and of once's own per-message SQL follow.
 // Size: BENCH_N messages per run (default 5000; the issue's full size is 50000), BENCH_REPS
 // (default 7), BENCH_CONCURRENCY (1,4,16), BENCH_PGBENCH_SECONDS per pgbench run (default 10; 0 skips),
 // BENCH_WARM_MSG / BENCH_WARM_BATCH the warm-up per variant (see below).
@@ -16,12 +16,14 @@ import os from 'node:os';
 import { createInbox, migrate } from '@once/core';
 import pg from 'pg';
 import { countingPool } from '../support/counting-pool.mjs';
-import { createFloorTable, floorBatch, floorOne, runFloorPgbench } from '../support/floor.mjs';
+import { createFloorTable, floorBatch, floorOne, floorPgbenchScript } from '../support/floor.mjs';
+import { oncePgbenchScript, runPgbench } from '../support/once-pgbench.mjs';
 import { fmtRatio, gitCommit, pairedRatio } from '../support/report.mjs';
 
 const N = Number(process.env.BENCH_N ?? 5000);
 const REPS = Number(process.env.BENCH_REPS ?? 7);
 const PGBENCH_SECONDS = Number(process.env.BENCH_PGBENCH_SECONDS ?? 10);
+const PGBENCH_ROUNDS = Number(process.env.BENCH_PGBENCH_ROUNDS ?? 3);
 const WARM_MSG = Number(process.env.BENCH_WARM_MSG ?? 5000);
 const WARM_BATCH = Number(process.env.BENCH_WARM_BATCH ?? 20000);
 const CONCURRENCY = (process.env.BENCH_CONCURRENCY ?? '1,4,16').split(',').map(Number);
@@ -430,35 +432,58 @@ for (const { mode, dupShare, failShare } of MODES) {
   }
 }
 
-// The floor's SQL under pgbench (separate processes, simple protocol), beside the Node figures.
+// The floor's SQL and once's own per-message SQL under pgbench (separate processes, simple
+// protocol), beside the Node figures: BENCH_PGBENCH_ROUNDS rounds (default 3), each running both
+// scripts at every concurrency, their order alternating; per concurrency the median tps of each
+// and the median of the rounds' paired ratios once-SQL ÷ floor-SQL (PostgreSQL's part of the gap).
 let pgbench = [];
+let pgbenchOnce = [];
 if (PGBENCH_SECONDS > 0) {
   const PGB = 'once_floor_pgbench';
+  const PGO = 'once_sql_pgbench';
   await raw.query(`DROP SCHEMA IF EXISTS ${PGB} CASCADE`);
   await raw.query(`CREATE SCHEMA ${PGB}`);
   await raw.query(`CREATE TABLE ${PGB}.effects (id text NOT NULL, amount int NOT NULL)`);
   await createFloorTable(raw, PGB);
+  await raw.query(`DROP SCHEMA IF EXISTS ${PGO} CASCADE`);
+  await migrate(raw, { schema: PGO });
+  await raw.query(`CREATE TABLE ${PGO}.effects (id text NOT NULL, amount int NOT NULL)`);
   const url = new URL(DB_URL);
-  pgbench = runFloorPgbench({
-    schema: PGB,
-    clients: CONCURRENCY,
+  const conn = {
     seconds: PGBENCH_SECONDS,
     host: url.hostname,
     port: url.port || 5432,
     user: decodeURIComponent(url.username) || 'postgres',
     database: url.pathname.slice(1) || 'test',
-  });
+  };
+  const scripts = { floor: floorPgbenchScript(PGB), once: oncePgbenchScript(PGO) };
+  const rounds = Object.fromEntries(CONCURRENCY.map((c) => [c, { floor: [], once: [] }]));
+  for (let r = 0; r < PGBENCH_ROUNDS; r++)
+    for (const c of CONCURRENCY)
+      for (const which of r % 2 ? ['once', 'floor'] : ['floor', 'once'])
+        rounds[c][which].push(runPgbench(scripts[which], { ...conn, clients: c }));
   await raw.query(`DROP SCHEMA ${PGB} CASCADE`);
+  await raw.query(`DROP SCHEMA ${PGO} CASCADE`);
+  pgbench = CONCURRENCY.map((c) => ({ clients: c, tps: median(rounds[c].floor), rounds: rounds[c].floor }));
+  pgbenchOnce = CONCURRENCY.map((c) => ({
+    clients: c,
+    tps: median(rounds[c].once),
+    rounds: rounds[c].once,
+    onceOverFloor: pairedRatio(rounds[c].once, rounds[c].floor, (x) => x),
+  }));
   console.log(
-    `\npgbench, the floor's SQL per message (-M simple, ${PGBENCH_SECONDS} s each), beside the clean runs:`,
+    `\npgbench (-M simple, ${PGBENCH_SECONDS} s each, ${PGBENCH_ROUNDS} rounds), the floor's SQL and once's SQL per message, beside the clean runs:`,
   );
-  console.log('  conc  pgbench tx/s  F floor/msg  B2 once/msg  B1 bare/msg   (msgs/s, medians)');
-  for (const p of pgbench) {
+  console.log(
+    '  conc  floor SQL tx/s  once SQL tx/s  once SQL ÷ floor SQL  F floor/msg  B2 once/msg  B1 bare/msg   (msgs/s, medians)',
+  );
+  for (const [i, p] of pgbench.entries()) {
     const at = (v) =>
       results.find((r) => r.variant === v && r.concurrency === p.clients && r.mode === 'clean');
     const m = (v) => (at(v)?.msgsPerSec ?? Number.NaN).toFixed(0).padStart(12);
+    const o = pgbenchOnce[i];
     console.log(
-      `  ${String(p.clients).padStart(4)} ${p.tps.toFixed(0).padStart(13)} ${m('F floor/msg')} ${m('B2 once/msg')} ${m('B1 bare/msg')}`,
+      `  ${String(p.clients).padStart(4)} ${p.tps.toFixed(0).padStart(15)} ${o.tps.toFixed(0).padStart(14)} ${fmtRatio(o.onceOverFloor).padStart(21)} ${m('F floor/msg')} ${m('B2 once/msg')} ${m('B1 bare/msg')}`,
     );
   }
 }
@@ -493,7 +518,13 @@ writeFileSync(
       ratios,
       duplicateCost: { ratio: dupCost, firstPerSec: firstRun.rate, duplicatePerSec: dupRun.rate },
       storm: { naiveExtraEffects: naiveExtra, onceExtraEffects: onceExtra, floorExtraEffects: floorExtra },
-      pgbenchFloor: { seconds: PGBENCH_SECONDS, protocol: 'simple', runs: pgbench },
+      pgbenchFloor: { seconds: PGBENCH_SECONDS, protocol: 'simple', rounds: PGBENCH_ROUNDS, runs: pgbench },
+      pgbenchOnceSql: {
+        seconds: PGBENCH_SECONDS,
+        protocol: 'simple',
+        rounds: PGBENCH_ROUNDS,
+        runs: pgbenchOnce,
+      },
       commit: gitCommit(),
       rss: { peakMiB: peakRss / 2 ** 20, changeMiB: growth },
     },
