@@ -6,6 +6,7 @@
  */
 
 import { Connection } from '../connection.js';
+import { hexBytes } from '../fingerprint.js';
 import type { Outcome } from '../outcome.js';
 import { DeadlineError } from '../run-handler.js';
 import { classifyDbError } from '../sqlstate.js';
@@ -61,7 +62,7 @@ export class BatchTx<R> {
     if (first.status === 'processed' || first.status === 'duplicate') {
       const row = {
         status: 'done',
-        fingerprint: fingerprintOf(first.envelope, o),
+        fingerprint: hexBytes(fingerprintOf(first.envelope, o)),
         result: first.result,
       } as const;
       return outcomeOfRow(out, item, row, o.busyDelayMs);
@@ -97,7 +98,7 @@ export class BatchTx<R> {
         const text = this.#beginAndClaim(
           consumer,
           sorted.map((i) => i.id),
-          sorted.map((i) => i.fp),
+          sorted.map((i) => i.fpHex),
           retentionMs,
         );
         claimedRows = lastResult<{ message_id: string }>(await conn.client.query(text)).rows;

@@ -23,6 +23,12 @@ export function byteaLiteral(value: Buffer): string {
   return `decode('${value.toString('hex')}', 'hex')`;
 }
 
+/** The bytea literal of hex digits (a {@link fingerprintHex}): `decode('<hex>', 'hex')`. Anything else throws. */
+export function byteaHexLiteral(hex: string): string {
+  if (!/^[0-9a-f]*$/.test(hex)) throw new Error('not lowercase hex digits');
+  return `decode('${hex}', 'hex')`;
+}
+
 /** A non-negative integer literal; anything else throws. */
 export function integerLiteral(value: number): string {
   if (!Number.isSafeInteger(value) || value < 0) throw new Error(`not a non-negative integer: ${value}`);
