@@ -12,9 +12,12 @@ export function fingerprint(data: Buffer | string): Buffer {
  * The same SHA-256 as {@link fingerprint}, as lowercase hex: what the claim's bytea literal
  * holds (`decode('<hex>', 'hex')`), with no Buffer made per message.
  */
-export function fingerprintHex(data: Buffer | string): string {
-  return hash('sha256', data, 'hex');
+export function fingerprintHex(data: Buffer | string): FingerprintHex {
+  return hash('sha256', data, 'hex') as FingerprintHex;
 }
+
+/** A SHA-256 in lowercase hex, made by {@link fingerprintHex} only: safe in a SQL literal as it is. */
+export type FingerprintHex = string & { readonly __fingerprintHex: unique symbol };
 
 /** The bytes of a {@link fingerprintHex}, for a parameterised statement. */
 export function hexBytes(hex: string): Buffer {

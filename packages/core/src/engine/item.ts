@@ -8,7 +8,7 @@
 import { type Envelope, resolveId } from '../envelope.js';
 import { PermanentError, serializeError } from '../errors.js';
 import { type Fence, resolveFence } from '../fence.js';
-import { fingerprintHex } from '../fingerprint.js';
+import { type FingerprintHex, fingerprintHex } from '../fingerprint.js';
 import type { ResolvedInboxOptions } from '../options.js';
 
 /** A message with its id resolved and its fingerprint taken. */
@@ -16,7 +16,7 @@ export interface Item {
   envelope: Envelope;
   id: string;
   /** SHA-256 fingerprint, lowercase hex (`hexBytes` gives its bytes for a parameterised statement). */
-  fpHex: string;
+  fpHex: FingerprintHex;
   /** Set when `fenceOf` placed the message: the fence is its claim, not an inbox row. */
   fence?: Fence | undefined;
 }
@@ -32,7 +32,7 @@ export type Prepared =
 type ItemOptions = Pick<ResolvedInboxOptions, 'idOf' | 'fingerprintOf' | 'fenceOf'>;
 
 /** The payload fingerprint: of `fingerprintOf`'s projection when given, else of the body. */
-export function fingerprintOf(envelope: Envelope, o: Pick<ItemOptions, 'fingerprintOf'>): string {
+export function fingerprintOf(envelope: Envelope, o: Pick<ItemOptions, 'fingerprintOf'>): FingerprintHex {
   return fingerprintHex(o.fingerprintOf ? o.fingerprintOf(envelope) : envelope.body);
 }
 

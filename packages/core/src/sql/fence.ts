@@ -1,3 +1,4 @@
+import type { FingerprintHex } from '../fingerprint.js';
 import type { IsolationLevel } from '../isolation.js';
 import { byteaHexLiteral, quoteLiteral } from './literal.js';
 
@@ -27,7 +28,7 @@ export function fenceSql(schema: string) {
         partition: number,
         offset: bigint,
         id: string,
-        fpHex: string,
+        fpHex: FingerprintHex,
       ): string =>
         `${begin}; INSERT INTO ${fences} AS f (consumer, stream, partition, next_offset, last_id, last_fingerprint) VALUES (${quoteLiteral(consumer)}, ${quoteLiteral(stream)}, ${Math.floor(partition)}, ${(offset + 1n).toString()}, ${quoteLiteral(id)}, ${byteaHexLiteral(fpHex)}) ON CONFLICT (consumer, stream, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, last_id = EXCLUDED.last_id, last_fingerprint = EXCLUDED.last_fingerprint WHERE f.next_offset <= ${offset.toString()}`;
     },

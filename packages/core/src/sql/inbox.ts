@@ -1,3 +1,4 @@
+import type { FingerprintHex } from '../fingerprint.js';
 import type { IsolationLevel } from '../isolation.js';
 import { byteaHexLiteral, quoteLiteral } from './literal.js';
 
@@ -44,7 +45,7 @@ export function inboxSql(schema: string) {
     beginAndClaim: (isolation: IsolationLevel, lockTimeoutMs: number) => {
       const begin = `BEGIN ISOLATION LEVEL ${isolation.toUpperCase()}`;
       const pin = pinSettings(lockTimeoutMs);
-      return (consumer: string, id: string, fpHex: string, retentionMs: number): string =>
+      return (consumer: string, id: string, fpHex: FingerprintHex, retentionMs: number): string =>
         `${begin}; INSERT INTO ${inbox} (consumer, message_id, fingerprint, status, expires_at) SELECT ${quoteLiteral(consumer)}, ${quoteLiteral(id)}, ${byteaHexLiteral(fpHex)}, 'done', now() + ${Math.floor(retentionMs)} * interval '1 millisecond' FROM ${pin} ON CONFLICT DO NOTHING`;
     },
     /**
@@ -59,7 +60,7 @@ export function inboxSql(schema: string) {
       return (
         consumer: string,
         ids: readonly string[],
-        fpHexes: readonly string[],
+        fpHexes: readonly FingerprintHex[],
         retentionMs: number,
       ): string =>
         `${begin}; INSERT INTO ${inbox} (consumer, message_id, fingerprint, status, expires_at) SELECT ${quoteLiteral(consumer)}, t.m, t.f, 'done', now() + ${Math.floor(retentionMs)} * interval '1 millisecond' FROM ${pin}, unnest(ARRAY[${ids.map(quoteLiteral).join(', ')}]::text[], ARRAY[${fpHexes.map(byteaHexLiteral).join(', ')}]::bytea[]) WITH ORDINALITY AS t(m, f, n) ORDER BY t.n ON CONFLICT DO NOTHING RETURNING message_id`;
