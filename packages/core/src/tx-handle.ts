@@ -9,9 +9,17 @@ import type { PgClientLike, QueryConfigLike, QueryResultLike } from './pg-like.j
  */
 export class TxHandle implements Tx {
   #client: PgClientLike | undefined;
+  /** The run whose `ctx.signal` belongs with this handle (transactional runs), if any. */
+  readonly #signals: { signal(): AbortSignal } | undefined;
 
-  constructor(client: PgClientLike) {
+  constructor(client: PgClientLike, signals?: { signal(): AbortSignal }) {
     this.#client = client;
+    this.#signals = signals;
+  }
+
+  /** The signal of the run `tx` belongs to, if it was made with one. */
+  static signalOf(tx: TxHandle): AbortSignal | undefined {
+    return tx.#signals?.signal();
   }
 
   // biome-ignore lint/suspicious/noExplicitAny: row type chosen by the caller, as in pg

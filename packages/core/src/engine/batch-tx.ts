@@ -6,6 +6,7 @@
  */
 
 import { Connection } from '../connection.js';
+import { type FingerprintHex, hexBytes } from '../fingerprint.js';
 import type { Outcome } from '../outcome.js';
 import { DeadlineError } from '../run-handler.js';
 import { classifyDbError } from '../sqlstate.js';
@@ -45,6 +46,8 @@ export class BatchTx<R> {
       }
     }
     const uniqueOutcomes = await this.#unique(unique);
+    // Every id once (the usual batch): the outcomes are already in input order.
+    if (unique.length === all.length) return uniqueOutcomes;
     const seen = new Set<string>();
     return all.map((item) => {
       const first = uniqueOutcomes[firstIndex.get(item.id)!]!;
@@ -61,7 +64,7 @@ export class BatchTx<R> {
     if (first.status === 'processed' || first.status === 'duplicate') {
       const row = {
         status: 'done',
-        fingerprint: fingerprintOf(first.envelope, o),
+        fingerprint: hexBytes(fingerprintOf(first.envelope, o)),
         result: first.result,
       } as const;
       return outcomeOfRow(out, item, row, o.busyDelayMs);
@@ -90,16 +93,17 @@ export class BatchTx<R> {
     const outcomes: (Outcome<R> | undefined)[] = new Array(items.length);
     let started = false;
     try {
-      const sorted = [...items].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+      const sorted = items.slice().sort(byId);
+      const ids = new Array<string>(sorted.length);
+      const fps = new Array<FingerprintHex>(sorted.length);
+      for (let k = 0; k < sorted.length; k++) {
+        ids[k] = sorted[k]!.id;
+        fps[k] = sorted[k]!.fpHex;
+      }
       let claimedRows: { message_id: string }[];
       try {
         // One round trip: BEGIN and the sorted claim, its settings pinned (see sql/inbox.ts).
-        const text = this.#beginAndClaim(
-          consumer,
-          sorted.map((i) => i.id),
-          sorted.map((i) => i.fp),
-          retentionMs,
-        );
+        const text = this.#beginAndClaim(consumer, ids, fps, retentionMs);
         claimedRows = lastResult<{ message_id: string }>(await conn.client.query(text)).rows;
       } catch (err) {
         if (classifyDbError(err) !== 'busy') throw new StatementError(err);
@@ -108,8 +112,10 @@ export class BatchTx<R> {
         await rollback(conn, err);
         return await oneByOne(ctx, items, this.#one);
       }
-      const claimed = new Set(claimedRows.map((r) => r.message_id));
-      const unclaimed = items.filter((i) => !claimed.has(i.id)).map((i) => i.id);
+      const claimed = new Set<string>();
+      for (const r of claimedRows) claimed.add(r.message_id);
+      // The ids are distinct here: as many claimed as items means all of them.
+      const unclaimed = claimed.size === items.length ? [] : ids.filter((id) => !claimed.has(id));
       if (unclaimed.length > 0) {
         const rows = (await stmt(conn.client.query<InboxRow>(sql.readMany, [consumer, unclaimed]))).rows;
         const byId = new Map(rows.map((r) => [r.message_id, r]));
@@ -183,7 +189,8 @@ export class BatchTx<R> {
       // found by running each alone.
       if (commit.command === 'ROLLBACK') return await oneByOne(ctx, items, this.#one);
       if (published) o.outbox?.wake();
-      return outcomes.map((oc, k) => oc ?? out.notRun(items[k]!.envelope, items[k]!.id));
+      for (let k = 0; k < items.length; k++) outcomes[k] ??= out.notRun(items[k]!.envelope, items[k]!.id);
+      return outcomes as Outcome<R>[];
     } catch (err) {
       return (
         (await afterBatchStatementError(ctx, conn, items, err, started)) ??
@@ -204,4 +211,8 @@ export class BatchTx<R> {
       ? ctx.out.retry(item.envelope, item.id, error, verdict.spent)
       : ctx.out.unavailable(item.envelope, item.id, error);
   }
+}
+
+function byId(a: Item, b: Item): number {
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
 }

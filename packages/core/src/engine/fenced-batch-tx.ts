@@ -8,6 +8,7 @@
  */
 
 import { Connection } from '../connection.js';
+import { hexBytes } from '../fingerprint.js';
 import type { Outcome } from '../outcome.js';
 import type { BatchPause } from './batch-pause.js';
 import { oneByOne, poisonsBatch, replay } from './batch-recovery.js';
@@ -99,7 +100,7 @@ export class FencedBatchTx<R> {
           fence.partition,
           (last.fence!.offset + 1n).toString(),
           last.id,
-          last.fp,
+          hexBytes(last.fpHex),
         ]),
       );
       const commit = await stmt(conn.client.query('COMMIT'));

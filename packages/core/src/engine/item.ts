@@ -8,14 +8,15 @@
 import { type Envelope, resolveId } from '../envelope.js';
 import { PermanentError, serializeError } from '../errors.js';
 import { type Fence, resolveFence } from '../fence.js';
-import { fingerprint } from '../fingerprint.js';
+import { type FingerprintHex, fingerprintHex } from '../fingerprint.js';
 import type { ResolvedInboxOptions } from '../options.js';
 
 /** A message with its id resolved and its fingerprint taken. */
 export interface Item {
   envelope: Envelope;
   id: string;
-  fp: Buffer;
+  /** SHA-256 fingerprint, lowercase hex (`hexBytes` gives its bytes for a parameterised statement). */
+  fpHex: FingerprintHex;
   /** Set when `fenceOf` placed the message: the fence is its claim, not an inbox row. */
   fence?: Fence | undefined;
 }
@@ -31,8 +32,8 @@ export type Prepared =
 type ItemOptions = Pick<ResolvedInboxOptions, 'idOf' | 'fingerprintOf' | 'fenceOf'>;
 
 /** The payload fingerprint: of `fingerprintOf`'s projection when given, else of the body. */
-export function fingerprintOf(envelope: Envelope, o: Pick<ItemOptions, 'fingerprintOf'>): Buffer {
-  return fingerprint(o.fingerprintOf ? o.fingerprintOf(envelope) : envelope.body);
+export function fingerprintOf(envelope: Envelope, o: Pick<ItemOptions, 'fingerprintOf'>): FingerprintHex {
+  return fingerprintHex(o.fingerprintOf ? o.fingerprintOf(envelope) : envelope.body);
 }
 
 /** Makes an envelope an item. Never throws: a user function's failure is the message's. */
@@ -44,14 +45,14 @@ export function prepare(envelope: Envelope, o: ItemOptions): Prepared {
     return { kind: 'invalid-id', envelope, error };
   }
   try {
-    const fp = fingerprintOf(envelope, o);
+    const fpHex = fingerprintOf(envelope, o);
     const fence = o.fenceOf ? resolveFence(envelope, o.fenceOf) : undefined;
-    return { kind: 'item', item: { envelope, id, fp, fence } };
+    return { kind: 'item', item: { envelope, id, fpHex, fence } };
   } catch (err) {
     // The id is good, so the failure can be recorded under it: a throwing fingerprintOf or
     // fenceOf is the message's permanent failure, not a missing id.
     const which = o.fenceOf ? 'fingerprintOf or fenceOf' : 'fingerprintOf';
     const error = new PermanentError(`${which} threw: ${serializeError(err).message}`, { cause: err });
-    return { kind: 'unplaceable', item: { envelope, id, fp: fingerprint(envelope.body) }, error };
+    return { kind: 'unplaceable', item: { envelope, id, fpHex: fingerprintHex(envelope.body) }, error };
   }
 }

@@ -8,6 +8,7 @@
  */
 
 import { type CallerTransactions, withSqlstate } from '../caller-transactions.js';
+import { hexBytes } from '../fingerprint.js';
 import type { Outcome } from '../outcome.js';
 import type { PgClientLike, QueryConfigLike, QueryResultLike } from '../pg-like.js';
 import type { HandlerRun } from '../run-handler.js';
@@ -69,7 +70,7 @@ export class OwnedTx<R> {
           const claimed = await q(this.#claim, [
             consumer,
             item.id,
-            item.fp,
+            hexBytes(item.fpHex),
             retentionMs,
             String(Math.floor(lockTimeoutMs)),
           ]);

@@ -101,6 +101,8 @@ export async function runInOrder<R, T extends Run>(
   exec: (run: T) => Promise<Outcome<R>[]> | Outcome<R>[],
   notRun: (envelope: Envelope, id: string | undefined) => Outcome<R>,
 ): Promise<Outcome<R>[]> {
+  // One run (a whole batch of fresh messages, the usual case): its outcomes are the answer.
+  if (runs.length === 1) return exec(runs[0]!);
   const out: Outcome<R>[] = [];
   let stopped = false;
   for (const run of runs) {

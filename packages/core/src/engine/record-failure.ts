@@ -9,6 +9,7 @@
 import type { Connection } from '../connection.js';
 import { originOf } from '../envelope.js';
 import { serializeError } from '../errors.js';
+import { hexBytes } from '../fingerprint.js';
 import type { FailReason, Outcome } from '../outcome.js';
 import type { QueryResultLike } from '../pg-like.js';
 import { toJsonb } from '../sql/jsonb.js';
@@ -27,7 +28,7 @@ import { stmt } from './tx.js';
  */
 export async function recordFailed<R>(
   ctx: EngineContext<R>,
-  item: Pick<Item, 'envelope' | 'id' | 'fp' | 'fence'>,
+  item: Pick<Item, 'envelope' | 'id' | 'fpHex' | 'fence'>,
   reason: FailReason,
   error: unknown,
 ): Promise<Outcome<R>> {
@@ -44,7 +45,7 @@ export async function recordFailed<R>(
     const params: unknown[] = [
       consumer,
       id,
-      item.fp,
+      hexBytes(item.fpHex),
       retentionMs,
       errorJson,
       body,

@@ -40,7 +40,7 @@ export class SingleTx<R> {
     const claim = sql.beginAndClaim(o.isolation, o.lockTimeoutMs);
     this.#inbox = {
       readFirst: true,
-      beginAndClaim: (item) => claim(o.consumer, item.id, item.fp, o.retentionMs),
+      beginAndClaim: (item) => claim(o.consumer, item.id, item.fpHex, o.retentionMs),
       // A new statement, so under READ COMMITTED it saw the rival that made us wait. No row: the
       // rival rolled back.
       unclaimed: (item, row) =>
@@ -53,7 +53,7 @@ export class SingleTx<R> {
       readFirst: false,
       beginAndClaim: (item) => {
         const f = item.fence!;
-        return fence(o.consumer, f.stream, f.partition, f.offset, item.id, item.fp);
+        return fence(o.consumer, f.stream, f.partition, f.offset, item.id, item.fpHex);
       },
       // Below the fence. Only a recorded failure is told apart from a duplicate.
       unclaimed: (item, row) =>

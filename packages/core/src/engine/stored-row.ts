@@ -5,6 +5,7 @@
  * dead-lettered again, never acked as a duplicate) or a `duplicate` with the stored result.
  */
 
+import { hexBytes } from '../fingerprint.js';
 import type { Outcome } from '../outcome.js';
 import type { Outcomes } from '../outcomes.js';
 import { fromJsonb } from '../sql/jsonb.js';
@@ -28,11 +29,11 @@ export interface InboxRow extends StoredRow {
  */
 export function outcomeOfRow<R>(
   out: Outcomes<R>,
-  item: Pick<Item, 'envelope' | 'id' | 'fp'>,
+  item: Pick<Item, 'envelope' | 'id' | 'fpHex'>,
   row: StoredRow,
   busyDelayMs: number,
 ): Outcome<R> {
-  const same = Buffer.compare(Buffer.from(row.fingerprint), item.fp) === 0;
+  const same = Buffer.compare(Buffer.from(row.fingerprint), hexBytes(item.fpHex)) === 0;
   const conflict = out.conflict(item.envelope, item.id, same);
   if (conflict) return conflict;
   if (row.status === 'in_progress') return out.busy(item.envelope, item.id, busyDelayMs);

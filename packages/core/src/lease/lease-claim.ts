@@ -9,6 +9,7 @@ import type { Item } from '../engine/item.js';
 import { outcomeOfRow, type StoredRow } from '../engine/stored-row.js';
 import { rollback } from '../engine/tx.js';
 import type { Events } from '../events.js';
+import { hexBytes } from '../fingerprint.js';
 import type { ResolvedInboxOptions } from '../options.js';
 import type { Outcome } from '../outcome.js';
 import type { Outcomes } from '../outcomes.js';
@@ -62,7 +63,7 @@ export class LeaseClaim<R> {
       const claimed = await conn.client.query<{ attempts: number; took_over: boolean }>(this.#sql.claim, [
         o.consumer,
         item.id,
-        item.fp,
+        hexBytes(item.fpHex),
         owner,
         o.leaseMs,
         o.retentionMs,

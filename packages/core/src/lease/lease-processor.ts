@@ -5,7 +5,7 @@ import { rollback, rolledBackError } from '../engine/tx.js';
 import { type Envelope, originOf, resolveId } from '../envelope.js';
 import { ErrorCode, OnceError, serializeError } from '../errors.js';
 import type { Events } from '../events.js';
-import { fingerprint } from '../fingerprint.js';
+import { fingerprintHex } from '../fingerprint.js';
 import type { ResolvedInboxOptions } from '../options.js';
 import type { FailReason, Outcome } from '../outcome.js';
 import { Outcomes } from '../outcomes.js';
@@ -57,7 +57,7 @@ export class LeaseProcessor<R = unknown> {
       let item: Item;
       try {
         const id = resolveId(envelope, this.#o.idOf);
-        item = { envelope, id, fp: fingerprint(this.#o.fingerprintOf?.(envelope) ?? envelope.body) };
+        item = { envelope, id, fpHex: fingerprintHex(this.#o.fingerprintOf?.(envelope) ?? envelope.body) };
       } catch (err) {
         out.push(this.#out.failed(envelope, undefined, 'invalid-id', err));
         continue;

@@ -61,6 +61,8 @@ export function runLeaseHandler<R>(spec: LeaseRunSpec<R>, envelope: Envelope): P
       },
       published: () => published,
     },
-    () => spec.handler(envelope, ctx),
+    spec.handler,
+    envelope,
+    ctx,
   );
 }

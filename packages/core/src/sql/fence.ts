@@ -1,5 +1,6 @@
+import type { FingerprintHex } from '../fingerprint.js';
 import type { IsolationLevel } from '../isolation.js';
-import { byteaLiteral, quoteLiteral } from './literal.js';
+import { byteaHexLiteral, quoteLiteral } from './literal.js';
 
 /**
  * Statements of offset fencing, built once per schema (validated and quoted, like inboxSql).
@@ -27,9 +28,9 @@ export function fenceSql(schema: string) {
         partition: number,
         offset: bigint,
         id: string,
-        fp: Buffer,
+        fpHex: FingerprintHex,
       ): string =>
-        `${begin}; INSERT INTO ${fences} AS f (consumer, stream, partition, next_offset, last_id, last_fingerprint) VALUES (${quoteLiteral(consumer)}, ${quoteLiteral(stream)}, ${Math.floor(partition)}, ${(offset + 1n).toString()}, ${quoteLiteral(id)}, ${byteaLiteral(fp)}) ON CONFLICT (consumer, stream, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, last_id = EXCLUDED.last_id, last_fingerprint = EXCLUDED.last_fingerprint WHERE f.next_offset <= ${offset.toString()}`;
+        `${begin}; INSERT INTO ${fences} AS f (consumer, stream, partition, next_offset, last_id, last_fingerprint) VALUES (${quoteLiteral(consumer)}, ${quoteLiteral(stream)}, ${Math.floor(partition)}, ${(offset + 1n).toString()}, ${quoteLiteral(id)}, ${byteaHexLiteral(fpHex)}) ON CONFLICT (consumer, stream, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, last_id = EXCLUDED.last_id, last_fingerprint = EXCLUDED.last_fingerprint WHERE f.next_offset <= ${offset.toString()}`;
     },
     /**
      * A fenced batch: BEGIN with its settings and a lock on the partition's fence row, in one

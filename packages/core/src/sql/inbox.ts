@@ -1,5 +1,6 @@
+import type { FingerprintHex } from '../fingerprint.js';
 import type { IsolationLevel } from '../isolation.js';
-import { byteaLiteral, quoteLiteral } from './literal.js';
+import { byteaHexLiteral, quoteLiteral } from './literal.js';
 
 /**
  * A one-row source that turns synchronous_commit on for the statement's own transaction. An
@@ -44,12 +45,12 @@ export function inboxSql(schema: string) {
     beginAndClaim: (isolation: IsolationLevel, lockTimeoutMs: number) => {
       const begin = `BEGIN ISOLATION LEVEL ${isolation.toUpperCase()}`;
       const pin = pinSettings(lockTimeoutMs);
-      return (consumer: string, id: string, fp: Buffer, retentionMs: number): string =>
-        `${begin}; INSERT INTO ${inbox} (consumer, message_id, fingerprint, status, expires_at) SELECT ${quoteLiteral(consumer)}, ${quoteLiteral(id)}, ${byteaLiteral(fp)}, 'done', now() + ${Math.floor(retentionMs)} * interval '1 millisecond' FROM ${pin} ON CONFLICT DO NOTHING`;
+      return (consumer: string, id: string, fpHex: FingerprintHex, retentionMs: number): string =>
+        `${begin}; INSERT INTO ${inbox} (consumer, message_id, fingerprint, status, expires_at) SELECT ${quoteLiteral(consumer)}, ${quoteLiteral(id)}, ${byteaHexLiteral(fpHex)}, 'done', now() + ${Math.floor(retentionMs)} * interval '1 millisecond' FROM ${pin} ON CONFLICT DO NOTHING`;
     },
     /**
      * BEGIN and a batch's claim in one round trip, as {@link beginAndClaim} for many ids: `ids`
-     * sorted (so overlapping batches lock in one order, kept by ORDER BY the position), `fps` their
+     * sorted (so overlapping batches lock in one order, kept by ORDER BY the position), `fpHexes` their
      * fingerprints. The settings are pinned before the first row is inserted: the sort reads the
      * whole source, the pin included, before the insert sees a row. Returns the claimed ids.
      */
@@ -59,10 +60,10 @@ export function inboxSql(schema: string) {
       return (
         consumer: string,
         ids: readonly string[],
-        fps: readonly Buffer[],
+        fpHexes: readonly FingerprintHex[],
         retentionMs: number,
       ): string =>
-        `${begin}; INSERT INTO ${inbox} (consumer, message_id, fingerprint, status, expires_at) SELECT ${quoteLiteral(consumer)}, t.m, t.f, 'done', now() + ${Math.floor(retentionMs)} * interval '1 millisecond' FROM ${pin}, unnest(ARRAY[${ids.map(quoteLiteral).join(', ')}]::text[], ARRAY[${fps.map(byteaLiteral).join(', ')}]::bytea[]) WITH ORDINALITY AS t(m, f, n) ORDER BY t.n ON CONFLICT DO NOTHING RETURNING message_id`;
+        `${begin}; INSERT INTO ${inbox} (consumer, message_id, fingerprint, status, expires_at) SELECT ${quoteLiteral(consumer)}, t.m, t.f, 'done', now() + ${Math.floor(retentionMs)} * interval '1 millisecond' FROM ${pin}, unnest(ARRAY[${ids.map(quoteLiteral).join(', ')}]::text[], ARRAY[${fpHexes.map(byteaHexLiteral).join(', ')}]::bytea[]) WITH ORDINALITY AS t(m, f, n) ORDER BY t.n ON CONFLICT DO NOTHING RETURNING message_id`;
     },
     /** $1 consumer, $2 id, $3 fingerprint, $4 retention ms. A rival's uncommitted row makes this wait. */
     claimOne: `INSERT INTO ${inbox} (consumer, message_id, fingerprint, status, expires_at)

@@ -12,6 +12,8 @@
  * backslash doubled, so it reads the same whatever `standard_conforming_strings` says; and NUL,
  * which would end the query string early, is refused before we get here (ids cannot hold it).
  */
+
+import type { FingerprintHex } from '../fingerprint.js';
 export function quoteLiteral(value: string): string {
   if (value.includes('\0')) throw new Error('a SQL literal cannot hold NUL');
   const quoted = `'${value.replaceAll("'", "''")}'`;
@@ -21,6 +23,14 @@ export function quoteLiteral(value: string): string {
 /** A bytea literal without backslashes: `decode('<hex>', 'hex')`. */
 export function byteaLiteral(value: Buffer): string {
   return `decode('${value.toString('hex')}', 'hex')`;
+}
+
+/**
+ * The bytea literal of a fingerprint: `decode('<hex>', 'hex')`. The type admits only what
+ * `fingerprintHex` returned (hex digits), so nothing is checked per message.
+ */
+export function byteaHexLiteral(hex: FingerprintHex): string {
+  return `decode('${hex}', 'hex')`;
 }
 
 /** A non-negative integer literal; anything else throws. */

@@ -3,6 +3,7 @@ import { type Item, type Prepared, prepare } from '../../src/engine/item.js';
 import { planRuns, type Run, runInOrder } from '../../src/engine/plan-runs.js';
 import type { Envelope } from '../../src/envelope.js';
 import { PermanentError } from '../../src/errors.js';
+import { fingerprintHex } from '../../src/fingerprint.js';
 import type { Outcome } from '../../src/outcome.js';
 
 const env = (id: string, over: Partial<Envelope> = {}): Envelope => ({
@@ -17,11 +18,11 @@ const env = (id: string, over: Partial<Envelope> = {}): Envelope => ({
 const again = (id: string) => env(id, { attempt: 2, redelivered: true });
 const fenced = (id: string, partition: number, offset: bigint, over: Partial<Envelope> = {}): Prepared => ({
   kind: 'item',
-  item: { envelope: env(id, over), id, fp: Buffer.alloc(0), fence: { stream: 's', partition, offset } },
+  item: { envelope: env(id, over), id, fpHex: fingerprintHex(''), fence: { stream: 's', partition, offset } },
 });
 const item = (e: Envelope): Prepared => ({
   kind: 'item',
-  item: { envelope: e, id: e.id!, fp: Buffer.alloc(0) },
+  item: { envelope: e, id: e.id!, fpHex: fingerprintHex('') },
 });
 
 /** A run as ids, e.g. `batch:a,b`. */
@@ -81,7 +82,7 @@ describe('planRuns: which messages share a transaction', () => {
     const bad: Prepared = { kind: 'invalid-id', envelope: env('bad'), error: new Error('no id') };
     const unplaceable: Prepared = {
       kind: 'unplaceable',
-      item: { envelope: env('u'), id: 'u', fp: Buffer.alloc(0) },
+      item: { envelope: env('u'), id: 'u', fpHex: fingerprintHex('') },
       error: new PermanentError('fingerprintOf threw'),
     };
     const runs = planRuns(
@@ -180,7 +181,7 @@ describe('prepare: what an envelope becomes', () => {
     expect(p.kind).toBe('item');
     if (p.kind !== 'item') return;
     expect(p.item.id).toBe('k-a');
-    expect(p.item.fp.length).toBe(32);
+    expect(p.item.fpHex).toMatch(/^[0-9a-f]{64}$/);
     expect(p.item.fence).toEqual({ stream: 't', partition: 2, offset: 7n });
   });
 });
