@@ -1,4 +1,5 @@
 import { sleep } from './adapter/sleep.js';
+import { lastResult } from './engine/tx.js';
 import { quoteIdentifier } from './identifier.js';
 import { checkNumber } from './option-check.js';
 import type { PgPoolLike } from './pg-like.js';
@@ -29,7 +30,8 @@ export interface PurgeOptions {
 
 /**
  * Deletes expired inbox rows, then expired start counts, in small batches through their expiry
- * indexes, never in one long DELETE. Rows another purger (or a consumer) has locked are skipped, so purgers can overlap.
+ * indexes, never in one long DELETE; each batch commits without waiting for its WAL flush (it
+ * settles nothing, and a batch lost in a crash is deleted by the next run). Rows another purger (or a consumer) has locked are skipped, so purgers can overlap.
  * Returns the number of rows deleted.
  */
 export async function purge(pool: PgPoolLike, options: PurgeOptions = {}): Promise<number> {
@@ -48,8 +50,7 @@ export async function purge(pool: PgPoolLike, options: PurgeOptions = {}): Promi
   for (const step of [sql.purgeStep, sql.purgeStartsStep]) {
     while (deleted < maxRows && !options.signal?.aborted) {
       const n = Math.min(batchSize, maxRows - deleted);
-      const res = await pool.query(step, [n]);
-      const count = res.rowCount ?? 0;
+      const count = lastResult(await pool.query(step(n))).rowCount ?? 0;
       deleted += count;
       if (count > 0) options.onProgress?.(deleted);
       if (count < n) break;

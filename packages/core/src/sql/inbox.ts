@@ -1,6 +1,6 @@
 import type { FingerprintHex } from '../fingerprint.js';
 import type { IsolationLevel } from '../isolation.js';
-import { byteaHexLiteral, quoteLiteral } from './literal.js';
+import { byteaHexLiteral, integerLiteral, quoteLiteral } from './literal.js';
 
 /**
  * A one-row source that turns synchronous_commit on for the statement's own transaction. An
@@ -10,6 +10,12 @@ import { byteaHexLiteral, quoteLiteral } from './literal.js';
  * start counts): an unflushed commit lost in a crash would let a settled message vanish.
  */
 export const PIN_SYNC_COMMIT = "(SELECT set_config('synchronous_commit', 'on', true)) AS pin";
+
+/**
+ * The first statement of a maintenance step that settles nothing (purge): its own transaction
+ * commits without waiting for the WAL flush. Never used where a broker is settled.
+ */
+const ASYNC_COMMIT = "SELECT set_config('synchronous_commit', 'off', true)";
 
 /**
  * A one-row source that pins a message transaction's settings for the rest of it, as SET LOCAL
@@ -102,15 +108,19 @@ export function inboxSql(schema: string) {
     /** Drop claims of messages that did not run. $1 consumer, $2 ids. */
     unclaim: `DELETE FROM ${inbox} WHERE consumer = $1 AND message_id = ANY($2::text[])`,
     /**
-     * One small purge step; SKIP LOCKED lets two purgers and live consumers share the table. $1 batch
-     * size. The rows are found through the expiry index and deleted by their physical address
-     * (ctid, stable while this statement holds their row locks), so the purge never walks the
-     * primary key: on an inbox whose key is larger than shared_buffers, those lookups read pages
-     * the live consumers need out of the cache.
+     * One small purge step of `limit` rows (a validated whole number), as a two-statement simple
+     * query, one implicit transaction; its last result's rowCount is the rows deleted. SKIP LOCKED
+     * lets two purgers and live consumers share the table. The rows are found through the expiry
+     * index and deleted by their physical address (ctid, stable while this statement holds their
+     * row locks), so the purge never walks the primary key: on an inbox whose key is larger than
+     * shared_buffers, those lookups read pages the live consumers need out of the cache. The step
+     * commits without waiting for its WAL flush (synchronous_commit off for its own transaction):
+     * a purge settles nothing, and a step lost in a crash leaves expired rows for the next run,
+     * while the live consumers' flushed commits do not queue behind an fsync of the purge's.
      */
-    purgeStep: `DELETE FROM ${inbox} WHERE ctid = ANY(ARRAY(
+    purgeStep: (limit: number) => `${ASYNC_COMMIT}; DELETE FROM ${inbox} WHERE ctid = ANY(ARRAY(
         SELECT ctid FROM ${inbox} WHERE expires_at < now()
-        ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED))`,
+        ORDER BY expires_at LIMIT ${integerLiteral(limit)} FOR UPDATE SKIP LOCKED))`,
     /** Counts a start, committed on its own. $1 consumer, $2 id, $3 retention ms. Returns the count. */
     noteStart: `INSERT INTO ${schema}.starts AS s (consumer, message_id, starts, expires_at)
       SELECT $1, $2, 1, now() + $3 * interval '1 millisecond' FROM ${PIN_SYNC_COMMIT}
@@ -119,10 +129,10 @@ export function inboxSql(schema: string) {
     /** Takes one counted start back. $1 consumer, $2 id. */
     forgetStart: `UPDATE ${schema}.starts SET starts = starts - 1
       WHERE consumer = $1 AND message_id = $2 AND starts > 0`,
-    /** One small purge step of expired start counts. $1 batch size. */
-    purgeStartsStep: `DELETE FROM ${schema}.starts WHERE ctid = ANY(ARRAY(
+    /** One small purge step of expired start counts, as {@link purgeStep}. */
+    purgeStartsStep: (limit: number) => `${ASYNC_COMMIT}; DELETE FROM ${schema}.starts WHERE ctid = ANY(ARRAY(
         SELECT ctid FROM ${schema}.starts WHERE expires_at < now()
-        ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED))`,
+        ORDER BY expires_at LIMIT ${integerLiteral(limit)} FOR UPDATE SKIP LOCKED))`,
     schemaVersion: `SELECT max(version) AS version FROM ${schema}.schema_version`,
   });
 }

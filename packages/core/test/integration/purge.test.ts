@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createInbox, purge } from '../../src/index.js';
-import { envelope, freshDb } from './fixtures/db.js';
+import { envelope, freshDb, makePool } from './fixtures/db.js';
 
 let db: Awaited<ReturnType<typeof freshDb>>;
 beforeAll(async () => {
@@ -125,4 +125,35 @@ it('noteStart counts per consumer and id, commits on its own, and purge removes 
   expect(rows).toEqual([{ consumer: 'starts-b', starts: 1 }]);
   // A fresh count after the purge starts again at 1.
   expect(await a.noteStart(m)).toBe(1);
+});
+
+it("purge's asynchronous commit stays in its own steps: the pooled session keeps synchronous_commit on", async () => {
+  const insert = (n: number) =>
+    db.pool.query(
+      `INSERT INTO ${db.schema}.inbox (consumer, message_id, fingerprint, status, expires_at)
+       SELECT 'async-old', 'r' || g, '\\x00', 'done', now() - interval '1 hour' FROM generate_series(1, $1::int) AS g`,
+      [n],
+    );
+  await insert(30);
+  // One connection: the purge's steps and the checks below share its session.
+  const one = makePool(1);
+  try {
+    const setting = async () => (await one.query('SHOW synchronous_commit')).rows[0].synchronous_commit;
+    expect(await setting()).toBe('on');
+    expect(await purge(one, { schema: db.schema, batchSize: 10, maxRows: 12 })).toBe(12);
+    expect(await setting()).toBe('on');
+    expect(await purge(one, { schema: db.schema, batchSize: 7 })).toBe(18);
+    expect(await setting()).toBe('on');
+    // A message processed on the same session after a purge still commits flushed: the claim pins it.
+    const inbox = createInbox({
+      pool: one,
+      schema: db.schema,
+      consumer: 'async-live',
+      handler: async () => {},
+    });
+    expect((await inbox.process(envelope('after-purge'))).status).toBe('processed');
+    expect(await setting()).toBe('on');
+  } finally {
+    await one.end();
+  }
 });
