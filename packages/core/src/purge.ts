@@ -1,5 +1,4 @@
 import { sleep } from './adapter/sleep.js';
-import { lastResult } from './engine/tx.js';
 import { quoteIdentifier } from './identifier.js';
 import { checkNumber } from './option-check.js';
 import type { PgPoolLike } from './pg-like.js';
@@ -30,8 +29,9 @@ export interface PurgeOptions {
 
 /**
  * Deletes expired inbox rows, then expired start counts, in small batches through their expiry
- * indexes, never in one long DELETE; each batch commits without waiting for its WAL flush (it
- * settles nothing, and a batch lost in a crash is deleted by the next run). Rows another purger (or a consumer) has locked are skipped, so purgers can overlap.
+ * indexes, never in one long DELETE, each batch's index scan starting where the last one ended;
+ * each batch commits without waiting for its WAL flush (it settles nothing, and a batch lost in a
+ * crash is deleted by the next run). Rows another purger (or a consumer) has locked are skipped, so purgers can overlap.
  * Returns the number of rows deleted.
  */
 export async function purge(pool: PgPoolLike, options: PurgeOptions = {}): Promise<number> {
@@ -48,9 +48,12 @@ export async function purge(pool: PgPoolLike, options: PurgeOptions = {}): Promi
   let deleted = 0;
   // Inbox rows, then expired start counts (Inbox.noteStart), each in small batches.
   for (const step of [sql.purgeStep, sql.purgeStartsStep]) {
+    let fromUs: number | undefined;
     while (deleted < maxRows && !options.signal?.aborted) {
       const n = Math.min(batchSize, maxRows - deleted);
-      const count = lastResult(await pool.query(step(n))).rowCount ?? 0;
+      const row = (await pool.query<{ n: number; last_us: string | null }>(step(n, fromUs))).rows[0];
+      const count = row?.n ?? 0;
+      if (row?.last_us) fromUs = Number(row.last_us);
       deleted += count;
       if (count > 0) options.onProgress?.(deleted);
       if (count < n) break;
