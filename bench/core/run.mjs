@@ -16,6 +16,7 @@ import os from 'node:os';
 import { createInbox, migrate } from '@once/core';
 import pg from 'pg';
 import { countingPool } from '../support/counting-pool.mjs';
+import { bareTransaction } from '../support/faults.mjs';
 import { createFloorTable, floorBatch, floorOne, floorPgbenchScript } from '../support/floor.mjs';
 import { oncePgbenchScript, runPgbench } from '../support/once-pgbench.mjs';
 import { fmtRatio, gitCommit, pairedRatio } from '../support/report.mjs';
@@ -90,17 +91,11 @@ for (const name of Object.keys(variants)) {
 
 /** Runs `body(client)` in a transaction; on an error rolls back and returns `envs` for redelivery. */
 async function inTx(envs, body) {
-  const client = await pool.connect();
   try {
-    await client.query('BEGIN');
-    await body(client);
-    await client.query('COMMIT');
+    await bareTransaction(pool, body);
   } catch (err) {
-    await client.query('ROLLBACK');
     if (!String(err?.message).startsWith('bench:')) throw err;
     return envs.map(redeliver);
-  } finally {
-    client.release();
   }
 }
 

@@ -29,7 +29,7 @@ import { createKafkaConsumer } from '@once/kafka';
 import { Kafka, logLevel } from 'kafkajs';
 import pg from 'pg';
 import { countingPool } from '../support/counting-pool.mjs';
-import { checkEffects, faultRun, streamsFromEnv } from '../support/faults.mjs';
+import { bareTransaction, checkEffects, faultRun, streamsFromEnv } from '../support/faults.mjs';
 import { createFloorTable, floorBatch, floorOne } from '../support/floor.mjs';
 import { fmtRatio, gitCommit, median, pairedRatio } from '../support/report.mjs';
 
@@ -216,17 +216,9 @@ const variants = {
       eachMessage: async ({ message }) => {
         const t = performance.now();
         const body = JSON.parse(message.value.toString());
-        const client = await pool.connect();
-        try {
-          await client.query('BEGIN');
-          await effect(client, 'b1msg', message.headers['message-id'].toString(), body.amount);
-          await client.query('COMMIT');
-        } catch (err) {
-          await client.query('ROLLBACK');
-          failed(1, err);
-        } finally {
-          client.release();
-        }
+        await bareTransaction(pool, (client) =>
+          effect(client, 'b1msg', message.headers['message-id'].toString(), body.amount),
+        ).catch((err) => failed(1, err));
         progress(1, performance.now() - t);
       },
     });
@@ -241,20 +233,12 @@ const variants = {
       eachBatchAutoResolve: false,
       partitionsConsumedConcurrently: CONCURRENCY,
       eachBatch: sliced(async (slice) => {
-        const client = await pool.connect();
-        try {
-          await client.query('BEGIN');
+        await bareTransaction(pool, async (client) => {
           for (const m of slice) {
             const body = JSON.parse(m.value.toString());
             await effect(client, 'b1batch', m.headers['message-id'].toString(), body.amount);
           }
-          await client.query('COMMIT');
-        } catch (err) {
-          await client.query('ROLLBACK');
-          throw err;
-        } finally {
-          client.release();
-        }
+        });
       }, progress),
     });
     return () => c.disconnect();

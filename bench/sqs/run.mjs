@@ -30,7 +30,7 @@ import { migrate } from '@once/core';
 import { createSqsConsumer } from '@once/sqs';
 import pg from 'pg';
 import { countingPool } from '../support/counting-pool.mjs';
-import { checkEffects, faultRun, streamsFromEnv } from '../support/faults.mjs';
+import { bareTransaction, checkEffects, faultRun, streamsFromEnv } from '../support/faults.mjs';
 import { createFloorTable, floorBatch, floorOne } from '../support/floor.mjs';
 import { fmtRatio, gitCommit, pairedRatio } from '../support/report.mjs';
 
@@ -200,17 +200,7 @@ async function baseline(url, batched, floor) {
                   await floorOne(pool, SCHEMA, floor, row(m)[0], (q) => effect(q, row(m)));
                   continue;
                 }
-                const c = await pool.connect();
-                try {
-                  await c.query('BEGIN');
-                  await effect(c, row(m));
-                  await c.query('COMMIT');
-                } catch (err) {
-                  await c.query('ROLLBACK');
-                  throw err;
-                } finally {
-                  c.release();
-                }
+                await bareTransaction(pool, (c) => effect(c, row(m)));
               } catch (err) {
                 // The group's later messages wait too: they must not overtake the failed one.
                 if (!transient(err)) throw err;
