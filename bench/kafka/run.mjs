@@ -18,10 +18,13 @@
 // BENCH_SCHEMA (default once_bench_kafka).
 // Streams (bench/support/faults.mjs; BENCH_STREAMS=clean,faults, default both), each on its own
 // topic: clean, and faults, where 5 % of the messages are produced twice and 5 % throw after their
-// effect on the first attempt. once redelivers through its retry (a seek after its delay); B1 and
-// the floor throw to kafkajs, which seeks back and fetches again (offsets are committed only after
-// a COMMIT). fenced/batch runs on the clean stream only: a fence takes a copy at a later offset
-// for a new message. Every run checks its effects: each id once (B1, without an inbox: each copy once).
+// effect on the first attempt. Every variant runs a failed attempt again in place, on its
+// partition, after BENCH_RETRY_MS (default 0): once through its retry (retryDelayMs, waited in
+// place as its inlineRetryMaxMs allows), B1 and the floor in their own loop (untilCommitted below),
+// offsets committed only after a COMMIT. fenced/batch runs on the clean stream only: a fence takes
+// a copy at a later offset for a new message. Every run checks its effects: each id once (B1,
+// without an inbox: each copy once). A run with no message done for BENCH_STALL_MS (default 60 s)
+// fails the bench, naming the variant, the repetition and how many messages were done.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { migrate } from '@once/core';
@@ -31,12 +34,14 @@ import pg from 'pg';
 import { countingPool } from '../support/counting-pool.mjs';
 import { bareTransaction, checkEffects, faultRun, streamsFromEnv } from '../support/faults.mjs';
 import { createFloorTable, floorBatch, floorOne } from '../support/floor.mjs';
+import { doneCount } from '../support/measure.mjs';
 import { fmtRatio, gitCommit, median, pairedRatio } from '../support/report.mjs';
 
 const N = Number(process.env.BENCH_MESSAGES ?? 20_000);
 const SLICE = Number(process.env.BENCH_SLICE ?? 500);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 3);
 const REPS = Number(process.env.BENCH_REPS ?? 7);
+const RETRY_MS = Number(process.env.BENCH_RETRY_MS ?? 0);
 const PARTITIONS = 6;
 const BROKERS = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',');
 const DB_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -74,10 +79,31 @@ async function effect(q, variant, id, amount) {
   await q.query(EFFECT, [variant, id, amount]);
   run.fail(id);
 }
-/** A failed attempt of `n` messages: counted, and thrown on for the consumer to redeliver. */
-function failed(n, err) {
-  if (String(err?.message).startsWith('bench:')) redelivered += n;
-  throw err;
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * The plain consumers' retry (B1 and the floor): `attempt()` (one transaction over `n` messages)
+ * runs again after RETRY_MS while it fails with the stream's transient failure, each failed
+ * attempt counted; anything else is thrown to kafkajs. In place, as once retries a short delay,
+ * not by throwing the failure to kafkajs: kafkajs 2.2.4 answers an error from eachMessage or
+ * eachBatch by ending the fetch round of every partition and running its whole fetch loop again
+ * under the consumer's `retry` backoff (5 retries, from 300 ms, doubling), whose count successes
+ * do not reset (kafkajs issue #1415). With one message in twenty failing, each round every
+ * partition stopped at its next failure, the waits grew, and every sixth failed round crashed the
+ * consumer (KafkaJSNumberOfRetriesExceeded), which kafkajs restarts after another wait: at 20,000
+ * messages B1/msg did about 40 messages a second and looked idle.
+ */
+async function untilCommitted(n, heartbeat, attempt) {
+  for (;;) {
+    try {
+      return await attempt();
+    } catch (err) {
+      if (!String(err?.message).startsWith('bench:')) throw err;
+      redelivered += n;
+      await heartbeat();
+      if (RETRY_MS > 0) await sleep(RETRY_MS);
+    }
+  }
 }
 
 async function produce(stream) {
@@ -106,26 +132,25 @@ const consumerSettings = {
   maxBytesPerPartition: 1_048_576,
 };
 
-/** Runs one variant until it has handled N messages; returns its measurements. */
-async function measure(name, start, tag, stream) {
+/**
+ * Runs one variant until it has handled every published message; returns its measurements.
+ * Fails, naming the variant and the repetition, if no message is done for BENCH_STALL_MS.
+ */
+async function measure(name, start, rep, stream) {
   run = faultRun(stream, N, (k) => `order-${k}`);
   TOPIC = topicOf(stream);
   redelivered = 0;
-  const total = run.published;
   await raw.query(`TRUNCATE ${SCHEMA}.effects, ${SCHEMA}.inbox, ${SCHEMA}.floor_inbox CASCADE`);
   const latencies = [];
-  let done = 0;
-  let finish;
-  const finished = new Promise((r) => {
-    finish = r;
+  const done = doneCount({
+    total: run.published,
+    label: `kafka ${name} (${stream.mode} stream, repetition ${rep + 1} of ${REPS})`,
   });
   // `n` messages done (committed, or skipped as duplicates) in `ms` each; `count: false` records
   // latencies only (once's slices, whose messages are counted by their inbox outcomes).
   const progress = (n, ms, count = true) => {
     if (ms !== undefined) for (let k = 0; k < n; k++) latencies.push(ms);
-    if (!count) return;
-    done += n;
-    if (done >= total) finish();
+    if (count) done.add(n);
   };
   let peakRss = process.memoryUsage().rss;
   const sampler = setInterval(() => {
@@ -133,9 +158,9 @@ async function measure(name, start, tag, stream) {
   }, 100);
   const rt0 = counter.trips;
   const cpu0 = process.cpuUsage();
-  const stop = await start(progress, tag);
+  const stop = await start(progress, `-${stream.mode}-${rep}`);
   const t0 = performance.now();
-  await finished;
+  await done.finished;
   const seconds = (performance.now() - t0) / 1000;
   const cpu = process.cpuUsage(cpu0);
   const trips = counter.trips - rt0;
@@ -173,13 +198,19 @@ function plainConsumer(name) {
   return kafka.consumer({ groupId: `${RUN}-${name}`, ...consumerSettings });
 }
 
-/** B1/batch's loop over a kafkajs batch: `work(slice)` in one transaction per slice, offsets after. */
+/**
+ * B1/batch's loop over a kafkajs batch: `work(slice)` in one transaction per slice (again while it
+ * fails), offsets after.
+ */
 function sliced(work, progress) {
   return async ({ batch, resolveOffset, commitOffsetsIfNecessary, heartbeat }) => {
     for (let i = 0; i < batch.messages.length; i += SLICE) {
       const slice = batch.messages.slice(i, i + SLICE);
-      const t = performance.now();
-      await work(slice).catch((err) => failed(slice.length, err));
+      let t;
+      await untilCommitted(slice.length, heartbeat, () => {
+        t = performance.now();
+        return work(slice);
+      });
       const last = slice[slice.length - 1].offset;
       resolveOffset(last);
       await commitOffsetsIfNecessary({
@@ -213,12 +244,15 @@ const variants = {
     await c.subscribe({ topics: [TOPIC], fromBeginning: true });
     await c.run({
       partitionsConsumedConcurrently: CONCURRENCY,
-      eachMessage: async ({ message }) => {
-        const t = performance.now();
+      eachMessage: async ({ message, heartbeat }) => {
         const body = JSON.parse(message.value.toString());
-        await bareTransaction(pool, (client) =>
-          effect(client, 'b1msg', message.headers['message-id'].toString(), body.amount),
-        ).catch((err) => failed(1, err));
+        let t;
+        await untilCommitted(1, heartbeat, () => {
+          t = performance.now();
+          return bareTransaction(pool, (client) =>
+            effect(client, 'b1msg', message.headers['message-id'].toString(), body.amount),
+          );
+        });
         progress(1, performance.now() - t);
       },
     });
@@ -249,13 +283,14 @@ const variants = {
     await c.subscribe({ topics: [TOPIC], fromBeginning: true });
     await c.run({
       partitionsConsumedConcurrently: CONCURRENCY,
-      eachMessage: async ({ message }) => {
-        const t = performance.now();
+      eachMessage: async ({ message, heartbeat }) => {
         const body = JSON.parse(message.value.toString());
         const id = message.headers['message-id'].toString();
-        await floorOne(pool, SCHEMA, 'floor-kafka', id, (q) => effect(q, 'floormsg', id, body.amount)).catch(
-          (err) => failed(1, err),
-        );
+        let t;
+        await untilCommitted(1, heartbeat, () => {
+          t = performance.now();
+          return floorOne(pool, SCHEMA, 'floor-kafka', id, (q) => effect(q, 'floormsg', id, body.amount));
+        });
         progress(1, performance.now() - t);
       },
     });
@@ -311,6 +346,7 @@ for (const [name, mode, offsetFencing] of [
       concurrency: CONCURRENCY,
       fromBeginning: true,
       deadLetterTopic: false,
+      retryDelayMs: () => RETRY_MS,
       consumerConfig: { maxBytesPerPartition: consumerSettings.maxBytesPerPartition },
       handler: async (envelope, { tx }) => {
         const body = JSON.parse(envelope.body.toString());
@@ -335,7 +371,7 @@ for (const [name, mode, offsetFencing] of [
 const produceMs = {};
 for (const stream of STREAMS) produceMs[stream.mode] = Math.round(await produce(stream));
 console.log(
-  `kafka bench: ${N} messages on ${PARTITIONS} partitions (produced in ${JSON.stringify(produceMs)} ms), slice ${SLICE}, ${CONCURRENCY} partitions at a time, ${os.cpus().length} cores`,
+  `kafka bench: ${N} messages on ${PARTITIONS} partitions (produced in ${JSON.stringify(produceMs)} ms), slice ${SLICE}, ${CONCURRENCY} partitions at a time, retry after ${RETRY_MS} ms, ${os.cpus().length} cores`,
 );
 const only = process.env.BENCH_ONLY?.split(',');
 const allNames = Object.keys(variants).filter((n) => !only || only.includes(n));
@@ -348,7 +384,7 @@ for (const stream of STREAMS) {
     // Interleaved, in a rotating order, so a noisy neighbour slows every variant alike.
     const order = names.slice(rep % names.length).concat(names.slice(0, rep % names.length));
     for (const name of order) {
-      const r = await measure(name, variants[name], `-${stream.mode}-${rep}`, stream);
+      const r = await measure(name, variants[name], rep, stream);
       runs[name].push(r);
       console.log(`  rep ${rep + 1} ${name.padEnd(12)} ${String(r.msgsPerSec).padStart(7)} msgs/s`);
     }
@@ -437,7 +473,7 @@ const summaries = byStream.map(summarise);
 mkdirSync(new URL('../results/', import.meta.url), { recursive: true });
 writeFileSync(
   new URL('../results/kafka.json', import.meta.url),
-  `${JSON.stringify({ when: new Date().toISOString(), commit: gitCommit(), messages: N, partitions: PARTITIONS, slice: SLICE, concurrency: CONCURRENCY, reps: REPS, cores: os.cpus().length, results: summaries.flatMap((x) => x.results), ratios: Object.fromEntries(byStream.map((x, i) => [x.stream.mode, summaries[i].ratios])) }, null, 2)}\n`,
+  `${JSON.stringify({ when: new Date().toISOString(), commit: gitCommit(), messages: N, partitions: PARTITIONS, slice: SLICE, concurrency: CONCURRENCY, retryMs: RETRY_MS, reps: REPS, cores: os.cpus().length, results: summaries.flatMap((x) => x.results), ratios: Object.fromEntries(byStream.map((x, i) => [x.stream.mode, summaries[i].ratios])) }, null, 2)}\n`,
 );
 await admin.deleteTopics({ topics: STREAMS.map(topicOf) }).catch(() => {});
 await admin.disconnect();

@@ -58,8 +58,9 @@ const js = jetstream(nc);
 const idOf = (m) => m.headers.get('Nats-Msg-Id');
 const amountOf = (m) => JSON.parse(new TextDecoder().decode(m.data)).amount;
 
-/** The current run's stream (which ids fail once) and the redeliveries it has seen so far. */
+/** The current run's stream (which ids fail once), its repetition and the redeliveries seen so far. */
 let run;
+let rep = 0;
 let redelivered = 0;
 /** The effect every variant writes, then the stream's transient failure (so it rolls back). */
 async function effect(q, stream, id, amount) {
@@ -117,7 +118,8 @@ async function measure(name, stream, consume, mode) {
   run = faultRun(mode, N, (k) => `m-${k}`);
   redelivered = 0;
   await fill(stream);
-  const r = await timeConsumer({ name, n: run.published, counter, consume });
+  const label = `${name} (${mode.mode} stream, repetition ${rep + 1} of ${REPS})`;
+  const r = await timeConsumer({ name, n: run.published, counter, consume, label });
   await jsm.streams.delete(stream).catch(() => {});
   if (name !== 'R0 raw') {
     const { rows } = await raw.query(
@@ -310,7 +312,7 @@ for (const mode of STREAMS) {
   const runs = Object.fromEntries(names.map((n) => [n, []]));
   console.log(`\n${mode.mode} stream`);
   // Repetitions interleave the variants in a rotating order, so a noisy neighbour slows all alike.
-  for (let rep = 0; rep < REPS; rep++) {
+  for (rep = 0; rep < REPS; rep++) {
     const order = names.slice(rep % names.length).concat(names.slice(0, rep % names.length));
     for (const name of order)
       runs[name].push(await variants[name](`${RUN}_${mode.mode}_${name.replace(/\W/g, '_')}_${rep}`, mode));

@@ -56,8 +56,9 @@ conn.on('error', () => {});
 const admin = await conn.createConfirmChannel();
 admin.on('error', () => {});
 
-/** The current run's stream (which ids fail once) and the redeliveries it has seen so far. */
+/** The current run's stream (which ids fail once), its repetition and the redeliveries seen so far. */
 let run;
+let rep = 0;
 let redelivered = 0;
 /** The effect every variant writes, then the stream's transient failure (so it rolls back). */
 async function effect(q, queue, id, amount) {
@@ -92,7 +93,8 @@ async function measure(name, queue, consume, stream) {
   run = faultRun(stream, N, (k) => `m-${k}`);
   redelivered = 0;
   await fill(queue);
-  const r = await timeConsumer({ name, n: run.published, counter, consume });
+  const label = `${name} (${stream.mode} stream, repetition ${rep + 1} of ${REPS})`;
+  const r = await timeConsumer({ name, n: run.published, counter, consume, label });
   await admin.deleteQueue(queue).catch(() => {});
   if (name !== 'R0 raw') {
     const { rows } = await raw.query(
@@ -309,7 +311,7 @@ for (const stream of STREAMS) {
   const runs = Object.fromEntries(names.map((n) => [n, []]));
   console.log(`\n${stream.mode} stream`);
   // Repetitions interleave the variants in a rotating order, so a noisy neighbour slows all alike.
-  for (let rep = 0; rep < REPS; rep++) {
+  for (rep = 0; rep < REPS; rep++) {
     const order = names.slice(rep % names.length).concat(names.slice(0, rep % names.length));
     for (const name of order)
       runs[name].push(await variants[name](`${RUN}-${stream.mode}-${name.replace('/', '-')}-${rep}`, stream));
