@@ -7,6 +7,9 @@
 //   once/batch createNatsConsumer({ batch: true }).
 //   floor/msg, floor/batch  the floor (bench/support/floor.mjs, a frozen hand-written inbox) in
 //             B1's consumers: its claim before the effect, ack after COMMIT.
+// BENCH_ALT=path: another build of @once/nats (its dist/index.js, kept inside this checkout so its
+// own imports resolve) adds once-alt/msg and once-alt/batch, the same consumers from that build, to
+// compare two builds of the adapter in one run, paired per repetition.
 // Every variant consumes BENCH_MESSAGES messages pre-published to its own file-stored stream.
 // Size: BENCH_MESSAGES (default 10000), BENCH_REPS interleaved runs (default 7; per variant the
 // median, ratios the median of per-repetition paired ratios with min–max), BENCH_ONLY=name,name,
@@ -16,6 +19,9 @@
 // attempt. once redelivers through its retry (nak with its delay); B1 and the floor nak. The
 // copies go out after the originals, past a short duplicate window, as JetStream would otherwise
 // drop them. Every run checks its effects: each id once (B1, without an inbox: each copy once).
+
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { AckPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { migrate } from '@once/core';
@@ -39,6 +45,9 @@ const STREAMS = streamsFromEnv();
 /** The faults stream's duplicate window, in ms: its copies are published after it has passed. */
 const DUP_WINDOW_MS = 100;
 const RUN = `bench_nats_${process.pid}`;
+const ALT = process.env.BENCH_ALT
+  ? await import(pathToFileURL(path.resolve(process.env.BENCH_ALT)).href)
+  : undefined;
 
 const raw = new pg.Pool({ connectionString: DB_URL, max: 20 });
 raw.on('error', () => {});
@@ -265,14 +274,22 @@ const variants = {
     ),
   'once/msg': (stream, mode) => onceVariant('once/msg', stream, false, mode),
   'once/batch': (stream, mode) => onceVariant('once/batch', stream, true, mode),
+  ...(ALT
+    ? {
+        'once-alt/msg': (stream, mode) =>
+          onceVariant('once-alt/msg', stream, false, mode, ALT.createNatsConsumer),
+        'once-alt/batch': (stream, mode) =>
+          onceVariant('once-alt/batch', stream, true, mode, ALT.createNatsConsumer),
+      }
+    : {}),
 };
 
-function onceVariant(name, stream, batch, mode) {
+function onceVariant(name, stream, batch, mode, create = createNatsConsumer) {
   return measure(
     name,
     stream,
     async (onDone) => {
-      const consumer = createNatsConsumer({
+      const consumer = create({
         connection: nc,
         subject: `${stream}.in`,
         stream,
@@ -322,7 +339,16 @@ for (const mode of STREAMS) {
 closeBench({
   streams,
   reps: REPS,
-  checks: ADAPTER_CHECKS,
+  checks: ALT
+    ? [
+        ...ADAPTER_CHECKS,
+        ['once/msg ÷ once-alt/msg', 'once/msg', 'once-alt/msg', 'rate', undefined, '≥'],
+        ['once/batch ÷ once-alt/batch', 'once/batch', 'once-alt/batch', 'rate', undefined, '≥'],
+        ['once/batch ÷ once-alt/batch, CPU µs/msg', 'once/batch', 'once-alt/batch', 'cpu', undefined, '≤'],
+        ['once-alt/batch ÷ floor/batch', 'once-alt/batch', 'floor/batch', 'rate', undefined, '≥'],
+        ['once-alt/batch ÷ once-alt/msg', 'once-alt/batch', 'once-alt/msg', 'rate', undefined, '≥'],
+      ]
+    : ADAPTER_CHECKS,
   file: new URL('../results/nats.json', import.meta.url),
   meta: { messages: N, reps: REPS, prefetch: PREFETCH, concurrency: MSG_CONCURRENCY, batch: BATCH },
 });

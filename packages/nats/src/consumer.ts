@@ -16,6 +16,7 @@ import {
   type ResolvedNatsConsumerOptions,
   resolveNatsConsumerOptions,
 } from './options.js';
+import { pullSize } from './pull-window.js';
 import { type Setup, setUp } from './setup.js';
 
 /** Lifecycle states of a {@link NatsConsumer} (the kit's states). */
@@ -49,6 +50,7 @@ const FETCH_BACKOFF_MAX_MS = 5_000;
  * and the message is acked only after COMMIT. Retries are naks with core's delay; dead letters are
  * published (PubAck awaited) to `deadLetterSubject`, then termed. Every message held (buffered,
  * waiting at the gate, in a handler) is kept alive with `working()` every third of `ack_wait`.
+ * With `batch`, the next batch is pulled while the current ones run (pull-window.ts).
  * While the database or once's schema cannot be used it fetches nothing, and begins again once
  * the schema checks out. Create it with {@link createNatsConsumer}.
  *
@@ -76,6 +78,7 @@ export class NatsConsumer<R = unknown> extends ConsumerBase<R, NatsConsumerEvent
   #fetch: ConsumerMessages | undefined;
   #loop: Promise<void> | undefined;
   #waiters: (() => void)[] = [];
+  #wakeScheduled = false;
   /** Messages the pull in flight may still deliver. */
   #pullRemaining = 0;
   #heartbeat: NodeJS.Timeout | undefined;
@@ -112,7 +115,7 @@ export class NatsConsumer<R = unknown> extends ConsumerBase<R, NatsConsumerEvent
       pullRemaining: () => this.#pullRemaining,
       stopping: () => this.life.stopping,
       noteError: (where, err) => this.life.noteError(where, err),
-      released: () => this.#wake(),
+      released: () => this.#wakeAfterSettle(),
     });
   }
 
@@ -173,7 +176,7 @@ export class NatsConsumer<R = unknown> extends ConsumerBase<R, NatsConsumerEvent
     this.#wake();
   }
 
-  /** No new pulls; held messages run and settle; the acks are flushed. */
+  /** No new pulls; held messages (a batch pulled ahead too) run and settle; the acks are flushed. */
   protected async drain(): Promise<void> {
     this.#fetch?.stop();
     this.#abort.abort();
@@ -183,9 +186,14 @@ export class NatsConsumer<R = unknown> extends ConsumerBase<R, NatsConsumerEvent
     await this.#nc?.flush().catch(() => {});
   }
 
-  /** Closes a connection once made (yours is left open). */
+  /**
+   * Closes a connection once made (yours is left open). Past the stop deadline, messages still
+   * waiting to run (a batch pulled ahead) are dropped unsettled and no longer kept alive:
+   * JetStream redelivers them after `ack_wait`.
+   */
   protected async close(): Promise<void> {
     clearInterval(this.#heartbeat);
+    this.#dispatch.close();
     this.#fetch?.stop();
     this.#abort.abort();
     this.#wake();
@@ -223,6 +231,20 @@ export class NatsConsumer<R = unknown> extends ConsumerBase<R, NatsConsumerEvent
     });
   }
 
+  /**
+   * A held message was settled. The loop pulls on the next turn of the event loop, not in the
+   * settle's own microtasks: the pipeline starts its next batch first, and the pull is set up
+   * while that batch waits for PostgreSQL. One wake for a batch's settles.
+   */
+  #wakeAfterSettle(): void {
+    if (this.#wakeScheduled) return;
+    this.#wakeScheduled = true;
+    setImmediate(() => {
+      this.#wakeScheduled = false;
+      this.#wake();
+    });
+  }
+
   #wake(): void {
     for (const wake of this.#waiters.splice(0)) wake();
   }
@@ -237,10 +259,9 @@ export class NatsConsumer<R = unknown> extends ConsumerBase<R, NatsConsumerEvent
     const o = this.options;
     let backoffMs = FETCH_BACKOFF_MS;
     while (!this.life.stopping && this.#closedError === undefined) {
-      const capacity = o.batchSize * o.concurrency;
-      const room = capacity - this.#dispatch.held;
-      // Wait for room for half a window at least: many one-message pulls cost more than they save.
-      if (!this.life.fetching || room < Math.max(1, Math.floor(capacity / 2))) {
+      // pull-window.ts: with `batch`, the next batch is pulled while the current ones run.
+      const room = pullSize(o, this.#dispatch.held);
+      if (!this.life.fetching || room === 0) {
         await this.#wait();
         continue;
       }

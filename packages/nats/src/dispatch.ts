@@ -98,6 +98,14 @@ export class Dispatcher<R> {
     if (this.#pipeline.queued > 0) this.#pipeline.pump(true);
   }
 
+  /**
+   * Past the stop deadline: what is queued (a batch pulled ahead) never starts and is not settled;
+   * JetStream redelivers it after `ack_wait`. What runs still settles.
+   */
+  close(): void {
+    this.#pipeline.close();
+  }
+
   /** Resolves once nothing is queued or running. */
   idle(): Promise<void> {
     return this.#pipeline.idle();

@@ -322,6 +322,203 @@ it('batch mode: one transaction per fetched batch', async () => {
   expect((await fx.check({ expectedIds: ids })).ok).toBe(true);
 });
 
+/** A promise the test opens: a handler waits on it. */
+function gate(): { wait: () => Promise<void>; open: () => void } {
+  let open!: () => void;
+  const p = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  return { wait: () => p, open };
+}
+
+describe('batch mode pulls the next batch while one runs', () => {
+  const ids = (name: string, n: number) =>
+    Array.from({ length: n }, (_, i) => `${name}-${String(i).padStart(2, '0')}`);
+
+  it('at most one batch ahead; it is acked only after its own COMMIT; effects in stream order', async () => {
+    const name = await stream('nats-ahead');
+    const fx = await ledger();
+    const all = ids(name, 20);
+    for (const id of all) await publish(`${name}.in.k`, id);
+    const first = gate();
+    const sixth = gate();
+    let reachedSixth = false;
+    const txs = new Map<string, number>();
+    const c = consumer(name, {
+      batch: true,
+      batchSize: 5,
+      handler: async (e, { tx, id }) => {
+        if (id === all[0]) await first.wait();
+        if (id === all[5]) {
+          reachedSixth = true;
+          await sixth.wait();
+        }
+        const { rows } = await tx.query<{ x: string }>('SELECT txid_current()::text AS x');
+        txs.set(rows[0]!.x, (txs.get(rows[0]!.x) ?? 0) + 1);
+        await fx.record(tx, { messageId: id, key: e.key ?? '', payload: '' });
+      },
+    });
+    const info = () => jsm.consumers.info(name, c.options.durable);
+    await c.start();
+    // The first batch runs (waiting at its first message) and the next one is already held.
+    await waitFor('a batch running and one ahead', async () => (await info()).num_ack_pending === 10, 20_000);
+    await sleep(300);
+    // Not more than one batch ahead, and nothing acked or committed.
+    expect(c.health().held).toBe(10);
+    let i = await info();
+    expect(i.num_ack_pending).toBe(10);
+    expect(i.num_pending).toBe(10);
+    expect(i.ack_floor.stream_seq).toBe(0);
+    expect(await fx.effects()).toHaveLength(0);
+
+    first.open();
+    // What committed is acked; the batch holding the sixth message waits, and nothing of it (or
+    // behind it) is acked before its COMMIT, while the next pull keeps one batch ahead of it.
+    await waitFor(
+      'the first batch committed and acked, the next waiting',
+      async () => reachedSixth && (await info()).ack_floor.stream_seq === (await fx.effects()).length,
+      20_000,
+    );
+    await sleep(300);
+    const committed = (await fx.effects()).map((e) => e.messageId);
+    expect(committed.length).toBeGreaterThan(0);
+    expect(committed.length).toBeLessThanOrEqual(5);
+    expect(committed).toEqual(all.slice(0, committed.length));
+    i = await info();
+    expect(i.ack_floor.stream_seq).toBe(committed.length);
+    expect(i.num_ack_pending).toBe(c.health().held);
+    expect(i.num_ack_pending + i.num_pending + committed.length).toBe(20);
+
+    sixth.open();
+    await waitFor('20 effects', async () => (await fx.effects()).length >= 20, 30_000);
+    await waitFor('all acked', async () => {
+      const x = await info();
+      return x.num_ack_pending === 0 && x.num_pending === 0;
+    });
+    // Concurrency 1: batches run one after another in stream order, the one pulled ahead included.
+    expect((await fx.effects()).map((e) => e.messageId)).toEqual(all);
+    expect((await fx.check({ expectedIds: all, checkOrderPerKey: true })).ok).toBe(true);
+    const sizes = [...txs.values()];
+    expect(sizes.reduce((a, b) => a + b, 0)).toBe(20);
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(5);
+    expect((await info()).num_redelivered).toBe(0);
+  });
+
+  it('stop() with a batch pulled ahead: it still runs, and is acked after its COMMIT', async () => {
+    const name = await stream('nats-ahead-stop');
+    const fx = await ledger();
+    const all = ids(name, 20);
+    for (const id of all) await publish(`${name}.in.k`, id);
+    const first = gate();
+    const c = consumer(name, {
+      batch: true,
+      batchSize: 5,
+      handler: async (e, { tx, id }) => {
+        if (id === all[0]) await first.wait();
+        await fx.record(tx, { messageId: id, key: e.key ?? '', payload: '' });
+      },
+    });
+    await c.start();
+    await waitFor('a batch running and one ahead', async () => c.health().held === 10, 20_000);
+    const stopped = c.stop();
+    await sleep(200);
+    expect(c.state).toBe('stopping');
+    first.open();
+    await stopped;
+    // Both held batches ran and were acked; nothing was pulled after stop().
+    expect((await fx.effects()).map((e) => e.messageId)).toEqual(all.slice(0, 10));
+    await waitFor('the held ten acked', async () => {
+      const x = await jsm.consumers.info(name, c.options.durable);
+      return x.num_ack_pending === 0 && x.ack_floor.stream_seq === 10 && x.num_pending === 10;
+    });
+    // The rest goes to the next consumer on the durable, once each, in order.
+    const next = consumer(name, {
+      batch: true,
+      batchSize: 5,
+      handler: async (e, { tx, id }) => {
+        await fx.record(tx, { messageId: id, key: e.key ?? '', payload: '' });
+      },
+    });
+    await next.start();
+    await waitFor('20 effects', async () => (await fx.effects()).length >= 20, 30_000);
+    expect((await fx.effects()).map((e) => e.messageId)).toEqual(all);
+    expect((await fx.check({ expectedIds: all, checkOrderPerKey: true })).ok).toBe(true);
+  });
+
+  it('past stopTimeoutMs, a batch pulled ahead never starts and is left unacked for redelivery', async () => {
+    const name = await stream('nats-ahead-deadline');
+    const fx = await ledger();
+    const all = ids(name, 10);
+    for (const id of all) await publish(`${name}.in.k`, id);
+    const first = gate();
+    const ran: string[] = [];
+    const opts = { batch: true, batchSize: 5, handlerTimeoutMs: 2_000, ackWaitMs: 3_000 };
+    const c = consumer(name, {
+      ...opts,
+      stopTimeoutMs: 200,
+      handler: async (e, { tx, id }) => {
+        ran.push(id);
+        if (id === all[0]) await first.wait();
+        await fx.record(tx, { messageId: id, key: e.key ?? '', payload: '' });
+      },
+    });
+    await c.start();
+    await waitFor('a batch running and one ahead', async () => c.health().held === 10, 20_000);
+    // The first batch outlives the stop deadline: stop() closes without waiting for it.
+    await c.stop();
+    expect(c.state).toBe('stopped');
+    first.open();
+    await waitFor('the first batch committed', async () => (await fx.effects()).length > 0, 10_000);
+    await sleep(500);
+    // Only (part of) the first batch ever ran; the batch pulled ahead never started.
+    expect(ran).toContain(all[0]);
+    expect(ran.every((id) => all.slice(0, 5).includes(id))).toBe(true);
+    expect((await fx.effects()).every((e) => all.slice(0, 5).includes(e.messageId))).toBe(true);
+    // Nothing acked (the first batch's acks met a closed connection): all ten come back.
+    const i = await jsm.consumers.info(name, c.options.durable);
+    expect(i.ack_floor.stream_seq).toBe(0);
+    expect(i.num_ack_pending).toBe(10);
+    const redelivered: string[] = [];
+    const next = consumer(name, {
+      ...opts,
+      handler: async (e, { tx, id }) => {
+        if (e.redelivered) redelivered.push(id);
+        await fx.record(tx, { messageId: id, key: e.key ?? '', payload: '' });
+      },
+    });
+    await next.start();
+    await waitFor('10 effects', async () => (await fx.effects()).length >= 10, 30_000);
+    // After ack_wait: each of them once, the committed ones answered as duplicates.
+    expect((await fx.check({ expectedIds: all })).ok).toBe(true);
+    for (const id of all.slice(5)) expect(redelivered).toContain(id);
+  });
+
+  it('a batch pulled ahead that waits past ack_wait is kept alive, not redelivered', async () => {
+    const name = await stream('nats-ahead-alive');
+    const fx = await ledger();
+    const all = ids(name, 6);
+    for (const id of all) await publish(`${name}.in.k`, id);
+    let redelivered = 0;
+    const c = consumer(name, {
+      batch: true,
+      batchSize: 3,
+      handlerTimeoutMs: 2_000,
+      ackWaitMs: 3_000,
+      handler: async (e, { tx, id }) => {
+        if (e.redelivered) redelivered++;
+        // The first batch takes 3.6 s: the one pulled behind it waits longer than ack_wait.
+        if (all.slice(0, 3).includes(id)) await sleep(1_200);
+        await fx.record(tx, { messageId: id, key: e.key ?? '', payload: '' });
+      },
+    });
+    await c.start();
+    await waitFor('6 effects', async () => (await fx.effects()).length >= 6, 30_000);
+    expect(redelivered).toBe(0);
+    expect((await jsm.consumers.info(name, c.options.durable)).num_redelivered).toBe(0);
+    expect((await fx.check({ expectedIds: all, checkOrderPerKey: true })).ok).toBe(true);
+  });
+});
+
 it('held messages are kept alive with working(): waiting past ack_wait, none is redelivered', async () => {
   const name = await stream('nats-keepalive');
   const fx = await ledger();
