@@ -15,37 +15,45 @@ import {
 //   before  @once/core as of PRE_RULE, the last commit before expand/contract: it refuses any
 //           schema newer than its own (version 7);
 //   release @once/core as of RULE, the first release with the rule (version 7);
-//   next    this tree as built: the next release, whose migration 8 (http-responses) expands;
-//   after   this tree plus a contract migration 9 that only code of version 8 or later runs on
-//           (it narrows what the inbox accepts).
+//   eight   @once/core as of EIGHT, the last commit at version 8 (http-responses, an expand);
+//   current this tree as built: version 9 (steps-no-cascade) contracts with no rolling path
+//           (compatible from 9: code of 8 or earlier relies on the cascade it drops);
+//   after   this tree plus a contract migration 10 that code of version 9 or later runs on (it
+//           narrows what the inbox accepts): a contract with a rolling path.
 // Every consumer is a real inbox on one PostgreSQL schema, as a fleet mid-deploy has them.
 
 const PRE_RULE = 'd4836de5219a2a0a93cfb536ec76651d9099567f';
 // The last commit at schema version 7, with the rule: the release before migration 8.
 const RULE = '9a411d468ea4d1001223ecd4e9e1324522eec393';
+// The last commit at schema version 8: the release before migration 9.
+const EIGHT = 'c5504161aa11d3e36c064259d4d69469e92941b6';
 const CONTRACT: ExtraMigration = {
-  version: 9,
+  version: 10,
   name: 'short-ids',
   change: 'contract',
   removes: 'message ids longer than 256 characters',
-  compatibleFrom: 8,
+  compatibleFrom: 9,
   sql: 'ALTER TABLE {schema}.inbox ADD CONSTRAINT inbox_short_ids CHECK (length(message_id) <= 256);',
 };
+const NINE_REMOVES =
+  "the cascade from inbox to steps: purge and the admin deletes of older versions rely on it to remove a message's durable steps";
 
 const pool = createTestPool({ max: 6 });
 let before: CoreBuild;
 let release: CoreBuild;
-let next: CoreBuild;
+let eight: CoreBuild;
+let current: CoreBuild;
 let after: CoreBuild;
 
 beforeAll(async () => {
-  // One at a time: four tsc runs side by side would crowd a small machine.
+  // One at a time: five tsc runs side by side would crowd a small machine.
   before = await coreAtCommit(PRE_RULE);
   release = await coreAtCommit(RULE);
-  next = await coreWithMigrations('next', []);
+  eight = await coreAtCommit(EIGHT);
+  current = await coreWithMigrations('current', []);
   after = await coreWithMigrations('after-contract', [CONTRACT]);
-  // About 20 s of CPU from a cold .cache (four tsc runs), nothing when cached; generous for a busy machine.
-}, 300_000);
+  // About 25 s of CPU from a cold .cache (five tsc runs), nothing when cached; generous for a busy machine.
+}, 420_000);
 
 const schemas: string[] = [];
 async function freshSchema(prefix: string): Promise<string> {
@@ -65,6 +73,11 @@ async function effectsTable(schema: string): Promise<string> {
   await pool.query(`CREATE TABLE ${table} (id text NOT NULL, by text NOT NULL)`);
   return table;
 }
+
+/** The refusal of code of schema version `version` on a schema whose first cut above it is migration 9. */
+const refusal = (schema: string, at: number, version: number) =>
+  `schema ${schema} is at version ${at}, and version 9 (steps-no-cascade) removed ${NINE_REMOVES}: ` +
+  `it runs code of schema version 9 or later; this @once/core is at schema version ${version}: upgrade @once/core`;
 
 /** A consumer started from `core` (a process of that release), writing its effect in the transaction. */
 function consumer(core: CoreBuild, schema: string, effects: string, by: string) {
@@ -100,13 +113,18 @@ async function effects(table: string): Promise<Record<string, string[]>> {
 }
 
 it('the copies are what they stand for', () => {
-  expect([before, release, next, after].map((c) => c.LATEST_SCHEMA_VERSION)).toEqual([7, 7, 8, 9]);
+  expect([before, release, eight, current, after].map((c) => c.LATEST_SCHEMA_VERSION)).toEqual([
+    7, 7, 8, 9, 10,
+  ]);
   expect('migrate' in before && !('change' in (before.MIGRATIONS[0] ?? {}))).toBe(true);
   expect(release.MIGRATIONS.map((m) => m.change)).toEqual(Array(7).fill('expand'));
+  expect(eight.MIGRATIONS.map((m) => m.change)).toEqual(Array(8).fill('expand'));
+  expect(current.MIGRATIONS.map((m) => m.change)).toEqual([...Array(8).fill('expand'), 'contract']);
+  expect(current.compatibleFrom(current.MIGRATIONS, 9)).toBe(9);
 });
 
-describe('expand, then contract, one schema, a fleet mid-deploy', () => {
-  it('release runs on the next schema (expand) and refuses the one after (contract) with what removed what', async () => {
+describe('expand, then contract without and with a rolling path, one schema, a fleet mid-deploy', () => {
+  it('7 runs on 8 (expand); 9 refuses 8 and 7, saying what it removed; 10 (compatible from 9) keeps 9 running', async () => {
     const schema = await freshSchema('roll');
     const table = await effectsTable(schema);
     await release.migrate(pool, { schema });
@@ -114,50 +132,124 @@ describe('expand, then contract, one schema, a fleet mid-deploy', () => {
     await r1.ready();
     expect(await r1.process(envelope('m1'))).toMatchObject({ status: 'processed' });
 
-    // Expand: the next release migrates first; this release's consumers keep running ...
-    expect(await next.migrate(pool, { schema })).toMatchObject({ from: 7, to: 8, compatibleFrom: 1 });
+    // Expand: version 8 migrates first; the consumers of 7 keep running ...
+    expect(await eight.migrate(pool, { schema })).toMatchObject({ from: 7, to: 8, compatibleFrom: 1 });
     expect(await r1.process(envelope('m2'))).toMatchObject({ status: 'processed' });
-    // ... one of them that restarts now starts (before this rule: SCHEMA_TOO_NEW) ...
+    // ... one of them that restarts now starts (before the rule: SCHEMA_TOO_NEW) ...
     const r2 = consumer(release, schema, table, 'r2');
     await r2.ready();
     expect(await r2.process(envelope('m3'))).toMatchObject({ status: 'processed' });
     // ... and its migrate() at start leaves the newer schema as it is.
     expect(await release.migrate(pool, { schema })).toEqual({ schema, from: 8, to: 8, compatibleFrom: 1 });
-    // The next release's consumers share the inbox with them: no id runs twice.
-    const n1 = consumer(next, schema, table, 'n1');
-    await n1.ready();
-    expect(await n1.process(envelope('m1'))).toMatchObject({ status: 'duplicate' });
-    expect(await n1.process(envelope('m4'))).toMatchObject({ status: 'processed' });
+    // The consumers of 8 share the inbox with them: no id runs twice.
+    const e1 = consumer(eight, schema, table, 'e1');
+    await e1.ready();
+    expect(await e1.process(envelope('m1'))).toMatchObject({ status: 'duplicate' });
+    expect(await e1.process(envelope('m4'))).toMatchObject({ status: 'processed' });
     expect(await r2.process(envelope('m4'))).toMatchObject({ status: 'duplicate' });
 
-    // Contract (compatible from 8): once every consumer runs 8, the release after migrates.
-    expect(await after.migrate(pool, { schema })).toMatchObject({ from: 8, to: 9, compatibleFrom: 8 });
-    expect(await n1.process(envelope('m5'))).toMatchObject({ status: 'processed' });
-    const n2 = consumer(next, schema, table, 'n2');
-    await n2.ready(); // a restart of version 8 still starts
-    // Version 7 may not start on it, and says which migration removed what.
-    const message =
-      `schema ${schema} is at version 9, and version 9 (short-ids) removed message ids longer than 256 characters: ` +
-      'it runs code of schema version 8 or later; this @once/core is at schema version 7: upgrade @once/core';
-    const r3 = consumer(release, schema, table, 'r3');
-    await expect(r3.ready()).rejects.toMatchObject({ code: 'SCHEMA_TOO_NEW', message });
-    expect(await r3.process(envelope('m6'))).toMatchObject({ status: 'not-run', why: 'unavailable' });
-    await expect(release.migrate(pool, { schema })).rejects.toMatchObject({
+    // Contract, compatible from its own version: no rolling path. The consumers of 7 and 8 are
+    // stopped, 9 migrates, and no process older than 9 starts again.
+    expect(await current.migrate(pool, { schema })).toMatchObject({ from: 8, to: 9, compatibleFrom: 9 });
+    const e2 = consumer(eight, schema, table, 'e2');
+    await expect(e2.ready()).rejects.toMatchObject({
       code: 'SCHEMA_TOO_NEW',
-      message,
+      message: refusal(schema, 9, 8),
+    });
+    expect(await e2.process(envelope('m5'))).toMatchObject({ status: 'not-run', why: 'unavailable' });
+    await expect(eight.migrate(pool, { schema })).rejects.toMatchObject({
+      code: 'SCHEMA_TOO_NEW',
+      message: refusal(schema, 9, 8),
+    });
+    const r3 = consumer(release, schema, table, 'r3');
+    await expect(r3.ready()).rejects.toMatchObject({
+      code: 'SCHEMA_TOO_NEW',
+      message: refusal(schema, 9, 7),
+    });
+    const c1 = consumer(current, schema, table, 'c1');
+    await c1.ready();
+    expect(await c1.process(envelope('m4'))).toMatchObject({ status: 'duplicate' });
+    expect(await c1.process(envelope('m5'))).toMatchObject({ status: 'processed' });
+
+    // Contract compatible from 9: once every consumer runs 9, the release after migrates.
+    expect(await after.migrate(pool, { schema })).toMatchObject({ from: 9, to: 10, compatibleFrom: 9 });
+    expect(await c1.process(envelope('m6'))).toMatchObject({ status: 'processed' });
+    const c2 = consumer(current, schema, table, 'c2');
+    await c2.ready(); // a restart of version 9 still starts
+    expect(await c2.process(envelope('m6'))).toMatchObject({ status: 'duplicate' });
+    expect(await current.migrate(pool, { schema })).toEqual({ schema, from: 10, to: 10, compatibleFrom: 9 });
+    // Version 8 still may not start: the first migration that left it behind is 9.
+    const e3 = consumer(eight, schema, table, 'e3');
+    await expect(e3.ready()).rejects.toMatchObject({
+      code: 'SCHEMA_TOO_NEW',
+      message: refusal(schema, 10, 8),
     });
     const a1 = consumer(after, schema, table, 'a1');
-    expect(await a1.process(envelope('m5'))).toMatchObject({ status: 'duplicate' });
-    expect(await a1.process(envelope('m6'))).toMatchObject({ status: 'processed' });
+    expect(await a1.process(envelope('m6'))).toMatchObject({ status: 'duplicate' });
+    expect(await a1.process(envelope('m7'))).toMatchObject({ status: 'processed' });
 
     expect(await effects(table)).toEqual({
       m1: ['r1'],
       m2: ['r1'],
       m3: ['r2'],
-      m4: ['n1'],
-      m5: ['n1'],
-      m6: ['a1'],
+      m4: ['e1'],
+      m5: ['c1'],
+      m6: ['c1'],
+      m7: ['a1'],
     });
+  });
+
+  it("why 9 has no rolling path: 8's purge on it leaves a message's steps, which 8's lease mode replays and 9's runs afresh", async () => {
+    const schema = await freshSchema('roll_steps');
+    await eight.migrate(pool, { schema });
+    const charged: string[] = [];
+    const lease = (core: CoreBuild, by: string) =>
+      core.createInbox({
+        pool,
+        schema,
+        consumer: 'payments',
+        mode: 'lease',
+        storeResult: true,
+        logger: false,
+        handler: async (e, ctx) =>
+          ctx.step('charge', () => {
+            charged.push(`${by}:${e.id}`);
+            return `${by}:${e.id}`;
+          }),
+      });
+    // A consumer of 8 that kept running through the migration (started before it).
+    const old = lease(eight, 'e');
+    await old.ready();
+    for (const id of ['p1', 'p2'])
+      expect(await old.process(envelope(id))).toMatchObject({ status: 'processed' });
+    expect(await current.migrate(pool, { schema })).toMatchObject({ from: 8, to: 9 });
+    // A purge job of 8, not stopped either: the messages expire and it deletes them.
+    await pool.query(`UPDATE ${quoteIdent(schema)}.inbox SET expires_at = now() - interval '1 second'`);
+    expect(await eight.purge(pool, { schema })).toBe(2);
+    const steps = async () =>
+      (await pool.query(`SELECT message_id FROM ${quoteIdent(schema)}.steps ORDER BY 1`)).rows.map(
+        (r) => r.message_id,
+      );
+    expect(await steps()).toEqual(['p1', 'p2']); // no cascade any more: left behind
+    // A later delivery of the same id is a new message. Code of 8 replays the step it finds ...
+    expect(await old.process(envelope('p1'))).toMatchObject({ status: 'processed', result: 'e:p1' });
+    // ... code of 9 deletes what its fresh claim finds under the id, and runs the step.
+    expect(await lease(current, 'c').process(envelope('p2'))).toMatchObject({
+      status: 'processed',
+      result: 'c:p2',
+    });
+    expect(charged).toEqual(['e:p1', 'e:p2', 'c:p2']);
+    // 9's purge takes the steps of the rows that lease mode of 9 marked has_steps: p2's. p1's row
+    // was written by 8 on schema 9, unmarked, so its step stays until 9's next fresh claim of p1
+    // deletes it: one more thing 8 gets wrong on this schema.
+    await pool.query(`UPDATE ${quoteIdent(schema)}.inbox SET expires_at = now() - interval '1 second'`);
+    expect(await current.purge(pool, { schema })).toBe(2);
+    expect(await steps()).toEqual(['p1']);
+    expect(await lease(current, 'c').process(envelope('p1'))).toMatchObject({
+      status: 'processed',
+      result: 'c:p1',
+    });
+    expect(charged).toEqual(['e:p1', 'e:p2', 'c:p2', 'c:p1']);
   });
 });
 
@@ -184,7 +276,7 @@ describe('a release before this rule', () => {
   it('refuses any newer schema, even one that only expanded: the first release with the rule is the first that tolerates one', async () => {
     const schema = await freshSchema('roll_before_next');
     const table = await effectsTable(schema);
-    await next.migrate(pool, { schema });
+    await eight.migrate(pool, { schema });
     const b1 = consumer(before, schema, table, 'b1');
     await expect(b1.ready()).rejects.toMatchObject({
       code: 'SCHEMA_TOO_NEW',

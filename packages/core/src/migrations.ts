@@ -191,6 +191,29 @@ ALTER TABLE {schema}.inbox
   ADD COLUMN response_body bytea;
 `,
   },
+  {
+    version: 9,
+    name: 'steps-no-cascade',
+    change: 'contract',
+    removes:
+      "the cascade from inbox to steps: purge and the admin deletes of older versions rely on it to remove a message's durable steps",
+    compatibleFrom: 9,
+    sql: `
+-- Every statement that deletes inbox rows now deletes the rows' durable steps itself, in the same
+-- statement, and a fresh lease claim deletes steps left under its id. The foreign key's ON DELETE
+-- CASCADE ran a query per deleted inbox row, steps or none: most of a purge step's time. Code of
+-- version 8 or earlier relies on it, so this contracts: on this schema its purge would leave the
+-- steps of purged messages, which its lease mode would replay for a later delivery of the same id.
+-- has_steps: whether the row may have steps, so purge looks up the steps of those rows only. Set
+-- by lease mode's first step record of the row (in the statement that inserts the step). Rows
+-- older than this migration read true (the default they were added with, kept in the catalog: no
+-- rewrite); rows inserted from now on start false.
+ALTER TABLE {schema}.inbox ADD COLUMN has_steps boolean NOT NULL DEFAULT true;
+ALTER TABLE {schema}.inbox ALTER COLUMN has_steps SET DEFAULT false;
+-- The name PostgreSQL gave version 3's constraint.
+ALTER TABLE {schema}.steps DROP CONSTRAINT steps_consumer_message_id_fkey;
+`,
+  },
 ]);
 
 /** The schema version this build of @once/core expects. */

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { LATEST_SCHEMA_VERSION } from '@once/core';
+import { compatibleFrom, LATEST_SCHEMA_VERSION, MIGRATIONS } from '@once/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createTestPool,
@@ -262,8 +262,8 @@ describe('schema not installed, too old or too new: exit 4', () => {
       const v = LATEST_SCHEMA_VERSION;
       await contract.pool.query(
         `INSERT INTO ${quoteIdent(contract.schema)}.schema_version (version, name, compatible_from, removes)
-         VALUES ($1, 'wide-ids', 1, NULL), ($2, 'drop-body', $2, 'inbox.body')`,
-        [v + 1, v + 2],
+         VALUES ($1, 'wide-ids', $3, NULL), ($2, 'drop-body', $2, 'inbox.body')`,
+        [v + 1, v + 2, compatibleFrom(MIGRATIONS, v)],
       );
       for (const argv of [['migrate'], ...EVERY_COMMAND]) {
         const r = await cli(['--schema', contract.schema, ...argv]);
@@ -284,12 +284,14 @@ describe('schema not installed, too old or too new: exit 4', () => {
 describe('a newer schema that only expanded: this once runs on it', () => {
   let ahead: Awaited<ReturnType<typeof freshOnce>>;
   const v = LATEST_SCHEMA_VERSION;
+  // An additive migration leaves the oldest compatible version where this build's schema has it.
+  const from = compatibleFrom(MIGRATIONS, v);
   beforeAll(async () => {
     ahead = await freshOnce('cli_ahead');
     // What a newer release's migrate() writes for an additive migration.
     await ahead.pool.query(
-      `INSERT INTO ${quoteIdent(ahead.schema)}.schema_version (version, name, compatible_from) VALUES ($1, 'wide-ids', 1)`,
-      [v + 1],
+      `INSERT INTO ${quoteIdent(ahead.schema)}.schema_version (version, name, compatible_from) VALUES ($1, 'wide-ids', $2)`,
+      [v + 1, from],
     );
   });
   afterAll(async () => {
@@ -300,27 +302,27 @@ describe('a newer schema that only expanded: this once runs on it', () => {
     const s = await cli(['--schema', ahead.schema, 'status']);
     expect(s.code).toBe(0);
     expect(s.stdout.split('\n')[0]).toBe(
-      `schema ${ahead.schema}: version ${v + 1}, newer than this once (${v}); compatible from version 1, so this once runs on it`,
+      `schema ${ahead.schema}: version ${v + 1}, newer than this once (${v}); compatible from version ${from}, so this once runs on it`,
     );
     const j = await cli(['--schema', ahead.schema, '--json', 'status']);
     expect(j.json()).toMatchObject({
       version: v + 1,
       latestVersion: v,
       status: 'ahead',
-      compatibleFrom: 1,
+      compatibleFrom: from,
       upToDate: true,
     });
     const m = await cli(['--schema', ahead.schema, 'migrate']);
     expect(m.code).toBe(0);
     expect(m.stdout.trim()).toBe(
-      `schema ${ahead.schema} is at version ${v + 1}, newer than this once (${v}), and compatible from version 1: nothing to do`,
+      `schema ${ahead.schema} is at version ${v + 1}, newer than this once (${v}), and compatible from version ${from}: nothing to do`,
     );
     const mj = await cli(['--schema', ahead.schema, '--json', 'migrate']);
     expect(mj.json()).toEqual({
       schema: ahead.schema,
       from: v + 1,
       to: v + 1,
-      compatibleFrom: 1,
+      compatibleFrom: from,
       changed: false,
     });
   });

@@ -1,7 +1,10 @@
-import { LATEST_SCHEMA_VERSION, PermanentError } from '@once/core';
+import { compatibleFrom, LATEST_SCHEMA_VERSION, MIGRATIONS, PermanentError } from '@once/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestPool, dropSchema, freshSchemaName, quoteIdent } from '../../../../test/support/index.js';
 import { cli, envelope, freshOnce, installUpTo } from './fixtures/cli.js';
+
+// The oldest code that runs on the latest schema (9: migration 9 contracted).
+const FROM = compatibleFrom(MIGRATIONS, LATEST_SCHEMA_VERSION);
 
 describe('once migrate', () => {
   const pool = createTestPool({ max: 2 });
@@ -15,7 +18,7 @@ describe('once migrate', () => {
     const first = await cli(['migrate', '--schema', schema]);
     expect(first.code).toBe(0);
     expect(first.stdout.trim()).toBe(
-      `schema ${schema} migrated from version 0 to ${LATEST_SCHEMA_VERSION}; compatible from version 1`,
+      `schema ${schema} migrated from version 0 to ${LATEST_SCHEMA_VERSION}; compatible from version ${FROM}`,
     );
     const tables = await pool.query<{ t: string }>(
       `SELECT table_name AS t FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1`,
@@ -26,14 +29,14 @@ describe('once migrate', () => {
     );
     const again = await cli(['migrate', '--schema', schema]);
     expect(again.stdout.trim()).toBe(
-      `schema ${schema} is up to date (version ${LATEST_SCHEMA_VERSION}; compatible from version 1)`,
+      `schema ${schema} is up to date (version ${LATEST_SCHEMA_VERSION}; compatible from version ${FROM})`,
     );
     const json = await cli(['--json', 'migrate', '--schema', schema]);
     expect(json.json()).toEqual({
       schema,
       from: LATEST_SCHEMA_VERSION,
       to: LATEST_SCHEMA_VERSION,
-      compatibleFrom: 1,
+      compatibleFrom: FROM,
       changed: false,
     });
   });
@@ -47,7 +50,7 @@ describe('once migrate', () => {
       expect(r.json()).toMatchObject({
         from: 1,
         to: LATEST_SCHEMA_VERSION,
-        compatibleFrom: 1,
+        compatibleFrom: FROM,
         changed: true,
       });
       expect((await cli(['--schema', v1, 'outbox', 'status'])).code).toBe(0);
@@ -108,7 +111,7 @@ describe('once status', () => {
     expect(s).toMatchObject({
       version: LATEST_SCHEMA_VERSION,
       status: 'current',
-      compatibleFrom: 1,
+      compatibleFrom: FROM,
       upToDate: true,
     });
     expect(s.inbox.consumers).toHaveLength(2);
@@ -141,7 +144,7 @@ describe('once status', () => {
     expect(r.code).toBe(0);
     const lines = r.stdout.split('\n');
     expect(lines[0]).toBe(
-      `schema ${db.schema}: version ${LATEST_SCHEMA_VERSION} (up to date; compatible from version 1)`,
+      `schema ${db.schema}: version ${LATEST_SCHEMA_VERSION} (up to date; compatible from version ${FROM})`,
     );
     expect(r.stdout).toMatch(/consumer\s+rows\s+done\s+failed\s+in progress\s+expired\s+oldest row/);
     expect(r.stdout).toMatch(/orders\s+4\s+3\s+1\s+0\s+0\s+\d+(ms|s)/);

@@ -60,15 +60,18 @@ export class LeaseClaim<R> {
     }
     try {
       await conn.client.query(this.#begin);
-      const claimed = await conn.client.query<{ attempts: number; took_over: boolean }>(this.#sql.claim, [
-        o.consumer,
-        item.id,
-        hexBytes(item.fpHex),
-        owner,
-        o.leaseMs,
-        o.retentionMs,
-        o.conflictPolicy !== 'reject',
-      ]);
+      const claimed = await conn.client.query<{ attempts: number; fresh: boolean; took_over: boolean }>(
+        this.#sql.claim,
+        [
+          o.consumer,
+          item.id,
+          hexBytes(item.fpHex),
+          owner,
+          o.leaseMs,
+          o.retentionMs,
+          o.conflictPolicy !== 'reject',
+        ],
+      );
       const attempts = claimed.rows[0]?.attempts;
       if (attempts === undefined) {
         // A new statement: under READ COMMITTED it sees the rival that made the claim wait.
@@ -79,12 +82,15 @@ export class LeaseClaim<R> {
           ? this.#fromRow(item, row)
           : this.#out.retry(item.envelope, item.id, new Error('claim vanished'), false);
       }
-      const rows = (
-        await conn.client.query<{ step: string; json: string | null }>(this.#sql.readSteps, [
-          o.consumer,
-          item.id,
-        ])
-      ).rows;
+      // A fresh claim has no steps: the claim deleted any stale ones left under the id.
+      const rows = claimed.rows[0]?.fresh
+        ? []
+        : (
+            await conn.client.query<{ step: string; json: string | null }>(this.#sql.readSteps, [
+              o.consumer,
+              item.id,
+            ])
+          ).rows;
       await conn.client.query('COMMIT');
       conn.release();
       const recorded = new Map(

@@ -1,3 +1,5 @@
+import { deleteSteps } from './inbox.js';
+
 /**
  * Every statement of the admin API (`@once/core/admin`): what the CLI and the metrics read and
  * change. `schema` is validated and quoted by `quoteIdentifier`; values go as parameters. Counts
@@ -78,9 +80,13 @@ export function adminSql(schema: string) {
 
     /**
      * $1 consumer, $2 message id. The next delivery of the id is then processed afresh. Lease
-     * mode's recorded steps go with the row (ON DELETE CASCADE).
+     * mode's recorded steps go with the row, in the same statement ({@link deleteSteps}).
      */
-    deleteFailed: `DELETE FROM ${inbox} WHERE consumer = $1 AND message_id = $2 AND status = 'failed'`,
+    deleteFailed: `WITH gone AS (
+        DELETE FROM ${inbox} WHERE consumer = $1 AND message_id = $2 AND status = 'failed'
+        RETURNING consumer, message_id),
+      ${deleteSteps(steps, 'gone')}
+      SELECT count(*)::int AS removed FROM gone`,
 
     /**
      * $1 consumer, $2 message id. A discarded failure becomes `done` (error and body kept for
@@ -91,7 +97,7 @@ export function adminSql(schema: string) {
 
     /**
      * Forget one processed id, so its next delivery is processed afresh. $1 consumer, $2 message
-     * id, $3 also when it has recorded steps (lease mode; they go with it, ON DELETE CASCADE).
+     * id, $3 also when it has recorded steps (lease mode; they go with it, {@link deleteSteps}).
      * Only a `done` row: a failed row keeps its body for `retryFailed`, and an `in_progress` row
      * is a live lease whose holder is still running. Its start count (`Inbox.noteStart`) goes
      * too, so the next delivery starts counting from zero. A single statement: a consumer's claim
@@ -102,12 +108,11 @@ export function adminSql(schema: string) {
         DELETE FROM ${inbox} AS i WHERE i.consumer = $1 AND i.message_id = $2 AND i.status = 'done'
           AND ($3::boolean OR NOT EXISTS (SELECT 1 FROM ${steps} AS s
             WHERE s.consumer = i.consumer AND s.message_id = i.message_id))
-        RETURNING i.message_id),
+        RETURNING i.consumer, i.message_id),
+      ${deleteSteps(steps, 'gone')},
       starts AS (DELETE FROM ${starts} AS st USING gone AS g
         WHERE st.consumer = $1 AND st.message_id = g.message_id RETURNING 1)
-      SELECT (SELECT count(*) FROM gone)::int AS removed,
-        (SELECT count(*) FROM ${steps} AS s JOIN gone AS g ON s.consumer = $1 AND s.message_id = g.message_id)::int
-          AS steps`,
+      SELECT (SELECT count(*) FROM gone)::int AS removed, (SELECT count(*) FROM gone_steps)::int AS steps`,
 
     /**
      * What {@link forgetRangeStep} would remove, counted. $1 consumer, $2 since (inclusive), $3
@@ -144,13 +149,12 @@ export function adminSql(schema: string) {
         WHERE i.consumer = $1 AND i.message_id = b.message_id AND i.status = 'done'
           AND ($5::boolean OR NOT EXISTS (SELECT 1 FROM ${steps} AS s
             WHERE s.consumer = i.consumer AND s.message_id = i.message_id))
-        RETURNING i.message_id),
+        RETURNING i.consumer, i.message_id),
+      ${deleteSteps(steps, 'gone')},
       starts AS (DELETE FROM ${starts} AS st USING gone AS g
         WHERE st.consumer = $1 AND st.message_id = g.message_id RETURNING 1)
       SELECT (SELECT max(message_id) FROM batch) AS last,
-        (SELECT count(*) FROM gone)::int AS removed,
-        (SELECT count(*) FROM ${steps} AS s JOIN gone AS g ON s.consumer = $1 AND s.message_id = g.message_id)::int
-          AS steps`,
+        (SELECT count(*) FROM gone)::int AS removed, (SELECT count(*) FROM gone_steps)::int AS steps`,
 
     /** Rows a purge would delete now. */
     expiredCount: `SELECT count(*)::float8 AS n FROM ${inbox} WHERE expires_at < now()`,

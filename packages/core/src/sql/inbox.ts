@@ -25,22 +25,50 @@ export const PIN_SYNC_COMMIT = "(SELECT set_config('synchronous_commit', 'on', t
  * - The rows are deleted by their physical address (ctid, stable while this statement holds their
  *   row locks), so the purge never walks the primary key: on an inbox whose key is larger than
  *   shared_buffers, those lookups read pages the live consumers need out of the cache.
+ * - With `steps` (the inbox's purge), the same statement deletes lease mode's durable steps of
+ *   the deleted rows marked `has_steps` ({@link deleteSteps}): a primary-key probe of the steps
+ *   table per such row, none for the others, where the foreign key's ON DELETE CASCADE (dropped
+ *   by migration 9) ran a query per deleted row, steps or none.
  * - The step commits without waiting for its WAL flush (synchronous_commit off for its own
  *   transaction): a purge settles nothing, and a step lost in a crash leaves expired rows for the
  *   next run. Never used where a broker is settled.
  */
-function purgeStep(table: string, limit: number, fromUs: number | undefined): string {
+function purgeStep(table: string, limit: number, fromUs: number | undefined, steps?: string): string {
   const from =
     fromUs === undefined
       ? "'-infinity'::timestamptz"
       : `('epoch'::timestamptz + ${integerLiteral(Math.max(0, fromUs - 1))} * interval '1 microsecond')`;
+  // The inbox's purge returns the deleted rows' keys for the steps delete that follows.
+  const returning = steps === undefined ? 'expires_at' : 'consumer, message_id, has_steps, expires_at';
+  const alsoSteps = steps === undefined ? '' : `,\n    ${deleteSteps(steps, 'doomed', 'has_steps')}`;
   return `WITH pin AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true) AS off),
     doomed AS (DELETE FROM ${table} WHERE ctid = ANY(ARRAY(
         SELECT ctid FROM ${table} WHERE expires_at >= ${from} AND expires_at < now()
         ORDER BY expires_at LIMIT ${integerLiteral(limit)} FOR UPDATE SKIP LOCKED))
-      RETURNING expires_at)
+      RETURNING ${returning})${alsoSteps}
     SELECT count(*)::int AS n, (extract(epoch FROM max(expires_at)) * 1000000)::bigint::text AS last_us
     FROM doomed, pin`;
+}
+
+/**
+ * A data-modifying CTE, `gone_steps`, that deletes the lease-mode steps of the inbox rows another
+ * CTE of the same statement deleted (`deleted`, returning `consumer, message_id`, and `flag` when
+ * given: then only the rows where it is true are looked up); it returns one row per step
+ * deleted. Every statement that deletes inbox rows includes it, so a message's steps go with its
+ * row, in its transaction: from schema version 9 no foreign key cascades (migration 9). Purge
+ * passes `has_steps` (set by the step record that inserts a row's first step, true on rows older
+ * than version 9); the single-row deletes of the admin API look up every row they delete.
+ *
+ * It reads the steps as of the statement's snapshot. A row whose status is `done` or `failed` in
+ * that snapshot gets no more steps (only the holder of an `in_progress` lease records them), so
+ * the admin deletes take all of them. Purge also deletes an expired `in_progress` row (a message
+ * that outlived its retention): a step its holder records between the purge's snapshot and the
+ * purge's lock of the row is left behind, and the next fresh claim of the id deletes it.
+ */
+export function deleteSteps(steps: string, deleted: string, flag?: string): string {
+  const only = flag === undefined ? '' : `d.${flag} AND `;
+  return `gone_steps AS (DELETE FROM ${steps} AS s USING ${deleted} AS d
+      WHERE ${only}s.consumer = d.consumer AND s.message_id = d.message_id RETURNING 1)`;
 }
 
 /**
@@ -131,10 +159,18 @@ export function inboxSql(schema: string) {
     markFailed: `UPDATE ${inbox} SET status = 'failed', error = $3::jsonb, body = $4, body_truncated = $5, attempts = $6,
         origin = $7::jsonb
       WHERE consumer = $1 AND message_id = $2`,
-    /** Drop claims of messages that did not run. $1 consumer, $2 ids. */
-    unclaim: `DELETE FROM ${inbox} WHERE consumer = $1 AND message_id = ANY($2::text[])`,
-    /** One small purge step of expired inbox rows: see {@link purgeStep}. */
-    purgeStep: (limit: number, fromUs: number | undefined) => purgeStep(inbox, limit, fromUs),
+    /**
+     * Drop claims of messages that did not run, with any steps of their ids ({@link deleteSteps}:
+     * a transactional claim records none, but every delete of inbox rows takes them). $1
+     * consumer, $2 ids.
+     */
+    unclaim: `WITH unclaimed AS (DELETE FROM ${inbox} WHERE consumer = $1 AND message_id = ANY($2::text[])
+        RETURNING consumer, message_id),
+      ${deleteSteps(`${schema}.steps`, 'unclaimed')}
+      SELECT count(*)::int AS n FROM unclaimed`,
+    /** One small purge step of expired inbox rows and their steps: see {@link purgeStep}. */
+    purgeStep: (limit: number, fromUs: number | undefined) =>
+      purgeStep(inbox, limit, fromUs, `${schema}.steps`),
     /** Counts a start, committed on its own. $1 consumer, $2 id, $3 retention ms. Returns the count. */
     noteStart: `INSERT INTO ${schema}.starts AS s (consumer, message_id, starts, expires_at)
       SELECT $1, $2, 1, now() + $3 * interval '1 millisecond' FROM ${PIN_SYNC_COMMIT}

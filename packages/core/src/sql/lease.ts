@@ -39,17 +39,28 @@ export function leaseSql(schema: string) {
      * failed, leased by a live worker, or (unless $7) has another fingerprint. `took_over` says
      * the row had an owner before (its lease ran out): read from the statement's snapshot, so a
      * race can misreport it; it feeds only the `lease:takeover` event, never a decision.
-     * $1 consumer, $2 id, $3 fingerprint, $4 owner, $5 lease ms, $6 retention ms, $7 ignore fingerprint.
+     * `fresh` says the claim inserted the row (a first attempt: `attempts` is 1 only then, a
+     * takeover adds one to at least 1). A fresh claim deletes, in the same statement, any steps
+     * recorded under the id before: they belong to an inbox row that is gone (purged or deleted
+     * by code that left them, see migration 9), so no earlier attempt of this row recorded them
+     * and they must not be replayed. The delete is skipped (a one-time filter) on a takeover, and
+     * on a fresh claim it is one probe of the steps' primary key; a fresh claim has no steps to
+     * read after it. $1 consumer, $2 id, $3 fingerprint, $4 owner, $5 lease ms, $6 retention ms,
+     * $7 ignore fingerprint.
      */
-    claim: `WITH prior AS (SELECT owner FROM ${inbox} WHERE consumer = $1 AND message_id = $2)
-      INSERT INTO ${inbox} AS i
+    claim: `WITH prior AS (SELECT owner FROM ${inbox} WHERE consumer = $1 AND message_id = $2),
+      claimed AS (INSERT INTO ${inbox} AS i
         (consumer, message_id, fingerprint, status, owner, lease_until, expires_at, attempts)
       VALUES ($1, $2, $3, 'in_progress', $4, now() + $5 ${ms}, now() + $6 ${ms}, 1)
       ON CONFLICT (consumer, message_id) DO UPDATE
         SET owner = EXCLUDED.owner, lease_until = EXCLUDED.lease_until, attempts = i.attempts + 1
         WHERE i.status = 'in_progress' AND (i.owner IS NULL OR i.lease_until <= now())
           AND (i.fingerprint = EXCLUDED.fingerprint OR $7::boolean)
-      RETURNING attempts, EXISTS (SELECT 1 FROM prior WHERE owner IS NOT NULL) AS took_over`,
+      RETURNING attempts),
+      stale AS (DELETE FROM ${steps} WHERE consumer = $1 AND message_id = $2
+        AND EXISTS (SELECT 1 FROM claimed WHERE attempts = 1))
+      SELECT attempts, attempts = 1 AS fresh, EXISTS (SELECT 1 FROM prior WHERE owner IS NOT NULL) AS took_over
+      FROM claimed`,
     /** The row a claim did not get, with the time its lease has left (ms, by the database clock). */
     read: `SELECT status, fingerprint, result, owner,
         greatest(0, extract(epoch FROM (lease_until - now())) * 1000)::float8 AS lease_left_ms
@@ -61,10 +72,12 @@ export function leaseSql(schema: string) {
     /**
      * Records a step's result, fenced, and renews the lease in the same statement. `owned` 0:
      * the lease was taken over; `recorded` 0 with `owned` 1: the step was already recorded.
+     * Marks the row `has_steps` (schema version 9), so purge deletes its steps with it.
      * $1 consumer, $2 id, $3 owner, $4 lease ms, $5 step, $6 seq, $7 attempt, $8 result json.
      */
     recordStep: `WITH lease AS (
-        UPDATE ${inbox} SET lease_until = now() + $4 ${ms} WHERE ${pinned} RETURNING consumer, message_id),
+        UPDATE ${inbox} SET lease_until = now() + $4 ${ms}, has_steps = true WHERE ${pinned}
+        RETURNING consumer, message_id),
       ins AS (
         INSERT INTO ${steps} (consumer, message_id, step, seq, attempt, result)
         SELECT consumer, message_id, $5, $6, $7, $8::jsonb FROM lease

@@ -108,6 +108,8 @@ describe('forgetMessage', () => {
        VALUES ('orders', 'leased-1', '\\x00', 'in_progress', 'w1', now() + interval '1 minute', now() + interval '1 day')`,
     );
     await addStep('orders', 'done-1', 'charge');
+    await addStep('orders', 'failed-1', 'charge');
+    await addStep('billing', 'done-1', 'charge');
 
     const forget = (consumer: string, messageId: string) =>
       adminError(forgetMessage(db.pool, db.schema, { consumer, messageId }));
@@ -131,7 +133,12 @@ describe('forgetMessage', () => {
       { forgetSteps: true },
     );
     expect(forced).toEqual({ removed: 1, steps: 1 });
-    expect((await db.pool.query(`SELECT 1 FROM ${db.schema}.steps`)).rowCount).toBe(0);
+    // Only the forgotten message's steps went with it.
+    const left = await db.pool.query(`SELECT consumer, message_id FROM ${db.schema}.steps ORDER BY 1, 2`);
+    expect(left.rows).toEqual([
+      { consumer: 'billing', message_id: 'done-1' },
+      { consumer: 'orders', message_id: 'failed-1' },
+    ]);
   });
 
   it('a first delivery still in its transaction is not forgotten, and forget does not wait for it', async () => {
@@ -239,6 +246,7 @@ describe('forgetRange', () => {
     ]);
     await seedAt('billing', [['r1', 30]]);
     await addStep('orders', 'stepped', 'charge');
+    await addStep('orders', 'leased', 'charge');
     await db.pool.query(
       `INSERT INTO ${db.schema}.inbox (consumer, message_id, fingerprint, status, owner, lease_until, expires_at)
        VALUES ('orders', 'leased', '\\x00', 'in_progress', 'w1', now() + interval '1 minute', now() + interval '1 day')`,
@@ -275,6 +283,8 @@ describe('forgetRange', () => {
     );
     expect(withSteps).toEqual({ removed: 1, steps: 1, stopped: false });
     expect(await statusOf('orders', 'stepped')).toBeUndefined();
+    const steps = await db.pool.query(`SELECT message_id FROM ${db.schema}.steps`);
+    expect(steps.rows).toEqual([{ message_id: 'leased' }]);
   });
 
   it('until bounds the range; an abort stops between batches; an unknown consumer and a bad range are refused', async () => {

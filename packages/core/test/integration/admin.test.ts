@@ -254,7 +254,8 @@ describe('retryFailed', () => {
 
   it('typed refusals: recorded steps, no destination, not failed, unknown id', async () => {
     await db.pool.query(
-      `INSERT INTO ${db.schema}.steps (consumer, message_id, step, seq, attempt, result) VALUES ('orders', 'f4', 'charge', 1, 1, '{"n":1}')`,
+      `INSERT INTO ${db.schema}.steps (consumer, message_id, step, seq, attempt, result) VALUES ('orders', 'f4', 'charge', 1, 1, '{"n":1}'),
+        ('billing', 'f4', 'charge', 1, 1, NULL), ('orders', 'f4x', 'charge', 1, 1, NULL)`,
     );
     expect((await readSteps(db.pool, db.schema, key('f4')))[0]).toMatchObject({
       step: 'charge',
@@ -271,6 +272,14 @@ describe('retryFailed', () => {
       '{"id":"f4"}',
     );
     expect(await readSteps(db.pool, db.schema, key('f4'))).toEqual([]);
+    // Only the deleted message's steps went with it.
+    const others = await db.pool.query(
+      `SELECT consumer, message_id FROM ${db.schema}.steps WHERE message_id LIKE 'f4%' ORDER BY 1, 2`,
+    );
+    expect(others.rows).toEqual([
+      { consumer: 'billing', message_id: 'f4' },
+      { consumer: 'orders', message_id: 'f4x' },
+    ]);
 
     await db.pool.query(
       `UPDATE ${db.schema}.inbox SET origin = origin || '{"broker":"rabbitmq"}' WHERE message_id = 'f5'`,

@@ -140,6 +140,49 @@ describe('lease mode', () => {
     expect(attempts).toEqual([1, 2]);
   });
 
+  it('a fresh claim deletes steps left under its id by an inbox row that is gone; a takeover replays its own', async () => {
+    // Steps whose inbox row is gone (purged by code of schema 8 or earlier on this schema, or a
+    // purge that raced a late step record): a new delivery of the id must run its steps afresh.
+    const calls: string[] = [];
+    const inbox = lease(
+      async (e, ctx) =>
+        ctx.step('charge', () => {
+          calls.push(e.id ?? '');
+          return `new-${e.id}`;
+        }),
+      { storeResult: true },
+    );
+    const steps = async (id: string) =>
+      (
+        await db.pool.query(
+          `SELECT step, attempt, result FROM ${db.schema}.steps WHERE consumer = $1 AND message_id = $2`,
+          [inbox.consumer, id],
+        )
+      ).rows;
+    const stale = (id: string) =>
+      db.pool.query(
+        `INSERT INTO ${db.schema}.steps (consumer, message_id, step, seq, attempt, result) VALUES ($1, $2, 'charge', 1, 3, '"stale"')`,
+        [inbox.consumer, id],
+      );
+    await stale('s1');
+    // Another consumer's steps under the same id are not this claim's to delete.
+    await db.pool.query(
+      `INSERT INTO ${db.schema}.steps (consumer, message_id, step, seq, attempt, result) VALUES ('elsewhere', 's1', 'charge', 1, 1, '"theirs"')`,
+    );
+    expect(await inbox.process(envelope('s1'))).toMatchObject({ status: 'processed', result: 'new-s1' });
+    expect(calls).toEqual(['s1']);
+    expect(await steps('s1')).toEqual([{ step: 'charge', attempt: 1, result: 'new-s1' }]);
+    const theirs = await db.pool.query(`SELECT result FROM ${db.schema}.steps WHERE consumer = 'elsewhere'`);
+    expect(theirs.rows).toEqual([{ result: 'theirs' }]);
+
+    // A takeover is not fresh: what the earlier attempt of this row recorded is replayed.
+    await holdLease(inbox.consumer, 's2', 'dead-worker', -1);
+    await stale('s2');
+    expect(await inbox.process(envelope('s2'))).toMatchObject({ status: 'processed', result: 'stale' });
+    expect(calls).toEqual(['s1']);
+    expect(await steps('s2')).toEqual([{ step: 'charge', attempt: 3, result: 'stale' }]);
+  });
+
   it('a permanent failure is recorded; its redelivery is failed again without running', async () => {
     let runs = 0;
     const inbox = lease(async () => {

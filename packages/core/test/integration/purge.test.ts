@@ -157,3 +157,87 @@ it("purge's asynchronous commit stays in its own steps: the pooled session keeps
     await one.end();
   }
 });
+
+it("purge deletes the durable steps of the rows it deletes, in the same statement, and keeps the others'", async () => {
+  // From schema version 9 no foreign key cascades from inbox to steps: the purge statement itself
+  // takes the steps (migration 9).
+  const keys = await db.pool.query(
+    `SELECT conname FROM pg_constraint WHERE conrelid = $1::regclass AND contype = 'f'`,
+    [`${db.schema}.steps`],
+  );
+  expect(keys.rows).toEqual([]);
+  await purge(db.pool, { schema: db.schema }); // what earlier tests left expired
+  // Ids 1..n; `expires` may use g, the id's number.
+  const rows = (consumer: string, n: number, expires: string) =>
+    db.pool.query(
+      `INSERT INTO ${db.schema}.inbox (consumer, message_id, fingerprint, status, expires_at)
+       SELECT $1, 'm' || g, '\\x00', 'done', ${expires} FROM generate_series(1, $2::int) AS g`,
+      [consumer, n],
+    );
+  // Two steps for every third id of `consumer`, of ids 1..n, the row marked as lease mode's step
+  // record marks it.
+  const steps = async (consumer: string, n: number) => {
+    await db.pool.query(
+      `INSERT INTO ${db.schema}.steps (consumer, message_id, step, seq, attempt)
+       SELECT $1, 'm' || g, s, 1, 1 FROM generate_series(1, $2::int) AS g, unnest(ARRAY['charge', 'mail']) AS s
+       WHERE g % 3 = 0`,
+      [consumer, n],
+    );
+    await db.pool.query(
+      `UPDATE ${db.schema}.inbox SET has_steps = true
+       WHERE consumer = $1 AND message_id IN (SELECT message_id FROM ${db.schema}.steps WHERE consumer = $1)`,
+      [consumer],
+    );
+  };
+  // Expired in id order, so each batch of 100 takes the next 100 ids.
+  await rows('steps-old', 250, "now() - interval '1 hour' + g * interval '1 millisecond'");
+  await rows('steps-live', 40, "now() + interval '1 hour'");
+  await steps('steps-old', 250);
+  await steps('steps-live', 40);
+  // Steps with no inbox row: not of a row this purge deletes, so not its to delete.
+  await db.pool.query(
+    `INSERT INTO ${db.schema}.steps (consumer, message_id, step, seq, attempt) VALUES ('steps-old', 'ghost', 'charge', 1, 1)`,
+  );
+  const left = async () =>
+    (
+      await db.pool.query(
+        `SELECT consumer, count(*)::int AS n FROM ${db.schema}.steps WHERE consumer LIKE 'steps-%' GROUP BY consumer ORDER BY consumer`,
+      )
+    ).rows;
+  expect(await left()).toEqual([
+    { consumer: 'steps-live', n: 26 },
+    { consumer: 'steps-old', n: 167 },
+  ]);
+
+  // A statement that fails deleting a step deletes no inbox row either: one statement, one
+  // transaction. A trigger refuses the steps of m150 (in the second batch of 100).
+  await db.pool.query(`CREATE FUNCTION ${db.schema}.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN IF OLD.message_id = 'm150' THEN RAISE EXCEPTION 'refused'; END IF; RETURN OLD; END $$`);
+  await db.pool.query(
+    `CREATE TRIGGER refuse BEFORE DELETE ON ${db.schema}.steps FOR EACH ROW EXECUTE FUNCTION ${db.schema}.refuse()`,
+  );
+  const progress: number[] = [];
+  await expect(
+    purge(db.pool, { schema: db.schema, batchSize: 100, onProgress: (d) => progress.push(d) }),
+  ).rejects.toThrow(/refused/);
+  expect(progress).toEqual([100]);
+  const old = await db.pool.query<{ message_id: string }>(
+    `SELECT message_id FROM ${db.schema}.inbox WHERE consumer = 'steps-old'`,
+  );
+  expect(old.rows).toHaveLength(150);
+  expect(old.rows.map((r) => r.message_id)).toContain('m150');
+  expect(await left()).toEqual([
+    { consumer: 'steps-live', n: 26 },
+    // 33 ids of the first 100 had two steps each.
+    { consumer: 'steps-old', n: 167 - 66 },
+  ]);
+
+  await db.pool.query(`DROP TRIGGER refuse ON ${db.schema}.steps`);
+  expect(await purge(db.pool, { schema: db.schema, batchSize: 100 })).toBe(150);
+  expect(await left()).toEqual([
+    { consumer: 'steps-live', n: 26 },
+    { consumer: 'steps-old', n: 1 },
+  ]);
+  const ghost = await db.pool.query(`SELECT message_id FROM ${db.schema}.steps WHERE consumer = 'steps-old'`);
+  expect(ghost.rows).toEqual([{ message_id: 'ghost' }]);
+});

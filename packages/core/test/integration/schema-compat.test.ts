@@ -10,7 +10,8 @@ import {
   schemaSql,
 } from '../../src/index.js';
 import { migrateWith } from '../../src/migrate.js';
-import { MIGRATIONS, type Migration } from '../../src/migrations.js';
+import { compatibleFrom, MIGRATIONS, type Migration } from '../../src/migrations.js';
+import { judgeSchema } from '../../src/schema-compat.js';
 import { envelope, faultyPool, makePool } from './fixtures/db.js';
 
 // Expand/contract (docs/upgrades.md), in one process: migrateWith() with a longer list stands for
@@ -30,6 +31,8 @@ afterAll(async () => {
 });
 
 const V = LATEST_SCHEMA_VERSION;
+// The oldest code that runs on this build's schema: 9, since migration 9 (steps-no-cascade) contracted.
+const FROM = compatibleFrom(MIGRATIONS, V);
 // What a next release might add: a nullable column (expand), then a narrower check (contract).
 const EXPAND: Migration = {
   version: V + 1,
@@ -69,9 +72,14 @@ describe('a version table written by a release before the compatibility columns'
       ]);
     }
     await checkSchema(pool, schema); // this build runs on it before any migrate()
-    expect(await migrate(pool, { schema })).toEqual({ schema, from: V, to: V, compatibleFrom: 1 });
+    expect(await migrate(pool, { schema })).toEqual({ schema, from: V, to: V, compatibleFrom: FROM });
     expect(await versionRows(schema)).toEqual(
-      MIGRATIONS.map((m) => ({ version: m.version, name: m.name, compatible_from: 1, removes: null })),
+      MIGRATIONS.map((m) => ({
+        version: m.version,
+        name: m.name,
+        compatible_from: compatibleFrom(MIGRATIONS, m.version),
+        removes: m.change === 'contract' ? m.removes : null,
+      })),
     );
   });
 
@@ -102,26 +110,26 @@ describe('a newer schema that only expanded', () => {
     expect(await migrateWith(pool, { schema }, [...MIGRATIONS, EXPAND])).toMatchObject({
       from: 0,
       to: V + 1,
-      compatibleFrom: 1,
+      compatibleFrom: FROM,
     });
     await checkSchema(pool, schema);
     const inbox = createInbox({ pool, schema, consumer: 'c', handler });
     await inbox.ready();
     expect(await inbox.process(envelope('e1'))).toMatchObject({ status: 'processed' });
     expect(await inbox.process(envelope('e1'))).toMatchObject({ status: 'duplicate' });
-    expect(await migrate(pool, { schema })).toEqual({ schema, from: V + 1, to: V + 1, compatibleFrom: 1 });
+    expect(await migrate(pool, { schema })).toEqual({ schema, from: V + 1, to: V + 1, compatibleFrom: FROM });
     expect(await readSchemaState(pool, schema)).toEqual({
       schema,
       version: V + 1,
       latestVersion: V,
       status: 'ahead',
-      compatibleFrom: 1,
+      compatibleFrom: FROM,
       tooNew: null,
     });
     expect((await versionRows(schema)).at(-1)).toEqual({
       version: V + 1,
       name: 'inbox-note',
-      compatible_from: 1,
+      compatible_from: FROM,
       removes: null,
     });
   });
@@ -161,6 +169,40 @@ describe('a newer schema whose contract migration removed what this build uses',
       from: V + 2,
       to: V + 2,
     });
+  });
+});
+
+describe("this build's own contract: migration 9 drops the cascade from inbox to steps", () => {
+  it('compatible from 9: code of schema 8 or 7 is refused, saying what version 9 removed', async () => {
+    const schema = fresh('compat_nine');
+    expect(await migrate(pool, { schema })).toMatchObject({ to: V, compatibleFrom: 9 });
+    const nine = MIGRATIONS.find((m) => m.version === 9);
+    expect(nine).toMatchObject({ name: 'steps-no-cascade', change: 'contract', compatibleFrom: 9 });
+    const removes =
+      "the cascade from inbox to steps: purge and the admin deletes of older versions rely on it to remove a message's durable steps";
+    // A build of schema version 8 (or 7) judges it: its migrations are this list up to there.
+    for (const older of [8, 7]) {
+      const build = MIGRATIONS.filter((m) => m.version <= older);
+      expect(await judgeSchema(pool, schema, schema, V, build)).toEqual({
+        status: 'too-new',
+        compatibleFrom: 9,
+        tooNew: `schema ${schema} is at version ${V}, and version 9 (steps-no-cascade) removed ${removes}: it runs code of schema version 9 or later`,
+      });
+    }
+    // This build runs on it, and so does a later one that only expands.
+    expect(await judgeSchema(pool, schema, schema, V)).toMatchObject({
+      status: 'current',
+      compatibleFrom: 9,
+    });
+    await migrateWith(pool, { schema }, [...MIGRATIONS, EXPAND]);
+    expect(await judgeSchema(pool, schema, schema, V + 1)).toMatchObject({
+      status: 'ahead',
+      compatibleFrom: 9,
+    });
+    const { rows } = await pool.query(
+      `SELECT compatible_from, removes FROM ${schema}.schema_version WHERE version = 9`,
+    );
+    expect(rows).toEqual([{ compatible_from: 9, removes }]);
   });
 });
 
