@@ -82,6 +82,12 @@ export interface PartitionBatchDeps {
 type Step = number | 'lost' | 'paused';
 
 /**
+ * What settling a run gives back: a {@link Step}, or `waited`, the messages settled before a
+ * message whose retry delay was just waited out in place (it runs again next, as the next attempt).
+ */
+type Settled = Step | { waited: number };
+
+/**
  * Processes one kafkajs batch of one partition, effectively once. Offsets are resolved and
  * committed only after the Postgres transaction that covered them committed, and only for the
  * contiguous prefix of settled messages. Returns normally except when the member lost its
@@ -104,6 +110,8 @@ class BatchRun {
   #pending: string | undefined;
   /** The next offset to read: after the settled prefix. */
   #next: string | undefined;
+  /** When this eachBatch call began (performance.now()), for `maxBatchMs`. */
+  #started = 0;
 
   constructor(deps: PartitionBatchDeps, payload: EachBatchPayload) {
     this.#deps = deps;
@@ -125,9 +133,9 @@ class BatchRun {
     // Heartbeats while a slice runs: a long transaction must not cost the membership (K3).
     const timer = setInterval(() => void this.#beat(), Math.max(100, Math.floor(heartbeatIntervalMs / 2)));
     timer.unref?.();
-    const started = performance.now();
+    this.#started = performance.now();
     try {
-      if (await this.#fenceHolds()) await this.#runMessages(started);
+      if (await this.#fenceHolds()) await this.#runMessages();
     } catch (err) {
       // Never let a fault of ours crash kafkajs: read the partition again later.
       this.#emitError('batch', err);
@@ -139,13 +147,13 @@ class BatchRun {
     if (this.#lost) throw this.#lost;
   }
 
-  async #runMessages(started: number): Promise<void> {
+  async #runMessages(): Promise<void> {
     await this.#loadReplay();
     const messages = this.#payload.batch.messages;
     let i = 0;
     while (i < messages.length) {
       if (this.#shouldStop()) break;
-      if (i > 0 && performance.now() - started >= this.#deps.options.maxBatchMs) break;
+      if (i > 0 && this.#overTime()) break;
       const first = messages[i]!;
       const replay = this.#state.replay;
       let step: Step;
@@ -180,6 +188,11 @@ class BatchRun {
       },
       seek: (offset) => this.#deps.retryLater(this.#topic, this.#partition, offset, 0),
     });
+  }
+
+  /** `maxBatchMs` has passed since this eachBatch call began: no new slice starts. */
+  #overTime(): boolean {
+    return performance.now() - this.#started >= this.#deps.options.maxBatchMs;
   }
 
   #shouldStop(): boolean {
@@ -242,28 +255,45 @@ class BatchRun {
     });
   }
 
-  /** A fresh slice: one transaction (batch mode) or one per message, offsets after. */
+  /**
+   * A fresh slice: one transaction (batch mode) or one per message, offsets after. In message mode
+   * a retry waited out in place (`inlineRetryMaxMs`) does not end the slice: the retried message
+   * runs again as its next attempt and the slice goes on from it, under the same marker, its later
+   * messages neither mapped again nor reported `not-run` (they never left; they run after it).
+   */
   async #runSlice(slice: KafkaMessage[]): Promise<Step> {
     const deps = this.#deps;
     const last = slice[slice.length - 1]!;
-    if (deps.options.crashReplay) {
+    const marker = deps.options.crashReplay ? encodeMarker({ end: last.offset }) : null;
+    if (marker !== null) {
       // Durably note the range before it runs; this commit also records the progress so far.
-      if (!(await this.#commit(slice[0]!.offset, encodeMarker({ end: last.offset }))))
-        return this.#commitFailed(slice[0]!);
+      if (!(await this.#commit(slice[0]!.offset, marker))) return this.#commitFailed(slice[0]!);
     }
-    const mapped = slice.map((m) => {
-      const attempt = attemptOf(this.#state, m.offset);
-      return this.#map(m, attempt, attempt > 1);
-    });
-    const started = performance.now();
-    const leave = await deps.gate.shared();
-    let outcomes: (Outcome | undefined)[];
-    try {
-      outcomes = await this.#process(mapped);
-    } finally {
-      leave();
+    let mapped = slice.map((m) => this.#mapFresh(m));
+    let settled = 0;
+    for (;;) {
+      const started = performance.now();
+      const leave = await deps.gate.shared();
+      let outcomes: (Outcome | undefined)[];
+      try {
+        outcomes = await this.#process(mapped);
+      } finally {
+        leave();
+      }
+      // Batch mode ends the slice after a wait: the rest is a fresh slice (a new transaction).
+      const step = await this.#settle(mapped, outcomes, started, deps.options.batch ? null : marker);
+      if (typeof step !== 'object') return typeof step === 'number' ? settled + step : step;
+      settled += step.waited;
+      if (deps.options.batch || this.#shouldStop() || this.#overTime()) return settled;
+      mapped = mapped.slice(step.waited);
+      mapped[0] = this.#mapFresh(mapped[0]!.message);
     }
-    return this.#settle(mapped, outcomes, started);
+  }
+
+  /** A message of a fresh slice, as the attempt the partition's retry state says. */
+  #mapFresh(message: KafkaMessage): MappedMessage {
+    const attempt = attemptOf(this.#state, message.offset);
+    return this.#map(message, attempt, attempt > 1);
   }
 
   /**
@@ -288,7 +318,8 @@ class BatchRun {
     } finally {
       leave();
     }
-    return this.#settle([mapped], outcomes, started);
+    const step = await this.#settle([mapped], outcomes, started, null);
+    return typeof step === 'object' ? step.waited : step;
   }
 
   #map(message: KafkaMessage, attempt: number, redelivered: boolean): MappedMessage {
@@ -328,12 +359,9 @@ class BatchRun {
           const o = await inbox.process(envelope);
           results.push(o);
           // Core says run it (or what follows) again: the rest of the slice waits behind it,
-          // not run (the inbox reports them so, as it does the rest of a stopped batch).
+          // without an outcome (#settle reports them not run if they are to be read again).
           const next = settlePlanOf(o, options.consumer).kind;
-          if (next === 'retry' || next === 'rerun') {
-            results.push(...inbox.notRun(envelopes.slice(results.length)));
-            break;
-          }
+          if (next === 'retry' || next === 'rerun') break;
         }
       }
     } catch (err) {
@@ -344,8 +372,18 @@ class BatchRun {
     return mapped.map((_, k) => results[k]);
   }
 
-  /** Dead-letters, resolves and commits the settled prefix; schedules the retry of the rest. */
-  async #settle(mapped: MappedMessage[], outcomes: (Outcome | undefined)[], started: number): Promise<Step> {
+  /**
+   * Dead-letters, resolves and commits the settled prefix; schedules the retry of the rest: waited
+   * out in place when short (`{ waited }`), else the partition paused and sought back. `marker`:
+   * the replay marker the run goes on under after a wait in place (kept in the progress commit
+   * before it); null clears the marker for the wait.
+   */
+  async #settle(
+    mapped: MappedMessage[],
+    outcomes: (Outcome | undefined)[],
+    started: number,
+    marker: string | null,
+  ): Promise<Settled> {
     const deps = this.#deps;
     const plan = planSettle(outcomes, mapped.length, deps.options.consumer);
     let prefix = plan.prefix;
@@ -407,15 +445,23 @@ class BatchRun {
     if (retryDelay === undefined) return prefix;
     const at = mapped[prefix]!.message.offset;
     this.#state.retry = { offset: at, attempt: Math.max(0, retryAttempt) };
-    // Commit the progress and clear the in-flight marker: nothing runs while the partition waits.
-    if (!this.#lost) await this.#commit(this.#pending ?? at, null);
+    const inline = retryDelay <= deps.options.inlineRetryMaxMs && !this.#deps.isStopping();
+    // Commit the progress. The in-flight marker is cleared when nothing runs while the partition
+    // waits; kept when the run goes on under it after a wait in place.
+    if (!this.#lost) await this.#commit(this.#pending ?? at, inline ? marker : null);
     this.#pending = undefined;
     if (this.#lost) return 'lost';
-    if (retryDelay <= deps.options.inlineRetryMaxMs && !this.#deps.isStopping()) {
+    if (inline) {
       // A short wait in place (heartbeats go on) is cheaper than a pause, a seek and a refetch.
       await sleep(retryDelay);
-      return prefix;
+      return { waited: prefix };
     }
+    // Read again after the pause: the messages that waited behind the retried one without
+    // running are reported not run (batch mode: the inbox already did).
+    const behind = outcomes[prefix]
+      ? mapped.slice(prefix + 1).filter((_, j) => !outcomes[prefix + 1 + j])
+      : [];
+    if (behind.length > 0) deps.inbox.notRun(behind.map((m) => m.envelope));
     deps.retryLater(this.#topic, this.#partition, at, retryDelay);
     return 'paused';
   }

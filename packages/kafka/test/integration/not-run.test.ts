@@ -5,9 +5,11 @@ import { createKafkaConsumer } from '../../src/index.js';
 import { freshDb, type TestDb } from './fixtures/db.js';
 import { createTopics, kafkaClient, message, produce } from './fixtures/kafka.js';
 
-// Message mode (batch: false) runs a slice one message per transaction and stops at a retry: the
-// rest of the slice never reaches the handler and is read again after it. The inbox reports each
-// of them `not-run` (`behind`), as it does the rest of a stopped batch in batch mode.
+// Message mode (batch: false) runs a slice one message per transaction and stops at a retry. When
+// the retry delay is longer than inlineRetryMaxMs the partition pauses and seeks back: the rest of
+// the slice never reached the handler and is read again after the pause. The inbox reports each
+// of them `not-run` (`behind`), as it does the rest of a stopped batch in batch mode. (A delay
+// waited out in place reports nothing: the rest runs after the retry, see retry-in-place.test.ts.)
 
 let db: TestDb;
 let kafka: Kafka;
@@ -24,7 +26,7 @@ afterAll(async () => {
   await db.close();
 });
 
-it('message mode: the rest of a slice after a retried message is reported not run, then runs once', {
+it('message mode: the rest of a slice behind a retry that pauses the partition is reported not run, then runs once', {
   timeout: 60_000,
 }, async () => {
   const topic = uniqueName('not-run');
@@ -48,6 +50,7 @@ it('message mode: the rest of a slice after a retried message is reported not ru
     deadLetterTopic: false,
     logger: false,
     retryDelayMs: () => 10,
+    inlineRetryMaxMs: 0,
     handler: async (_envelope, { id }) => {
       const n = (runs.get(id) ?? 0) + 1;
       runs.set(id, n);

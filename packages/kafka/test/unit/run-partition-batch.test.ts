@@ -287,17 +287,68 @@ describe('runPartitionBatch', () => {
     ]);
   });
 
-  it('message mode: the messages behind a retry are reported not run, and read again after it', async () => {
+  it('message mode: the messages behind a retry that pauses the partition are reported not run, and read again after it', async () => {
     const h = harness({
       options: { batch: false, crashReplay: false, inlineRetryMaxMs: 0 },
       decide: (e) => (e.source.offset === '1' && e.attempt === 1 ? 'retry' : 'processed'),
     });
     await h.run(messages(0, 4));
-    expect(h.log.slice(0, 4)).toEqual([
+    expect(h.log).toEqual([
       'process 0 attempt=1 redelivered=false',
       'process 1 attempt=1 redelivered=false',
-      'not-run 2',
       'resolve 0',
+      'commit 1',
+      'not-run 2',
+      'retryLater 1 7',
+    ]);
+  });
+
+  it('message mode: a retry waited out in place runs that message again and goes on with the slice, nothing else run or reported twice', async () => {
+    const h = harness({
+      options: { batch: false },
+      decide: (e) =>
+        (e.source.offset === '1' || e.source.offset === '2') && e.attempt === 1 ? 'retry' : 'processed',
+    });
+    await h.run(messages(0, 4));
+    expect(h.log).toEqual([
+      'commit 0 {"end":"2"}',
+      'process 0 attempt=1 redelivered=false',
+      'process 1 attempt=1 redelivered=false',
+      'resolve 0',
+      // The progress commit before the wait keeps the marker: the slice is still in flight.
+      'commit 1 {"end":"2"}',
+      'process 1 attempt=2 redelivered=true',
+      'process 2 attempt=1 redelivered=false',
+      'resolve 1',
+      'commit 2 {"end":"2"}',
+      'process 2 attempt=2 redelivered=true',
+      'resolve 2',
+      'commit 3 {"end":"3"}',
+      'process 3 attempt=1 redelivered=false',
+      'resolve 3',
+      'commit 4',
+    ]);
+    expect(h.state.retry).toBeUndefined();
+  });
+
+  it('message mode: a message that fails every time in place is dead-lettered after its attempts, then the slice goes on', async () => {
+    const h = harness({
+      options: { batch: false, crashReplay: false },
+      decide: (e) => (e.source.offset === '1' ? (e.attempt < 3 ? 'retry' : 'failed') : 'processed'),
+    });
+    await h.run(messages(0, 3));
+    expect(h.log).toEqual([
+      'process 0 attempt=1 redelivered=false',
+      'process 1 attempt=1 redelivered=false',
+      'resolve 0',
+      'commit 1',
+      'process 1 attempt=2 redelivered=true',
+      'commit 1',
+      'process 1 attempt=3 redelivered=true',
+      'process 2 attempt=1 redelivered=false',
+      'dlq 1',
+      'resolve 2',
+      'commit 3',
     ]);
   });
 
