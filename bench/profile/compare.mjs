@@ -3,7 +3,8 @@
 // the floor, once as built now, and once from another build (COMPARE_BEFORE: a copy of an older
 // packages/core/dist/index.js). COMPARE_SCRIPT runs another harness of this folder instead of
 // run.mjs (rabbitmq.mjs, kafka.mjs: COMPARE_BEFORE is then a copy of that adapter's dist/index.js,
-// passed as PROFILE_BUILD). Prints medians and the per-repetition paired ratios (median with
+// passed as PROFILE_BUILD). COMPARE_BUILDS=name=path,name=path runs several older builds beside
+// each other (each paired with the first of them, as "before" is). Prints medians and the per-repetition paired ratios (median with
 // min–max) of Node CPU µs per message and msgs/s; writes bench/results/profile.json.
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
@@ -24,12 +25,14 @@ const runs = {};
 // COMPARE_SHAPES=msg or batch runs one shape only. COMPARE_INBOX=1 adds the adapter harnesses'
 // `inbox` variant (the floor's consumer calling core's inbox directly: core without the adapter).
 const shapes = (process.env.COMPARE_SHAPES ?? 'msg,batch').split(',');
-const builds = [
-  'floor',
-  ...(process.env.COMPARE_INBOX ? ['inbox'] : []),
-  ...(BEFORE ? ['before'] : []),
-  'after',
-];
+const paths = Object.fromEntries(
+  (process.env.COMPARE_BUILDS ?? (BEFORE ? `before=${BEFORE}` : ''))
+    .split(',')
+    .filter(Boolean)
+    .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+);
+const older = Object.keys(paths);
+const builds = ['floor', ...(process.env.COMPARE_INBOX ? ['inbox'] : []), ...older, 'after'];
 const variantOf = (b) => (b === 'floor' || b === 'inbox' ? b : 'once');
 for (let rep = 0; rep < REPS; rep++) {
   for (const shape of shapes) {
@@ -43,7 +46,7 @@ for (let rep = 0; rep < REPS; rep++) {
       };
       if (WARM[shape] !== undefined) env.PROFILE_WARM = WARM[shape];
       else delete env.PROFILE_WARM;
-      if (b === 'before') env[BEFORE_VAR] = BEFORE;
+      if (paths[b]) env[BEFORE_VAR] = paths[b];
       else delete env[BEFORE_VAR];
       const out = execFileSync('node', [script], { env, encoding: 'utf8' });
       const r = JSON.parse(out.trim().split('\n').pop());
@@ -90,15 +93,11 @@ for (const shape of shapes) {
     );
     pair(`once(${b}) ÷ floor, ${shape}, msgs/s`, `${b}/${shape}`, `floor/${shape}`, 'msgsPerSec');
   }
-  if (BEFORE) {
-    pair(`after ÷ before, ${shape}, CPU µs/msg`, `after/${shape}`, `before/${shape}`, 'cpuUsPerMsg');
-    pair(
-      `after ÷ before, ${shape}, main-thread µs/msg`,
-      `after/${shape}`,
-      `before/${shape}`,
-      'mainThreadUsPerMsg',
-    );
-    pair(`after ÷ before, ${shape}, msgs/s`, `after/${shape}`, `before/${shape}`, 'msgsPerSec');
+  for (const b of [...older.slice(1), 'after'].filter(() => older.length > 0)) {
+    const a = older[0];
+    pair(`${b} ÷ ${a}, ${shape}, CPU µs/msg`, `${b}/${shape}`, `${a}/${shape}`, 'cpuUsPerMsg');
+    pair(`${b} ÷ ${a}, ${shape}, main-thread µs/msg`, `${b}/${shape}`, `${a}/${shape}`, 'mainThreadUsPerMsg');
+    pair(`${b} ÷ ${a}, ${shape}, msgs/s`, `${b}/${shape}`, `${a}/${shape}`, 'msgsPerSec');
   }
 }
 writeFileSync(

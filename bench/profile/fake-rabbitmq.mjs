@@ -12,6 +12,7 @@ import { EventEmitter } from 'node:events';
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { createRequire } from 'node:module';
+import { loadavg } from 'node:os';
 import { PerformanceObserver } from 'node:perf_hooks';
 import { floorBatch, floorOne } from '../support/floor.mjs';
 import { fakePool } from './fake-pg.mjs';
@@ -282,6 +283,8 @@ if (session) {
   await session.post('Profiler.start');
 }
 gcs = 0;
+// Under callgrind (bench/profile/instructions.sh), os.loadavg() marks the measured window.
+loadavg();
 const threads0 = threadNs();
 const cpu0 = process.cpuUsage();
 const t0 = performance.now();
@@ -289,6 +292,7 @@ await finished;
 const secs = (performance.now() - t0) / 1000;
 const cpu = process.cpuUsage(cpu0);
 const threads1 = threadNs();
+loadavg();
 if (session) {
   const { profile } = await session.post('Profiler.stop');
   writeFileSync(process.env.PROFILE_OUT, JSON.stringify(profile));
