@@ -5,12 +5,13 @@
 // Usage: PROFILE_VARIANT=once-msg|once-batch|floor-msg|floor-batch PROFILE_N=5000
 //        PROFILE_CONCURRENCY=4 node --cpu-prof --cpu-prof-dir=/tmp/p bench/profile/run.mjs
 // bench/profile/summary.mjs <dir> then groups the profile's self time by function.
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { PerformanceObserver } from 'node:perf_hooks';
 import * as core from '@once/core';
 import pg from 'pg';
 import { createFloorTable, floorBatch, floorOne } from '../support/floor.mjs';
+import { threadNs } from './threads.mjs';
 
 // PROFILE_CORE: a path to another build of @once/core's dist (index.js), to compare two builds.
 const { createInbox, migrate } = process.env.PROFILE_CORE ? await import(process.env.PROFILE_CORE) : core;
@@ -66,25 +67,6 @@ if (VARIANT.startsWith('once')) {
           (e) => e.id,
           (q, e) => q.query(EFFECT, [e.id, 7]),
         );
-}
-
-/**
- * CPU time of the main (JavaScript) thread and of all other threads (V8's compiler and GC helpers,
- * libuv's pool), in ns, from Linux's per-thread schedstat; undefined elsewhere.
- */
-function threadNs() {
-  try {
-    let main = 0;
-    let other = 0;
-    for (const tid of readdirSync('/proc/self/task')) {
-      const ns = Number(readFileSync(`/proc/self/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
-      if (Number(tid) === process.pid) main += ns;
-      else other += ns;
-    }
-    return { main, other };
-  } catch {
-    return undefined;
-  }
 }
 
 async function drive(tag, n) {

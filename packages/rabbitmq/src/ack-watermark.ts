@@ -19,8 +19,9 @@ export class AckWatermark {
   readonly #target: AckTarget;
   /** Delivery tags in delivery order, from `#head` on. */
   readonly #tags: number[] = [];
+  /** How each tag of `#tags` is settled, at the same index; undefined while it is not. */
+  readonly #kinds: (AckKind | undefined)[] = [];
   #head = 0;
-  readonly #settled = new Map<number, AckKind>();
   #last = 0;
   #dead = false;
   #onError: (err: unknown) => void;
@@ -38,12 +39,15 @@ export class AckWatermark {
       throw new RangeError(`delivery tag ${tag} is not above the last one (${this.#last})`);
     this.#last = tag;
     this.#tags.push(tag);
+    this.#kinds.push(undefined);
   }
 
   /** Records how a tracked delivery is settled. Returns false for a dead channel or an unknown tag. */
   settle(tag: number, kind: AckKind): boolean {
-    if (this.#dead || this.#settled.has(tag) || !this.#isPending(tag)) return false;
-    this.#settled.set(tag, kind);
+    if (this.#dead) return false;
+    const i = this.#indexOf(tag);
+    if (i < 0 || this.#kinds[i] !== undefined) return false;
+    this.#kinds[i] = kind;
     return true;
   }
 
@@ -55,7 +59,7 @@ export class AckWatermark {
     try {
       while (this.#head < this.#tags.length) {
         const tag = this.#tags[this.#head]!;
-        const kind = this.#settled.get(tag);
+        const kind = this.#kinds[this.#head];
         if (kind === undefined) break;
         if (kind === 'ack') {
           ackRunEnd = tag;
@@ -65,7 +69,6 @@ export class AckWatermark {
           ackRunEnd = 0;
           this.#target.nack(msg(tag), false, kind === 'requeue');
         }
-        this.#settled.delete(tag);
         this.#head++;
         sent++;
       }
@@ -77,6 +80,7 @@ export class AckWatermark {
     }
     if (this.#head > 1024 && this.#head * 2 > this.#tags.length) {
       this.#tags.splice(0, this.#head);
+      this.#kinds.splice(0, this.#head);
       this.#head = 0;
     }
     return sent;
@@ -86,8 +90,8 @@ export class AckWatermark {
   kill(): void {
     this.#dead = true;
     this.#tags.length = 0;
+    this.#kinds.length = 0;
     this.#head = 0;
-    this.#settled.clear();
   }
 
   get dead(): boolean {
@@ -99,18 +103,19 @@ export class AckWatermark {
     return this.#tags.length - this.#head;
   }
 
-  #isPending(tag: number): boolean {
+  /** The index of a tag not yet sent, or -1. */
+  #indexOf(tag: number): number {
     // Tags are ascending from #head: binary search.
     let lo = this.#head;
     let hi = this.#tags.length - 1;
     while (lo <= hi) {
       const mid = (lo + hi) >> 1;
       const t = this.#tags[mid]!;
-      if (t === tag) return true;
+      if (t === tag) return mid;
       if (t < tag) lo = mid + 1;
       else hi = mid - 1;
     }
-    return false;
+    return -1;
   }
 }
 

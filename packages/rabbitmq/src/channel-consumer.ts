@@ -160,7 +160,15 @@ export class ChannelConsumer<R> {
     this.#pipeline.pump();
   }
 
-  async #settle(m: ConsumeMessage, outcome: Outcome<R>, plan: SettlePlan): Promise<void> {
+  /** An ack is done at once (no promise); a retry or a dead letter waits for the broker's confirm. */
+  #settle(m: ConsumeMessage, outcome: Outcome<R>, plan: SettlePlan): Promise<void> | undefined {
+    if (plan.kind !== 'ack') return this.#republish(m, outcome, plan);
+    this.#done(m, 'ack');
+    this.#settled(outcome, plan);
+    return undefined;
+  }
+
+  async #republish(m: ConsumeMessage, outcome: Outcome<R>, plan: SettlePlan): Promise<void> {
     const t = this.#ctx.topology;
     try {
       if (plan.kind === 'retry') {
@@ -183,10 +191,17 @@ export class ChannelConsumer<R> {
       return;
     }
     this.#done(m, 'ack');
-    this.#ctx.events.emit('settled', { id: outcome.id, status: outcome.status, plan: plan.kind });
+    this.#settled(outcome, plan);
     if (plan.kind === 'dead-letter' && (outcome.status === 'failed' || outcome.status === 'conflict')) {
       this.#ctx.events.emit('message:dead-lettered', deadLetteredEvent(outcome, t.deadLetterExchange));
     }
+  }
+
+  /** The `settled` event, built only when someone listens. */
+  #settled(outcome: Outcome<R>, plan: SettlePlan): void {
+    const events = this.#ctx.events;
+    if (events.has('settled'))
+      events.emit('settled', { id: outcome.id, status: outcome.status, plan: plan.kind });
   }
 
   #done(m: ConsumeMessage, kind: AckKind): void {

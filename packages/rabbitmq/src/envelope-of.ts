@@ -16,9 +16,8 @@ export function envelopeOf(message: Message, queue: string, idHeader: string): E
   const headers = stringHeaders(raw);
   const messageId: unknown = message.properties.messageId;
   const id = typeof messageId === 'string' && messageId.length > 0 ? messageId : headers[idHeader];
-  return {
+  const envelope: Envelope = {
     id,
-    ...decodedIdCheck(id),
     body: message.content,
     headers,
     key: message.fields.routingKey,
@@ -26,4 +25,7 @@ export function envelopeOf(message: Message, queue: string, idHeader: string): E
     attempt: Math.max(1, intHeader(raw, Header.attempt, 1)),
     redelivered: message.fields.redelivered,
   };
+  // Only an id holding U+FFFD gets the field (no object to spread for every other one).
+  if (id?.includes('\ufffd')) envelope.idUnusable = decodedIdCheck(id).idUnusable;
+  return envelope;
 }

@@ -11,7 +11,10 @@ export const Header = {
 export function stringHeaders(raw: Record<string, unknown> | undefined): Record<string, string | undefined> {
   const out: Record<string, string | undefined> = {};
   if (!raw) return out;
-  for (const [k, v] of Object.entries(raw)) {
+  // for...in over own keys: Object.entries would build an array (and one per entry) per delivery.
+  for (const k in raw) {
+    if (!Object.hasOwn(raw, k)) continue;
+    const v = raw[k];
     if (v === undefined || v === null) continue;
     if (typeof v === 'string') out[k] = v;
     else if (typeof v === 'number' || typeof v === 'boolean' || typeof v === 'bigint') out[k] = String(v);

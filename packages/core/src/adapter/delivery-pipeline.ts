@@ -29,8 +29,11 @@ export interface DeliveryPipelineSpec<T, R> extends Omit<ProcessGroupDeps<R>, 'g
   envelope(item: T): Envelope;
   /** Whether a delivery was redelivered, without making its envelope. @default its envelope's `redelivered` */
   redelivered?(item: T): boolean;
-  /** Carries out core's plan (never `rerun`: the pipeline runs those again itself). */
-  settle(item: T, outcome: Outcome<R>, plan: SettlePlan): Promise<void>;
+  /**
+   * Carries out core's plan (never `rerun`: the pipeline runs those again itself); a promise when
+   * it has to wait for the broker (a republish), nothing when it is done at once (an ack).
+   */
+  settle(item: T, outcome: Outcome<R>, plan: SettlePlan): Promise<void> | undefined;
   /** The inbox threw (a bug, it answers every message): give the group back to the broker. */
   handBack(items: T[]): Promise<void> | void;
   /** An error the pipeline handled: `inbox` (it threw), `process` (a group's run failed). */
@@ -92,19 +95,32 @@ export class DeliveryPipeline<T, R = unknown> {
     }
     clearTimeout(this.#linger);
     this.#linger = undefined;
-    const redelivered = this.#spec.redelivered ?? ((t: T) => this.#spec.envelope(t).redelivered);
+    const redelivered = this.#redelivered;
     while (!this.#closed && this.#active < concurrency && this.#queue.length > 0) {
       const { group, suspect } = takeGroup(this.#queue, redelivered, batchSize);
       this.#active++;
-      this.#run(group, suspect)
-        .catch((err: unknown) => this.#spec.onError('process', err))
-        .finally(() => {
-          this.#active--;
-          this.pump();
-          this.#checkIdle();
-        });
+      // One reaction per group, with callbacks made once per pipeline.
+      this.#run(group, suspect).then(this.#groupDone, this.#groupFailed);
     }
   }
+
+  readonly #redelivered = (t: T): boolean =>
+    this.#spec.redelivered ? this.#spec.redelivered(t) : this.#spec.envelope(t).redelivered;
+
+  /** A group's run ended: its slot is free. */
+  readonly #groupDone = (): void => {
+    this.#active--;
+    this.pump();
+    this.#checkIdle();
+  };
+
+  readonly #groupFailed = (err: unknown): void => {
+    try {
+      this.#spec.onError('process', err);
+    } finally {
+      this.#groupDone();
+    }
+  };
 
   /** The broker's side is gone: drop the queue (the broker redelivers it), run nothing more. */
   close(): void {
@@ -137,23 +153,36 @@ export class DeliveryPipeline<T, R = unknown> {
     const spec = this.#spec;
     let outcomes: Outcome<R>[];
     try {
-      outcomes = await processGroup(this.#deps, items.map(spec.envelope), suspect);
+      const envelopes: Envelope[] = [];
+      for (const item of items) envelopes.push(spec.envelope(item));
+      outcomes = await processGroup(this.#deps, envelopes, suspect);
     } catch (err) {
       spec.onError('inbox', err);
       await spec.handBack(items);
       return;
     }
+    if (items.length === 1) {
+      // A lone delivery (every group without batching): no arrays, no Promise.all.
+      const plan = settlePlanOf(outcomes[0]!, spec.consumer);
+      if (plan.kind !== 'rerun') await spec.settle(items[0]!, outcomes[0]!, plan);
+      else if (!this.#closed) this.#queue.unshift(items[0]!);
+      return;
+    }
     // A batch stops at its first retry; the deliveries behind it never ran. They are still held,
     // so run them again at once rather than through the broker.
     const rerun: T[] = [];
-    const settles: Promise<void>[] = [];
-    outcomes.forEach((outcome, i) => {
+    const settles: (Promise<void> | undefined)[] = [];
+    for (let i = 0; i < outcomes.length; i++) {
+      const outcome = outcomes[i]!;
       const plan = settlePlanOf(outcome, spec.consumer);
       if (plan.kind === 'rerun') rerun.push(items[i]!);
-      else settles.push(spec.settle(items[i]!, outcome, plan));
-    });
+      else {
+        const settled = spec.settle(items[i]!, outcome, plan);
+        if (settled) settles.push(settled);
+      }
+    }
     if (rerun.length > 0 && !this.#closed) this.#queue.unshift(...rerun);
-    await Promise.all(settles);
+    if (settles.length > 0) await Promise.all(settles);
   }
 }
 
@@ -170,8 +199,12 @@ export async function processGroup<R>(
   envelopes: readonly Envelope[],
   suspect: boolean,
 ): Promise<Outcome<R>[]> {
-  const leave = suspect ? await deps.gate.exclusive() : await deps.gate.shared();
-  const release = await deps.limiter?.acquire();
+  // The gate is nearly always open to a fresh group: enter without a promise when it is. A gate
+  // made by an older copy of @once/core (the gate is one per process) has no tryShared.
+  const leave =
+    (suspect ? undefined : deps.gate.tryShared?.()) ??
+    (suspect ? await deps.gate.exclusive() : await deps.gate.shared());
+  const release = deps.limiter ? await deps.limiter.acquire() : undefined;
   try {
     if (suspect) deps.counter.mark(envelopes[0]!);
     return envelopes.length > 1

@@ -22,20 +22,24 @@ export type SettlePlan =
   /** Send a copy with `record` to the dead-letter destination, then ack the original. */
   | { kind: 'dead-letter'; record: DeadLetterRecord };
 
-/** The one mapping from an outcome to what the broker is told. */
+// The plans without fields, one frozen object each: one per message would be garbage.
+const ACK: SettlePlan = Object.freeze({ kind: 'ack' });
+const RERUN: SettlePlan = Object.freeze({ kind: 'rerun' });
+
+/** The one mapping from an outcome to what the broker is told. An `ack` or `rerun` plan is shared: read it, never change it. */
 export function settlePlanOf(outcome: Outcome, consumer: string): SettlePlan {
   switch (outcome.status) {
     case 'processed':
     case 'duplicate':
-      return { kind: 'ack' };
+      return ACK;
     case 'conflict':
       return outcome.action === 'ack'
-        ? { kind: 'ack' }
+        ? ACK
         : { kind: 'dead-letter', record: deadLetterRecordOf(outcome, consumer) };
     case 'failed':
       return { kind: 'dead-letter', record: deadLetterRecordOf(outcome, consumer) };
     case 'not-run':
-      if (outcome.why === 'behind') return { kind: 'rerun' };
+      if (outcome.why === 'behind') return RERUN;
       return { kind: 'retry', delayMs: outcome.delayMs, attempt: outcome.envelope.attempt };
     case 'busy':
       return { kind: 'retry', delayMs: outcome.delayMs, attempt: outcome.envelope.attempt };

@@ -55,23 +55,30 @@ export class StartCounter<R> {
 
   /** The handler the inbox runs: the user's, behind the count. */
   wrap(handler: Handler<R>): Handler<R> {
-    return async (envelope, ctx) => {
-      const once = this.#spec.attemptIsStarts === true;
-      if (this.#alone.has(envelope) && !(once && this.#counted.has(envelope))) {
-        const starts = await this.#count(envelope);
-        if (once && starts !== undefined) {
-          this.#counted.add(envelope);
-          // Core reads the attempt from the envelope when it judges this run's failure.
-          envelope.attempt = starts;
-        }
-        const { maxAttempts } = this.#spec.inbox().options;
-        if (starts !== undefined && starts > maxAttempts) {
-          this.#spec.onExhausted?.(envelope, starts);
-          throw new AttemptsExhaustedError(starts, maxAttempts);
-        }
+    // A delivery not marked (every fresh one) goes straight to the handler: no promise of our own
+    // around it. Core's runner calls a handler inside try/catch and awaits what it returns, so a
+    // synchronous throw and a rejection end the same way.
+    return (envelope, ctx) =>
+      this.#alone.has(envelope) ? this.#runMarked(handler, envelope, ctx) : handler(envelope, ctx);
+  }
+
+  /** A marked delivery: its start is counted before the handler runs, and refused past the budget. */
+  async #runMarked(handler: Handler<R>, envelope: Envelope, ctx: Parameters<Handler<R>>[1]): Promise<R> {
+    const once = this.#spec.attemptIsStarts === true;
+    if (!(once && this.#counted.has(envelope))) {
+      const starts = await this.#count(envelope);
+      if (once && starts !== undefined) {
+        this.#counted.add(envelope);
+        // Core reads the attempt from the envelope when it judges this run's failure.
+        envelope.attempt = starts;
       }
-      return handler(envelope, ctx);
-    };
+      const { maxAttempts } = this.#spec.inbox().options;
+      if (starts !== undefined && starts > maxAttempts) {
+        this.#spec.onExhausted?.(envelope, starts);
+        throw new AttemptsExhaustedError(starts, maxAttempts);
+      }
+    }
+    return handler(envelope, ctx);
   }
 
   /**

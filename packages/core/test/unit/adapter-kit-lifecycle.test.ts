@@ -207,6 +207,35 @@ describe('StartCounter', () => {
     expect(killed).toEqual([3]);
   });
 
+  it('hands a fresh delivery straight to the handler: its own return value, no count', async () => {
+    const { inbox, state } = fakeInbox();
+    const counter = new StartCounter({
+      inbox: () => ({ ...inbox, options: { maxAttempts: 2, logger: silentLogger } }) as unknown as Inbox,
+      waitMs: 1_000,
+    });
+    const result = Promise.resolve('r');
+    const e = { id: 'fresh' } as Envelope;
+    const ctx = {} as HandlerContext;
+    expect(counter.wrap(() => result)(e, ctx)).toBe(result);
+    expect(counter.wrap(() => 7)(e, ctx)).toBe(7);
+    // A synchronous throw stays one: core's runner calls the handler inside try/catch.
+    const boom = new Error('boom');
+    expect(() =>
+      counter.wrap(() => {
+        throw boom;
+      })(e, ctx),
+    ).toThrow(boom);
+    expect(state.starts.size).toBe(0);
+    // A marked one is counted first, and its handler's throw becomes a rejection.
+    counter.mark(e);
+    await expect(
+      counter.wrap(() => {
+        throw boom;
+      })(e, ctx),
+    ).rejects.toBe(boom);
+    expect(state.starts.get('fresh')).toBe(1);
+  });
+
   it('with attemptIsStarts: the count is the attempt, once per delivery, and follows how runs end', async () => {
     const { inbox, state } = fakeInbox();
     const forgotten: string[] = [];

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DeliveryPipeline, Gate, type SettlePlan } from '../../src/adapter/index.js';
+import { DeliveryPipeline, Gate, processGroup, type SettlePlan } from '../../src/adapter/index.js';
 import type { Envelope } from '../../src/envelope.js';
 import type { Outcome } from '../../src/outcome.js';
 
@@ -146,4 +146,129 @@ describe('DeliveryPipeline', () => {
     await p.idle();
     expect(log).toEqual(['batch a,b']);
   });
+
+  it('ends a group only once a settle that waits has resolved; one that returns nothing is done at once', async () => {
+    const log: string[] = [];
+    let release!: () => void;
+    const waiting = new Promise<void>((r) => {
+      release = r;
+    });
+    const settled: string[] = [];
+    const p = new DeliveryPipeline<Envelope>({
+      inbox: fakeInbox(log, 'b'),
+      counter: { mark: () => {} },
+      consumer: 'c',
+      concurrency: 1,
+      batchSize: 1,
+      gate: new Gate(),
+      envelope: (e) => e,
+      // An ack is settled at once (no promise); a retry waits for the broker.
+      settle: (e, _o, plan) => {
+        settled.push(`${e.id}:${plan.kind}`);
+        return plan.kind === 'ack' ? undefined : waiting;
+      },
+      handBack: () => {},
+      onError: () => {},
+    });
+    for (const e of [env('a'), env('b'), env('c')]) p.push(e);
+    p.pump();
+    await tick();
+    // a acked, b's republish still waiting: c has not started (concurrency 1).
+    expect(settled).toEqual(['a:ack', 'b:retry']);
+    expect(p.active).toBe(1);
+    expect(log).toEqual(['process a', 'process b']);
+    release();
+    await p.idle();
+    expect(settled).toEqual(['a:ack', 'b:retry', 'c:ack']);
+  });
+
+  it('runs a lone delivery whose plan is rerun again at once, ahead of what waits', async () => {
+    const log: string[] = [];
+    let first = true;
+    const settled: string[] = [];
+    const p = new DeliveryPipeline<Envelope>({
+      inbox: {
+        async process(e: Envelope) {
+          log.push(`process ${e.id}`);
+          if (e.id === 'a' && first) {
+            first = false;
+            return { status: 'not-run', why: 'behind', id: e.id, envelope: e, delayMs: 0 } as never;
+          }
+          return { status: 'processed', id: e.id, envelope: e } as never;
+        },
+        processBatch: async () => [],
+      },
+      counter: { mark: () => {} },
+      consumer: 'c',
+      concurrency: 1,
+      batchSize: 1,
+      gate: new Gate(),
+      envelope: (e) => e,
+      settle: (e, _o, plan) => {
+        settled.push(`${e.id}:${plan.kind}`);
+        return undefined;
+      },
+      handBack: () => {},
+      onError: () => {},
+    });
+    for (const e of [env('a'), env('b')]) p.push(e);
+    p.pump();
+    await p.idle();
+    expect(log).toEqual(['process a', 'process a', 'process b']);
+    expect(settled).toEqual(['a:ack', 'b:ack']);
+  });
+
+  it('holds a fresh group back while a suspect holds the gate exclusive', async () => {
+    const log: string[] = [];
+    const gate = new Gate();
+    const { p } = pipelineOn(gate, log);
+    const leave = await gate.exclusive();
+    p.push(env('a'));
+    p.pump();
+    await tick();
+    expect(log).toEqual([]);
+    leave();
+    await p.idle();
+    expect(log).toEqual(['process a']);
+  });
 });
+
+describe('processGroup', () => {
+  it('works with a gate that has no tryShared (one made by an older copy of @once/core)', async () => {
+    const log: string[] = [];
+    const gate = new Gate();
+    let entered = 0;
+    const old = {
+      shared: async () => {
+        entered++;
+        return gate.shared();
+      },
+      exclusive: () => gate.exclusive(),
+    } as unknown as Gate;
+    const out = await processGroup(
+      { inbox: fakeInbox(log), gate: old, counter: { mark: () => {} } },
+      [env('a')],
+      false,
+    );
+    expect(out.map((o) => o.status)).toEqual(['processed']);
+    expect(entered).toBe(1);
+    // The gate was left: an exclusive holder gets in.
+    (await gate.exclusive())();
+  });
+});
+
+function pipelineOn(gate: Gate, log: string[]) {
+  const p = new DeliveryPipeline<Envelope>({
+    inbox: fakeInbox(log),
+    counter: { mark: () => {} },
+    consumer: 'c',
+    concurrency: 1,
+    batchSize: 1,
+    gate,
+    envelope: (e) => e,
+    settle: () => undefined,
+    handBack: () => {},
+    onError: () => {},
+  });
+  return { p };
+}

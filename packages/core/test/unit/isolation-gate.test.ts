@@ -47,6 +47,31 @@ describe('Gate', () => {
     expect(order).toEqual(['exclusive', 'late shared']);
   });
 
+  it('tryShared enters at once while the gate is open, and refuses (entering nothing) while an exclusive holder runs or waits', async () => {
+    const gate = new Gate();
+    const a = gate.tryShared();
+    expect(a).toBeTypeOf('function');
+    let alone = false;
+    const x = gate.exclusive().then((leave) => {
+      alone = true;
+      return leave;
+    });
+    // A writer waits: no new shared holder, with or without waiting.
+    expect(gate.tryShared()).toBeUndefined();
+    await tick();
+    expect(alone).toBe(false);
+    a!();
+    const leaveX = await x;
+    expect(alone).toBe(true);
+    expect(gate.tryShared()).toBeUndefined();
+    leaveX();
+    // Open again; a refused tryShared left no holder behind, so an exclusive one gets in.
+    const b = gate.tryShared();
+    expect(b).toBeTypeOf('function');
+    b!();
+    (await gate.exclusive())();
+  });
+
   it('runs exclusive holders one at a time', async () => {
     const gate = new Gate();
     let inside = 0;

@@ -47,7 +47,23 @@ describe('envelopeOf', () => {
   });
 });
 
+describe('envelopeOf, ids its client decoded', () => {
+  it('marks an id holding U+FFFD unusable, and gives any other id no idUnusable at all', () => {
+    const bad = envelopeOf(message({ messageId: 'a\ufffdb' }), 'q', 'message-id');
+    expect(bad.idUnusable).toMatch(/U\+FFFD/);
+    const good = envelopeOf(message({ messageId: 'ab' }), 'q', 'message-id');
+    expect('idUnusable' in good).toBe(false);
+    expect(good).toMatchObject({ id: 'ab', attempt: 1, source: { broker: 'rabbitmq', queue: 'q' } });
+  });
+});
+
 describe('stringHeaders', () => {
+  it("reads a table's own keys only", () => {
+    const table = Object.assign(Object.create({ inherited: 'no' }), { own: 'yes' });
+    expect(stringHeaders(table)).toEqual({ own: 'yes' });
+    expect(stringHeaders(undefined)).toEqual({});
+  });
+
   it('turns AMQP table values into strings', () => {
     expect(
       stringHeaders({ a: 'x', b: 2, c: true, d: Buffer.from('hi'), e: [{ count: 1 }], f: null }),
