@@ -7,7 +7,9 @@
 //    BENCH_REPS (default 7) interleaved repetitions of BENCH_N messages (default 3000) at
 //    BENCH_SCALE_CONCURRENCY (default 4); ratios are medians of per-repetition paired ratios.
 // 3. purge() of the loaded rows beside live consumers (BENCH_SCALE_LIVE workers, default 2, once
-//    per message): for each rate in BENCH_PURGE_RATES (rows/s, default 2000,5600,15000), a window
+//    per message, each as fast as it can, or BENCH_SCALE_LIVE_RATE messages a second each, paced:
+//    a machine whose consumers use every core shows any extra work in their p99, a paced one
+//    shows what the purge does to a consumer with room): for each rate in BENCH_PURGE_RATES (rows/s, default 2000,5600,15000), a window
 //    of BENCH_PURGE_WINDOW_S seconds (default 60) without purge, then one with it (BENCH_PURGE_BATCH
 //    rows per purge statement, default purge's own; a comma list, e.g. 1000,250,100, runs a pair for
 //    each size at each rate, interleaved); the consumers' p50/p99 in each. Then the rest of the rows is purged with no rate limit (for at most
@@ -39,6 +41,12 @@ const N = Number(process.env.BENCH_N ?? 3000);
 const REPS = Number(process.env.BENCH_REPS ?? 7);
 const C = Number(process.env.BENCH_SCALE_CONCURRENCY ?? 4);
 const LIVE = Number(process.env.BENCH_SCALE_LIVE ?? 2);
+// Messages a second per live worker; 0: as fast as it can (closed loop).
+const LIVE_RATE = Number(process.env.BENCH_SCALE_LIVE_RATE ?? 0);
+if (!(LIVE_RATE >= 0))
+  throw new Error(
+    `BENCH_SCALE_LIVE_RATE must be a number >= 0, got ${JSON.stringify(process.env.BENCH_SCALE_LIVE_RATE)}`,
+  );
 const RATES = (process.env.BENCH_PURGE_RATES ?? '2000,5600,15000').split(',').map(Number).filter(Boolean);
 const WINDOW_S = Number(process.env.BENCH_PURGE_WINDOW_S ?? 60);
 // Rows per purge statement (purge's batchSize), a comma list to interleave several; unset: purge's
@@ -55,11 +63,14 @@ if (PURGE_BATCHES.some((b) => !Number.isInteger(b) || b < 1))
 const BATCH_VARIANTS = PURGE_BATCHES.length ? PURGE_BATCHES : [undefined];
 // Which purge runs in the windows: `core` (@once/core's purge), `pkjoin` (the statement purge had
 // before 2026-11-24's change, kept here as a baseline: the doomed rows joined back through the
-// primary key), or both, interleaved.
+// primary key), `core-walzstd` (@once/core's purge on connections of its own that compress the
+// WAL's full-page images, `wal_compression = zstd`: a superuser's session setting; the consumers'
+// sessions keep the server's), or several, interleaved.
+const KNOWN_IMPLS = ['core', 'pkjoin', 'core-walzstd'];
 const PURGE_IMPLS = (process.env.BENCH_PURGE_SQL ?? 'core').split(',').map((s) => s.trim());
 for (const impl of PURGE_IMPLS)
-  if (impl !== 'core' && impl !== 'pkjoin')
-    throw new Error(`BENCH_PURGE_SQL: unknown ${JSON.stringify(impl)} (known: core, pkjoin)`);
+  if (!KNOWN_IMPLS.includes(impl))
+    throw new Error(`BENCH_PURGE_SQL: unknown ${JSON.stringify(impl)} (known: ${KNOWN_IMPLS.join(', ')})`);
 const REST_MAX_S = Number(process.env.BENCH_PURGE_REST_MAX_S ?? 900);
 const KEEP = process.env.BENCH_SCALE_KEEP === '1';
 const PAIRS = Number(process.env.BENCH_PURGE_PAIRS ?? 1);
@@ -99,7 +110,7 @@ const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(0)} MiB`;
 
 log(
   `scale bench: ${ROWS.toLocaleString('en')} rows over ${CONSUMERS} consumers; ${REPS} reps × ${N} msgs at c=${C}; ` +
-    `purge rates ${RATES.join(', ')} rows/s, ${PAIRS} pair(s) of ${WINDOW_S} s windows, ${LIVE} live workers; ` +
+    `purge rates ${RATES.join(', ')} rows/s, ${PAIRS} pair(s) of ${WINDOW_S} s windows, ${LIVE} live workers${LIVE_RATE > 0 ? ` at ${LIVE_RATE} msgs/s each` : ''}; ` +
     `phases ${ALL_PHASES.filter((p) => PHASES.has(p)).join(', ')}; schemas ${BIG}, ${EMPTY}`,
 );
 
@@ -312,12 +323,28 @@ const throughputResult = PHASES.has('throughput') ? await throughputPhase() : un
 /** LIVE workers processing fresh messages one at a time on the big inbox until stopped; latencies by time. */
 function liveConsumers() {
   const samples = []; // [end time ms, latency ms]
+  const lateStarts = []; // paced: start times that came later than their slot
   let on = true;
   let n = 0;
+  const gapMs = LIVE_RATE > 0 ? 1000 / LIVE_RATE : 0;
   const done = Promise.all(
-    Array.from({ length: LIVE }, async () => {
+    Array.from({ length: LIVE }, async (_, w) => {
+      // Paced workers start their slots staggered, so they do not begin in step.
+      let slot = performance.now() + (gapMs * w) / LIVE;
       while (on) {
+        if (gapMs > 0) {
+          const wait = slot - performance.now();
+          if (wait > 0) await sleep(wait);
+          // More than one slot behind: note it, and start counting slots from now.
+          else if (-wait > gapMs) {
+            lateStarts.push(slot);
+            slot = performance.now();
+          }
+          slot += gapMs;
+          if (!on) break;
+        }
         const inbox = inboxOf(BIG, n++ % CONSUMERS);
+        // The latency is the message's own, from its real start (not its slot).
         const s = performance.now();
         const o = await inbox.process(envelope(randomUUID()));
         const e = performance.now();
@@ -335,6 +362,7 @@ function liveConsumers() {
       return {
         messages: lat.length,
         msgsPerSec: lat.length / ((to - from) / 1000),
+        ...(gapMs > 0 ? { lateStarts: lateStarts.filter((t) => t >= from && t < to).length } : {}),
         p50Ms: pct(lat, 50),
         p99Ms: pct(lat, 99),
       };
@@ -383,6 +411,13 @@ async function purgePkJoin({ schema, batchSize = 1000, rowsPerSecond = Number.PO
   return deleted;
 }
 
+let walZstd;
+/** The `core-walzstd` purge's own pool: sessions that compress their WAL's page images. */
+function walZstdPool() {
+  walZstd ??= new pg.Pool({ connectionString: DB_URL, max: 1, options: '-c wal_compression=zstd' });
+  return walZstd;
+}
+
 /** One window without purge, then one of `purge(options)` for at most `maxS` seconds; both measured. */
 async function windowPair(options, maxS, impl = 'core') {
   const b0 = performance.now();
@@ -394,7 +429,11 @@ async function windowPair(options, maxS, impl = 'core') {
   const n =
     impl === 'pkjoin'
       ? await purgePkJoin({ schema: BIG, ...options, signal: stop.signal })
-      : await purge(pool, { schema: BIG, ...options, signal: stop.signal });
+      : await purge(impl === 'core-walzstd' ? walZstdPool() : pool, {
+          schema: BIG,
+          ...options,
+          signal: stop.signal,
+        });
   clearTimeout(timer);
   const p1 = performance.now();
   const during = live.window(p0, p1);
@@ -472,7 +511,15 @@ if (PHASES.has('purge')) {
     console.log(
       `  ${String(r.targetRowsPerSec).padStart(19)}  ${String(r.batchSize).padStart(14)}  ${r.impl.padStart(9)}  ${(r.rowsPerSec?.median ?? 0).toFixed(0).padStart(24)}  ${r.p99Ratio ? fmtRatio(r.p99Ratio) : 'n/a (no live samples)'}`,
     );
-  purgeResult = { at, liveWorkers: LIVE, windowSeconds: WINDOW_S, pairs: PAIRS, windows, byRate };
+  purgeResult = {
+    at,
+    liveWorkers: LIVE,
+    liveRatePerWorker: LIVE_RATE || null,
+    windowSeconds: WINDOW_S,
+    pairs: PAIRS,
+    windows,
+    byRate,
+  };
 }
 
 // ---- 4. the rest, unpaced.
@@ -535,6 +582,7 @@ writeFileSync(
     2,
   )}\n`,
 );
+await walZstd?.end();
 if (!KEEP) await pool.query(`DROP SCHEMA ${BIG} CASCADE`);
 if (PHASES.has('throughput')) await pool.query(`DROP SCHEMA ${EMPTY} CASCADE`);
 await pool.end();

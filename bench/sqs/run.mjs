@@ -16,6 +16,8 @@
 // (and the rest of its group in that receive, for order) undeleted until its visibility timeout,
 // FAULTS_VISIBILITY_S on the faults stream, expires. Every run checks its effects: each id once
 // (B1, without an inbox: each copy once).
+// A run with no message done for BENCH_STALL_MS (default 60 s) fails the bench, naming the
+// variant, the stream, the repetition and the messages done.
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import {
@@ -32,6 +34,7 @@ import pg from 'pg';
 import { countingPool } from '../support/counting-pool.mjs';
 import { bareTransaction, checkEffects, faultRun, streamsFromEnv } from '../support/faults.mjs';
 import { createFloorTable, floorBatch, floorOne } from '../support/floor.mjs';
+import { doneCount } from '../support/measure.mjs';
 import { fmtRatio, gitCommit, pairedRatio } from '../support/report.mjs';
 
 const N = Number(process.env.BENCH_SQS_N ?? 4000);
@@ -85,7 +88,6 @@ await raw.query(`CREATE TABLE ${SCHEMA}.effects (id text NOT NULL, grp text, n i
 await createFloorTable(raw, SCHEMA);
 const EFFECT = `INSERT INTO ${SCHEMA}.effects (id, grp, n) VALUES ($1, $2, $3)`;
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 let queueNo = 0;
 
 /** The current run's stream (which ids fail once) and the redeliveries it has seen so far. */
@@ -137,9 +139,9 @@ const effectsCount = async () =>
  * B1: receive, effect without dedup, delete the receive's messages in one batch call. With
  * `floor`, the same loops with the floor's claim around the effect (its consumer name: `floor`).
  */
-async function baseline(url, batched, floor) {
+async function baseline(url, batched, floor, label) {
   let stop = false;
-  let done = 0;
+  const done = doneCount({ total: run.published, label });
   const loop = async () => {
     while (!stop) {
       const res = await sqs.send(
@@ -220,16 +222,19 @@ async function baseline(url, batched, floor) {
             Entries: settled.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle })),
           }),
         );
-      done += settled.length;
+      done.add(settled.length);
     }
   };
   const loops = Array.from({ length: RECEIVERS }, loop);
-  while (done < run.published) await sleep(20);
-  stop = true;
-  await Promise.all(loops);
+  try {
+    await done.finished;
+  } finally {
+    stop = true;
+    await Promise.all(loops);
+  }
 }
 
-async function once(url, batch, receivers) {
+async function once(url, batch, receivers, label) {
   const consumer = createSqsConsumer({
     client: sqs,
     queueUrl: url,
@@ -248,28 +253,35 @@ async function once(url, batch, receivers) {
     },
   });
   // Done once committed (processed, or a duplicate skipped); anything else comes back.
-  let done = 0;
-  consumer.inbox.on('message:processed', () => done++);
-  consumer.inbox.on('message:duplicate', () => done++);
+  const done = doneCount({ total: run.published, label });
+  consumer.inbox.on('message:processed', () => done.add());
+  consumer.inbox.on('message:duplicate', () => done.add());
   for (const e of ['message:retry', 'message:not-run', 'message:busy'])
     consumer.inbox.on(e, () => {
       redelivered++;
     });
   await consumer.start();
-  while (done < run.published) await sleep(20);
-  await consumer.stop();
+  try {
+    await done.finished;
+  } finally {
+    await consumer.stop();
+  }
 }
 
+// Per message, then batched: B1, the floor, once with one receiver and with as many as B1.
 const variants = [
-  { name: 'B1 no-dedup/msg', run: (url) => baseline(url, false), pair: 'msg' },
-  { name: 'floor/msg', run: (url) => baseline(url, false, `floor-${url}`), pair: 'msg' },
-  { name: 'once/msg, 1 receiver', run: (url) => once(url, false, 1), pair: 'msg' },
-  { name: `once/msg, ${RECEIVERS} receivers`, run: (url) => once(url, false, RECEIVERS), pair: 'msg' },
-  { name: 'B1 no-dedup/batch', run: (url) => baseline(url, true), pair: 'batch' },
-  { name: 'floor/batch', run: (url) => baseline(url, true, `floor-${url}`), pair: 'batch' },
-  { name: 'once/batch, 1 receiver', run: (url) => once(url, true, 1), pair: 'batch' },
-  { name: `once/batch, ${RECEIVERS} receivers`, run: (url) => once(url, true, RECEIVERS), pair: 'batch' },
-];
+  ['msg', false],
+  ['batch', true],
+].flatMap(([pair, batched]) => [
+  { name: `B1 no-dedup/${pair}`, run: (url, label) => baseline(url, batched, undefined, label), pair },
+  { name: `floor/${pair}`, run: (url, label) => baseline(url, batched, `floor-${url}`, label), pair },
+  { name: `once/${pair}, 1 receiver`, run: (url, label) => once(url, batched, 1, label), pair },
+  {
+    name: `once/${pair}, ${RECEIVERS} receivers`,
+    run: (url, label) => once(url, batched, RECEIVERS, label),
+    pair,
+  },
+]);
 
 const isBase = (v) => v.name.startsWith('B1') || v.name.startsWith('floor');
 if (ONLY) {
@@ -297,7 +309,7 @@ for (const stream of STREAMS) {
       receiveMs = 0;
       const cpu0 = process.cpuUsage();
       const t0 = performance.now();
-      await v.run(url);
+      await v.run(url, `sqs ${v.name} (${stream.mode} stream, repetition ${rep + 1} of ${REPS})`);
       const ms = performance.now() - t0;
       const cpu = process.cpuUsage(cpu0);
       const effects = await effectsCount();

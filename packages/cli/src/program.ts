@@ -182,7 +182,7 @@ export function buildProgram(io: CliIo, execute: Execute, quietErrors: () => boo
   program
     .command('purge')
     .description('delete expired inbox rows in small batches')
-    .option('--batch-size <n>', 'rows per DELETE', integerAtLeast(1), 1000)
+    .option('--batch-size <n>', 'rows per DELETE', integerAtLeast(1), 5000)
     .option('--max-rows <n>', 'stop after this many rows', integerAtLeast(0))
     .option('--pause-ms <ms>', 'pause between batches, in ms', integerAtLeast(0), 0)
     .option(

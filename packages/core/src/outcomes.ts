@@ -30,7 +30,8 @@ export class Outcomes<R> {
       id,
       envelope,
       why: 'behind',
-      error: serializeError(new Error('not run: an earlier message must be retried first')),
+      // No Error behind it, so no stack to capture: a stack here would only point at this line.
+      error: { name: 'Error', message: 'not run: an earlier message must be retried first' },
       delayMs: 0,
     };
   }

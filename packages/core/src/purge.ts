@@ -1,5 +1,6 @@
 import { sleep } from './adapter/sleep.js';
 import { quoteIdentifier } from './identifier.js';
+import { checkSchema } from './migrate.js';
 import { checkNumber } from './option-check.js';
 import type { PgPoolLike } from './pg-like.js';
 import { inboxSql } from './sql/inbox.js';
@@ -8,7 +9,11 @@ import { inboxSql } from './sql/inbox.js';
 export interface PurgeOptions {
   /** @default 'once' */
   schema?: string;
-  /** Rows deleted per statement; small batches keep locks short. @default 1000 */
+  /**
+   * Rows deleted per statement. Each statement holds its rows' locks until it commits (expired
+   * rows, which consumers rarely touch); fewer, larger statements disturbed paced consumers' p99
+   * less than 1,000-row ones on the bench (docs/benchmarks.md, "Scale"). @default 5000
+   */
   batchSize?: number;
   /** Stop after this many rows (for a bounded maintenance window). @default no limit */
   maxRows?: number;
@@ -32,11 +37,15 @@ export interface PurgeOptions {
  * indexes, never in one long DELETE, each batch's index scan starting where the last one ended;
  * each batch commits without waiting for its WAL flush (it settles nothing, and a batch lost in a
  * crash is deleted by the next run). Rows another purger (or a consumer) has locked are skipped, so purgers can overlap.
- * Returns the number of rows deleted.
+ * Checks the schema first, as an inbox does: a schema that is not installed, behind this build,
+ * or past a contract migration that removed what this build's purge relies on (for example a
+ * purge built before version 9, which would leave the deleted rows' steps behind) is refused
+ * with the same error, and nothing is deleted. Returns the number of rows deleted.
  */
 export async function purge(pool: PgPoolLike, options: PurgeOptions = {}): Promise<number> {
-  const sql = inboxSql(quoteIdentifier(options.schema ?? 'once', 'options.schema'));
-  const batchSize = checkNumber('batchSize', options.batchSize ?? 1000, 1);
+  const schema = options.schema ?? 'once';
+  const sql = inboxSql(quoteIdentifier(schema, 'options.schema'));
+  const batchSize = checkNumber('batchSize', options.batchSize ?? 5000, 1);
   const maxRows =
     options.maxRows === undefined ? Number.POSITIVE_INFINITY : checkNumber('maxRows', options.maxRows, 0);
   const pauseMs = checkNumber('pauseMs', options.pauseMs ?? 0, 0);
@@ -44,6 +53,7 @@ export async function purge(pool: PgPoolLike, options: PurgeOptions = {}): Promi
     options.rowsPerSecond === undefined
       ? Number.POSITIVE_INFINITY
       : checkNumber('rowsPerSecond', options.rowsPerSecond, 1, false);
+  await checkSchema(pool, schema);
   const started = performance.now();
   let deleted = 0;
   // Inbox rows, then expired start counts (Inbox.noteStart), each in small batches.

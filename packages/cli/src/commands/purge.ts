@@ -7,7 +7,7 @@ import type { Report } from '../report.js';
 
 /** Options of `once purge`, passed to core's `purge`. */
 export interface PurgeCommandOptions {
-  /** Rows deleted per statement. @default 1000 */
+  /** Rows deleted per statement. @default 5000 */
   readonly batchSize: number;
   /** Stop after this many rows. @default no limit */
   readonly maxRows?: number | undefined;

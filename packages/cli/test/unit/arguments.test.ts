@@ -79,7 +79,7 @@ describe('argument parsing', () => {
   });
 
   it('command options are parsed to numbers with their defaults', async () => {
-    expect((await parse(['purge']))?.opts).toEqual({ batchSize: 1000, pauseMs: 0 });
+    expect((await parse(['purge']))?.opts).toEqual({ batchSize: 5000, pauseMs: 0 });
     expect(
       (await parse(['purge', '--batch-size', '50', '--max-rows', '0', '--pause-ms', '5']))?.opts,
     ).toEqual({
@@ -88,7 +88,7 @@ describe('argument parsing', () => {
       pauseMs: 5,
     });
     expect((await parse(['purge', '--rows-per-second', '5600']))?.opts).toEqual({
-      batchSize: 1000,
+      batchSize: 5000,
       pauseMs: 0,
       rowsPerSecond: 5600,
     });

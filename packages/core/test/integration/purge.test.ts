@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createInbox, purge } from '../../src/index.js';
+import { migrateWith } from '../../src/migrate.js';
+import { MIGRATIONS } from '../../src/migrations.js';
 import { envelope, freshDb, makePool } from './fixtures/db.js';
 
 let db: Awaited<ReturnType<typeof freshDb>>;
@@ -102,6 +104,34 @@ it('purge validates its options', async () => {
     message: expect.stringMatching(/rowsPerSecond/),
   });
   await expect(purge(db.pool, { schema: 'x;drop' })).rejects.toMatchObject({ code: 'INVALID_IDENTIFIER' });
+});
+
+it('purge checks the schema first: one not installed, or behind this build, is refused and nothing is deleted', async () => {
+  await expect(purge(db.pool, { schema: `${db.schema}_none` })).rejects.toMatchObject({
+    code: 'SCHEMA_NOT_INSTALLED',
+    message: expect.stringContaining(`schema ${db.schema}_none is not installed`),
+  });
+  // A schema at version 8, as @once/core of that version left it, with one expired row: this
+  // build's purge (which deletes steps itself, since 9 dropped the cascade) does not run on it.
+  const at8 = `${db.schema}_at8`;
+  await migrateWith(
+    db.pool,
+    { schema: at8 },
+    MIGRATIONS.filter((m) => m.version <= 8),
+  );
+  try {
+    await db.pool.query(
+      `INSERT INTO ${at8}.inbox (consumer, message_id, fingerprint, status, expires_at) VALUES ('c', 'old', '\\x00', 'done', now() - interval '1 day')`,
+    );
+    await expect(purge(db.pool, { schema: at8 })).rejects.toMatchObject({
+      code: 'SCHEMA_NOT_INSTALLED',
+      message: expect.stringContaining(`schema ${at8} is at version 8`),
+    });
+    const left = await db.pool.query(`SELECT count(*)::int AS n FROM ${at8}.inbox`);
+    expect(left.rows[0].n).toBe(1);
+  } finally {
+    await db.pool.query(`DROP SCHEMA ${at8} CASCADE`);
+  }
 });
 
 it('noteStart counts per consumer and id, commits on its own, and purge removes expired counts', async () => {

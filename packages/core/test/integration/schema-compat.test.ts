@@ -7,6 +7,7 @@ import {
   type Handler,
   LATEST_SCHEMA_VERSION,
   migrate,
+  purge,
   schemaSql,
 } from '../../src/index.js';
 import { migrateWith } from '../../src/migrate.js';
@@ -163,6 +164,8 @@ describe('a newer schema whose contract migration removed what this build uses',
       error: { code: 'SCHEMA_TOO_NEW' },
     });
     await expect(migrate(pool, { schema })).rejects.toMatchObject({ code: 'SCHEMA_TOO_NEW', message });
+    // A purge job of this build is refused too, before it deletes anything.
+    await expect(purge(pool, { schema })).rejects.toMatchObject({ code: 'SCHEMA_TOO_NEW', message });
     expect(await readSchemaState(pool, schema)).toMatchObject({ status: 'too-new', compatibleFrom: V + 2 });
     // The newer build itself runs on it.
     expect(await migrateWith(pool, { schema }, [...MIGRATIONS, EXPAND, CONTRACT])).toMatchObject({
