@@ -26,8 +26,12 @@
 // a run without the load phase stops and says so. Nothing is re-expired: the rows left are the
 // ones the purge windows would have reached next anyway (oldest expiry first).
 // BENCH_SCALE_SCHEMA_PREFIX (default once_scale) names the schemas <prefix>_big, <prefix>_empty.
-// Results: bench/results/scale.json; a run of some phases replaces only their sections of the file
+// Each window also records where the live consumers' time goes, by stage (claim, effect, COMMIT,
+// Node between them; p50, p99, and the mean over the slowest 1 %), and the server's counters per
+// second (WAL, buffers written, checkpoints, the big inbox's blocks read): what the purge changes.
+// Results: bench/results/scale.json (BENCH_OUT: another file); a run of some phases replaces only their sections of the file
 // there (each section says when it was measured). The schemas are dropped at the end.
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomUUID } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -61,6 +65,8 @@ if (PURGE_BATCHES.some((b) => !Number.isInteger(b) || b < 1))
     `BENCH_PURGE_BATCH must be whole numbers >= 1, comma-separated, got ${JSON.stringify(process.env.BENCH_PURGE_BATCH)}`,
   );
 const BATCH_VARIANTS = PURGE_BATCHES.length ? PURGE_BATCHES : [undefined];
+// purge()'s own default rows per statement (packages/core/src/purge.ts), for the record and the baseline.
+const PURGE_DEFAULT_BATCH = 5000;
 // Which purge runs in the windows: `core` (@once/core's purge), `pkjoin` (the statement purge had
 // before 2026-11-24's change, kept here as a baseline: the doomed rows joined back through the
 // primary key), `core-walzstd` (@once/core's purge on connections of its own that compress the
@@ -104,6 +110,33 @@ const CHUNK = 1_000_000;
 
 const pool = new pg.Pool({ connectionString: DB_URL, max: Math.max(C, LIVE) + 2 });
 pool.on('error', () => {});
+// The live consumers' own pool, its queries timed by stage (the claim with BEGIN, the handler's
+// effect, COMMIT): where a slow message spends its time is what says how the purge slows it.
+const stages = new AsyncLocalStorage();
+const stageOf = (text) =>
+  text.startsWith('BEGIN')
+    ? 'claim'
+    : text === 'COMMIT'
+      ? 'commit'
+      : text.includes('.effects')
+        ? 'effect'
+        : 'other';
+const livePool = new pg.Pool({ connectionString: DB_URL, max: LIVE });
+livePool.on('error', () => {});
+livePool.on('connect', (client) => {
+  const query = client.query.bind(client);
+  client.query = (...args) => {
+    const rec = stages.getStore();
+    const out = query(...args);
+    if (!rec || typeof out?.then !== 'function') return out;
+    const t = performance.now();
+    const stage = stageOf(typeof args[0] === 'string' ? args[0] : (args[0]?.text ?? ''));
+    return out.then((r) => {
+      rec[stage] += performance.now() - t;
+      return r;
+    });
+  };
+});
 const q = async (sql, params) => (await pool.query(sql, params)).rows;
 const log = (...a) => console.log(`[${new Date().toISOString().slice(11, 19)}]`, ...a);
 const mib = (bytes) => `${(bytes / 2 ** 20).toFixed(0)} MiB`;
@@ -202,13 +235,13 @@ const envelope = (id) => ({
   redelivered: false,
 });
 const inboxes = new Map();
-function inboxOf(schema, k) {
-  const key = `${schema} ${k}`;
+function inboxOf(schema, k, on = pool) {
+  const key = `${schema} ${k}${on === livePool ? ' live' : ''}`;
   if (!inboxes.has(key))
     inboxes.set(
       key,
       createInbox({
-        pool,
+        pool: on,
         schema,
         consumer: `scale-${k}`,
         lockTimeoutMs: 30_000,
@@ -343,28 +376,45 @@ function liveConsumers() {
           slot += gapMs;
           if (!on) break;
         }
-        const inbox = inboxOf(BIG, n++ % CONSUMERS);
+        const inbox = inboxOf(BIG, n++ % CONSUMERS, livePool);
         // The latency is the message's own, from its real start (not its slot).
+        const rec = { claim: 0, effect: 0, commit: 0, other: 0 };
         const s = performance.now();
-        const o = await inbox.process(envelope(randomUUID()));
+        const o = await stages.run(rec, () => inbox.process(envelope(randomUUID())));
         const e = performance.now();
         if (o.status !== 'processed') throw new Error(`live consumer: ${o.status}`);
-        samples.push([e, e - s]);
+        samples.push([e, e - s, rec]);
       }
     }),
   );
   return {
     window(from, to) {
-      const lat = samples
-        .filter(([t]) => t >= from && t < to)
-        .map(([, d]) => d)
-        .sort((a, b) => a - b);
+      const inWindow = samples.filter(([t]) => t >= from && t < to).sort((a, b) => a[1] - b[1]);
+      const lat = inWindow.map(([, d]) => d);
+      // By stage: each stage's own p50 and p99, and the mean of each stage over the slowest 1 %
+      // of messages (the ones the p99 is made of), the rest being Node's own time between queries.
+      const slow = inWindow.slice(Math.floor(inWindow.length * 0.99));
+      const byStage = {};
+      for (const st of ['claim', 'effect', 'commit', 'other']) {
+        const xs = inWindow.map(([, , r]) => r[st]).sort((a, b) => a - b);
+        byStage[st] = {
+          p50Ms: pct(xs, 50),
+          p99Ms: pct(xs, 99),
+          slowestMeanMs: slow.length ? slow.reduce((a, [, , r]) => a + r[st], 0) / slow.length : 0,
+        };
+      }
+      byStage.node = {
+        slowestMeanMs: slow.length
+          ? slow.reduce((a, [, d, r]) => a + d - r.claim - r.effect - r.commit - r.other, 0) / slow.length
+          : 0,
+      };
       return {
         messages: lat.length,
         msgsPerSec: lat.length / ((to - from) / 1000),
         ...(gapMs > 0 ? { lateStarts: lateStarts.filter((t) => t >= from && t < to).length } : {}),
         p50Ms: pct(lat, 50),
         p99Ms: pct(lat, 99),
+        byStage,
       };
     },
     async stop() {
@@ -386,7 +436,12 @@ if (live) await sleep(5000); // settle
  * the same statement, as purge does (a data-modifying CTE); before, the cascade did, a trigger
  * query per deleted row, which this baseline no longer pays.
  */
-async function purgePkJoin({ schema, batchSize = 1000, rowsPerSecond = Number.POSITIVE_INFINITY, signal }) {
+async function purgePkJoin({
+  schema,
+  batchSize = PURGE_DEFAULT_BATCH,
+  rowsPerSecond = Number.POSITIVE_INFINITY,
+  signal,
+}) {
   const started = performance.now();
   let deleted = 0;
   while (!signal.aborted) {
@@ -418,11 +473,39 @@ function walZstdPool() {
   return walZstd;
 }
 
+/**
+ * The server's counters that a purge could move for the consumers: WAL written (records, full-page
+ * images, bytes, flushes), shared buffers written by backends themselves or by the background
+ * writer, checkpoints, and the big inbox's blocks read from outside shared buffers.
+ */
+async function serverCounters() {
+  const [w] = await q(
+    `SELECT wal_records, wal_fpi, wal_bytes::bigint, wal_buffers_full, wal_write, wal_sync FROM pg_stat_wal`,
+  );
+  const [b] = await q(
+    `SELECT checkpoints_timed + checkpoints_req AS checkpoints, buffers_checkpoint, buffers_clean,
+            buffers_backend, buffers_backend_fsync, buffers_alloc FROM pg_stat_bgwriter`,
+  );
+  const [r] = await q(
+    `SELECT coalesce(sum(heap_blks_read), 0)::bigint AS heap_blks_read, coalesce(sum(heap_blks_hit), 0)::bigint AS heap_blks_hit,
+            coalesce(sum(idx_blks_read), 0)::bigint AS idx_blks_read, coalesce(sum(idx_blks_hit), 0)::bigint AS idx_blks_hit
+       FROM pg_statio_user_tables WHERE schemaname = $1`,
+    [BIG],
+  );
+  return Object.fromEntries(Object.entries({ ...w, ...b, ...r }).map(([k, v]) => [k, Number(v)]));
+}
+/** Counters per second between two readings. */
+const perSecond = (a, b, seconds) =>
+  Object.fromEntries(Object.keys(a).map((k) => [k, Math.round((b[k] - a[k]) / seconds)]));
+
 /** One window without purge, then one of `purge(options)` for at most `maxS` seconds; both measured. */
 async function windowPair(options, maxS, impl = 'core') {
+  const s0 = await serverCounters();
   const b0 = performance.now();
   await sleep(WINDOW_S * 1000);
   const before = live.window(b0, performance.now());
+  const s1 = await serverCounters();
+  const b1 = performance.now();
   const stop = new AbortController();
   const timer = setTimeout(() => stop.abort(), maxS * 1000);
   const p0 = performance.now();
@@ -437,6 +520,9 @@ async function windowPair(options, maxS, impl = 'core') {
   clearTimeout(timer);
   const p1 = performance.now();
   const during = live.window(p0, p1);
+  const s2 = await serverCounters();
+  before.serverPerSecond = perSecond(s0, s1, (b1 - b0) / 1000);
+  during.serverPerSecond = perSecond(s1, s2, (performance.now() - p0) / 1000);
   return {
     rowsPurged: n,
     seconds: (p1 - p0) / 1000,
@@ -467,7 +553,7 @@ if (PHASES.has('purge')) {
         for (const impl of pair % 2 ? PURGE_IMPLS : [...PURGE_IMPLS].reverse()) {
           const w = {
             targetRowsPerSec: rate,
-            batchSize: batch ?? 1000,
+            batchSize: batch ?? PURGE_DEFAULT_BATCH,
             impl,
             pair,
             ...(await windowPair(
@@ -479,6 +565,14 @@ if (PHASES.has('purge')) {
           w.minutesFor10M = 10_000_000 / w.rowsPerSec / 60;
           purged += w.rowsPurged;
           windows.push(w);
+          const slowest = (x) =>
+            Object.entries(x.byStage)
+              .map(([k, v]) => `${k} ${v.slowestMeanMs.toFixed(2)}`)
+              .join(', ');
+          log(
+            `    slowest 1 % by stage (mean ms): before ${slowest(w.before)}; during ${slowest(w.during)}; ` +
+              `WAL bytes/s ${w.before.serverPerSecond.wal_bytes} → ${w.during.serverPerSecond.wal_bytes}, FPI/s ${w.before.serverPerSecond.wal_fpi} → ${w.during.serverPerSecond.wal_fpi}, backend buffer writes/s ${w.before.serverPerSecond.buffers_backend} → ${w.during.serverPerSecond.buffers_backend}, checkpoints ${w.before.serverPerSecond.checkpoints}/${w.during.serverPerSecond.checkpoints}`,
+          );
           log(
             `  pair ${pair}, purge at ${rate} rows/s in statements of ${w.batchSize} (${impl}): ${w.rowsPurged.toLocaleString('en')} rows in ${w.seconds.toFixed(0)} s = ${w.rowsPerSec.toFixed(0)} rows/s (10M in ${w.minutesFor10M.toFixed(0)} min); ` +
               `live p50/p99 before ${w.before.p50Ms.toFixed(2)}/${w.before.p99Ms.toFixed(2)} ms (${w.before.msgsPerSec.toFixed(0)} msgs/s), during ${w.during.p50Ms.toFixed(2)}/${w.during.p99Ms.toFixed(2)} ms (${w.during.msgsPerSec.toFixed(0)} msgs/s): p99 ×${w.p99Ratio.toFixed(2)}`,
@@ -489,11 +583,12 @@ if (PHASES.has('purge')) {
     BATCH_VARIANTS.flatMap((batch) =>
       PURGE_IMPLS.map((impl) => {
         const ws = windows.filter(
-          (w) => w.targetRowsPerSec === rate && w.batchSize === (batch ?? 1000) && w.impl === impl,
+          (w) =>
+            w.targetRowsPerSec === rate && w.batchSize === (batch ?? PURGE_DEFAULT_BATCH) && w.impl === impl,
         );
         return {
           targetRowsPerSec: rate,
-          batchSize: batch ?? 1000,
+          batchSize: batch ?? PURGE_DEFAULT_BATCH,
           impl,
           pairs: ws.length,
           p99Ratio: spread(ws.map((w) => w.p99Ratio)),
@@ -543,7 +638,7 @@ if (needLive)
   log(`purged ${purged.toLocaleString('en')} rows in all; ${liveRows.toLocaleString('en')} live rows kept`);
 
 // A run of some phases replaces only their sections: the rest of the file is the earlier run's.
-const file = new URL('../results/scale.json', import.meta.url);
+const file = process.env.BENCH_OUT ?? new URL('../results/scale.json', import.meta.url);
 let previous = {};
 try {
   previous = JSON.parse(readFileSync(file, 'utf8'));
@@ -583,6 +678,7 @@ writeFileSync(
   )}\n`,
 );
 await walZstd?.end();
+await livePool.end();
 if (!KEEP) await pool.query(`DROP SCHEMA ${BIG} CASCADE`);
 if (PHASES.has('throughput')) await pool.query(`DROP SCHEMA ${EMPTY} CASCADE`);
 await pool.end();

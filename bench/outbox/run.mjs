@@ -17,6 +17,7 @@ import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { createRelay, migrate } from '@once/core';
 import pg from 'pg';
+import { cpuBetween, cpuSnapshot } from '../support/proc-cpu.mjs';
 import { fmtRatio, gitCommit, median, pairedRatio } from '../support/report.mjs';
 import { makeTarget } from './targets.mjs';
 
@@ -53,6 +54,7 @@ const keyOf = (keys, i) => (keys === 0 ? undefined : `k${i % keys}`);
 /** The broker's own rate: the same publisher, calls of BATCH messages in sequence, no outbox. */
 async function raw(target, rows, keys, rep) {
   const destination = destinationOf(target, keys);
+  const cpu0 = cpuSnapshot();
   const t0 = performance.now();
   for (let i = 0; i < rows; i += BATCH) {
     const messages = [];
@@ -69,7 +71,8 @@ async function raw(target, rows, keys, rep) {
     if (out?.some((r) => !r.ok))
       throw new Error(`raw publish failed: ${JSON.stringify(out.find((r) => !r.ok))}`);
   }
-  return { rate: rows / ((performance.now() - t0) / 1000) };
+  const ms = performance.now() - t0;
+  return { rate: rows / (ms / 1000), cpu: cpuBetween(cpu0, cpuSnapshot()) };
 }
 
 /**
@@ -127,10 +130,12 @@ async function drain(target, destination, schema, rows, relays, rounds) {
       for (const c of cs) c.release();
     }),
   );
+  const cpu0 = cpuSnapshot();
   const t0 = performance.now();
   await Promise.all(list.map((r) => r.start()));
   while (sent < rows) await sleep(2);
   const ms = performance.now() - t0;
+  const cpu = cpuBetween(cpu0, cpuSnapshot());
   await Promise.all(list.map((r) => r.stop()));
   await Promise.all(pools.map((p) => p.end()));
   const distinctSent = (
@@ -138,8 +143,28 @@ async function drain(target, destination, schema, rows, relays, rounds) {
   ).rows[0].n;
   let duplicates = 0;
   for (const n of confirmed.values()) duplicates += n - 1;
-  return { rate: rows / (ms / 1000), distinctSent, duplicates };
+  return { rate: rows / (ms / 1000), distinctSent, duplicates, cpu };
 }
+
+/**
+ * CPU µs per row by process group (the median over repetitions of each), and the machine's busy
+ * share of its cores over the runs (median); null off Linux.
+ */
+function cpuPerRow(rs, rows) {
+  if (rs.some((r) => !r.cpu)) return null;
+  const out = {};
+  for (const k of ['node', 'postgres', 'kafka', 'elasticmq', 'rabbitmq', 'nats', 'other', 'busySeconds'])
+    out[k === 'busySeconds' ? 'busy' : k] = Math.round(median(rs.map((r) => (r.cpu[k] * 1e6) / rows)));
+  out.busyShare = median(rs.map((r) => r.cpu.busyShare));
+  return out;
+}
+const fmtCpu = (c) =>
+  c
+    ? `CPU µs/row: ${Object.entries(c)
+        .filter(([k, v]) => k !== 'busyShare' && v > 0)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ')}; machine busy ${Math.round(c.busyShare * 100)} %`
+    : '';
 
 const results = [];
 /** Written after each broker, so a run cut short keeps what it measured. */
@@ -200,6 +225,7 @@ for (const name of ONLY) {
         keys,
         rows,
         rawMsgsPerSec: Math.round(median(runs.raw.map((r) => r.rate))),
+        rawCpuPerRow: cpuPerRow(runs.raw, rows),
         variants: {},
       };
       for (const [v, relays, rounds] of VARIANTS) {
@@ -212,15 +238,19 @@ for (const name of ONLY) {
           distinctSent: Math.min(...runs[v].map((r) => r.distinctSent)),
           duplicates: runs[v].reduce((s, r) => s + r.duplicates, 0),
           reps: runs[v].map((r) => Math.round(r.rate)),
+          cpuPerRow: cpuPerRow(runs[v], rows),
         };
       }
       row.rawReps = runs.raw.map((r) => Math.round(r.rate));
       results.push(row);
       console.log(`  ${name}, ${keys || 'no'} keys, ${rows} rows; raw ${row.rawMsgsPerSec} msg/s`);
-      for (const [v, x] of Object.entries(row.variants))
+      if (row.rawCpuPerRow) console.log(`    raw ${fmtCpu(row.rawCpuPerRow)}`);
+      for (const [v, x] of Object.entries(row.variants)) {
         console.log(
           `    ${v.padEnd(11)} ${String(x.rowsPerSec).padStart(6)} rows/s  ÷ raw ${fmtRatio(x.ratio)}  sent ${x.distinctSent}/${rows}  duplicates ${x.duplicates}`,
         );
+        if (x.cpuPerRow) console.log(`      ${fmtCpu(x.cpuPerRow)}`);
+      }
     }
     await pool.query(`DROP SCHEMA ${schema} CASCADE`);
     save();
