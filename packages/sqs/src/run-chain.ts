@@ -54,8 +54,10 @@ async function runEach<R>(ctx: ChainContext<R>, entries: Held[]): Promise<void> 
       faultRest(ctx, entries.slice(i));
       return;
     }
-    await ctx.counter.settled(outcome);
-    const plan = await ctx.settler.settle(e, outcome);
+    // Only a retry changes a start count (StartCounter.settled): no promise for the others.
+    if (outcome.status === 'retry') await ctx.counter.settled(outcome);
+    let plan = ctx.settler.settle(e, outcome);
+    if (plan instanceof Promise) plan = await plan;
     if (plan.kind === 'retry') {
       // The rest of the group never reached the inbox: it reports them not run, then they go back.
       const rest = entries.slice(i + 1);
@@ -107,7 +109,9 @@ async function runBatches<R>(ctx: ChainContext<R>, all: Held[]): Promise<void> {
       faultRest(ctx, run);
       return;
     }
-    await Promise.all(outcomes.map((o) => ctx.counter.settled(o)));
+    // Only a retry changes a start count (StartCounter.settled): no promise for the others.
+    const retries = outcomes.filter((o) => o.status === 'retry');
+    if (retries.length > 0) await Promise.all(retries.map((o) => ctx.counter.settled(o)));
     const again: Held[] = [];
     for (let k = 0; k < run.length; k++) {
       const e = run[k]!;
@@ -121,7 +125,8 @@ async function runBatches<R>(ctx: ChainContext<R>, all: Held[]): Promise<void> {
         again.push(e);
         continue;
       }
-      const plan = await ctx.settler.settle(e, outcomes[k]!);
+      let plan = ctx.settler.settle(e, outcomes[k]!);
+      if (plan instanceof Promise) plan = await plan;
       if (plan.kind === 'retry') stopped.set(key(e), plan.delayMs);
     }
     remaining = again;
