@@ -89,12 +89,18 @@ export class Settler {
    * Carries out core's plan: delete, delay, or dead-letter. A `rerun` the caller did not take back
    * is made visible again at once. Returns the plan, or for a dead letter a promise of it that
    * resolves once the dead letter is sent (the rest settle at once: no promise per message).
+   * With `acks`, an ack is let go of and collected there instead of queued for deletion: the
+   * caller deletes them together with {@link deleteAll} (a FIFO chain, see runChain).
    */
-  settle(e: Held, outcome: Outcome): SettlePlan | Promise<SettlePlan> {
+  settle(e: Held, outcome: Outcome, acks?: Held[]): SettlePlan | Promise<SettlePlan> {
     const plan = this.planOf(outcome);
     e.settling = true;
-    if (plan.kind === 'ack') this.delete(e);
-    else if (plan.kind === 'retry') this.delay(e, plan.delayMs, 'retry');
+    if (plan.kind === 'ack') {
+      if (acks) {
+        this.#d.forget(e);
+        acks.push(e);
+      } else this.delete(e);
+    } else if (plan.kind === 'retry') this.delay(e, plan.delayMs, 'retry');
     else if (plan.kind === 'rerun') this.delay(e, 0, 'retry');
     else return this.#deadLetter(e, plan.record, outcome as DeadLetterOutcome).then(() => plan);
     return plan;
@@ -107,6 +113,11 @@ export class Settler {
     // (drain() waits for the batcher's calls in flight).
     this.#d.forget(e);
     this.#deleter.queue({ ReceiptHandle: e.receipt }, this.#deleted, e);
+  }
+
+  /** Deletes acks collected by {@link settle} (already let go of), in as few calls as they fit. */
+  deleteAll(entries: readonly Held[]): void {
+    for (const e of entries) this.#deleter.queue({ ReceiptHandle: e.receipt }, this.#deleted, e);
   }
 
   /** A delete's result (one function for every message, not a closure each). */
