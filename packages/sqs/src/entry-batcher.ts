@@ -7,12 +7,16 @@ export interface BatchResponseLike {
 /** The fate of one entry of a batch call. */
 export type EntryResult = { ok: true } | { ok: false; code: string; message: string };
 
+/** An entry that went through (one frozen object, not one per entry). */
+const OK: EntryResult = Object.freeze({ ok: true });
+
 /** SQS takes at most ten entries per batch call. */
 export const SQS_BATCH_MAX = 10;
 
 interface Pending<E> {
   entry: E;
-  resolve: (r: EntryResult) => void;
+  done: (r: EntryResult, context: unknown) => void;
+  context: unknown;
 }
 
 /**
@@ -44,11 +48,18 @@ export class EntryBatcher<E> {
 
   /** Queues one entry; resolves with its own result once its batch call returned. */
   add(entry: E): Promise<EntryResult> {
-    return new Promise((resolve) => {
-      this.#buffer.push({ entry, resolve });
-      if (this.#buffer.length >= SQS_BATCH_MAX) this.#flush();
-      else this.#scheduled ??= setTimeout(() => this.#flush(), this.#lingerMs);
-    });
+    return new Promise((resolve) => this.queue(entry, resolve, undefined));
+  }
+
+  /**
+   * Queues one entry; `done(result, context)` gets its own result once its batch call returned.
+   * No promise per entry: a settle per message is the hot path, and `drain()` already waits for
+   * every call in flight.
+   */
+  queue<C>(entry: E, done: (r: EntryResult, context: C) => void, context: C): void {
+    this.#buffer.push({ entry, done: done as Pending<E>['done'], context });
+    if (this.#buffer.length >= SQS_BATCH_MAX) this.#flush();
+    else this.#scheduled ??= setTimeout(() => this.#flush(), this.#lingerMs);
   }
 
   /** Sends what is buffered on the next turn of the event loop, without waiting out `lingerMs`. */
@@ -86,14 +97,18 @@ export class EntryBatcher<E> {
         chunk.forEach((p, i) => {
           const id = String(i);
           const f = failed.get(id);
-          if (f) p.resolve({ ok: false, code: f.Code ?? 'Failed', message: f.Message ?? 'entry failed' });
-          else if (ok.has(id)) p.resolve({ ok: true });
+          if (f)
+            p.done({ ok: false, code: f.Code ?? 'Failed', message: f.Message ?? 'entry failed' }, p.context);
+          else if (ok.has(id)) p.done(OK, p.context);
           else
-            p.resolve({
-              ok: false,
-              code: 'Missing',
-              message: 'the response named this entry neither successful nor failed',
-            });
+            p.done(
+              {
+                ok: false,
+                code: 'Missing',
+                message: 'the response named this entry neither successful nor failed',
+              },
+              p.context,
+            );
         });
         return;
       } catch (err) {
@@ -104,6 +119,6 @@ export class EntryBatcher<E> {
     }
     const code = (lastError as { name?: string })?.name ?? 'Error';
     const message = (lastError as { message?: string })?.message ?? String(lastError);
-    for (const p of chunk) p.resolve({ ok: false, code, message });
+    for (const p of chunk) p.done({ ok: false, code, message }, p.context);
   }
 }

@@ -21,7 +21,10 @@ export interface EnvelopeSettings {
 export function envelopeOf(message: Message, settings: EnvelopeSettings): Envelope {
   const attrs = message.Attributes ?? {};
   const headers: Record<string, string | undefined> = {};
-  for (const [name, value] of Object.entries(message.MessageAttributes ?? {})) {
+  const attributes = message.MessageAttributes;
+  // for-in, not Object.entries: no array of pairs per message.
+  for (const name in attributes) {
+    const value = attributes[name]!;
     headers[name] =
       value.StringValue ??
       (value.BinaryValue ? Buffer.from(value.BinaryValue).toString('base64') : undefined);
@@ -45,17 +48,16 @@ export function envelopeOf(message: Message, settings: EnvelopeSettings): Envelo
       id = message.MessageId;
       break;
   }
+  // The optional fields set only when present (no key at all otherwise), without object spreads.
+  const source: Envelope['source'] = { broker: 'sqs', queue: settings.queueUrl };
+  if (group !== undefined) source.group = group;
+  if (attrs.SequenceNumber !== undefined) source.offset = attrs.SequenceNumber;
   return {
     id,
     body: Buffer.from(message.Body ?? '', base64 ? 'base64' : 'utf8'),
     headers,
     key: group,
-    source: {
-      broker: 'sqs',
-      queue: settings.queueUrl,
-      ...(group === undefined ? {} : { group }),
-      ...(attrs.SequenceNumber === undefined ? {} : { offset: attrs.SequenceNumber }),
-    },
+    source,
     attempt,
     redelivered: attempt > 1,
   };

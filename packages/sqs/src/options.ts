@@ -78,7 +78,9 @@ export interface SqsConsumerOptions<R = unknown> extends Omit<InboxOptions<R>, '
   maxHeldMs?: number;
   /**
    * Longest a delete or visibility change waits for others to share its batch call, in ms. A
-   * group's (a receive's, in batch mode) settles are sent as soon as it is done anyway. @default 20
+   * group's (a receive's, in batch mode) settles are sent as soon as it is done anyway; on a FIFO
+   * queue a group's deletes wait for that, its messages of the receive all done (SQS keeps the
+   * group locked until the last is deleted), and go in one call. @default 20
    */
   settleLingerMs?: number;
   /** First delay after a failed receive, in ms; doubles up to `receiveBackoffMaxMs`. @default 200 */

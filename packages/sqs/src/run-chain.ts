@@ -29,14 +29,21 @@ export interface ChainContext<R> {
 
 /** One transaction per message, in the chain's (the group's) order; a retry sends the rest back behind it. */
 export async function runChain<R>(ctx: ChainContext<R>, entries: Held[]): Promise<void> {
+  // A FIFO group's acks are deleted together when its chain ends, in one call as a hand-written
+  // consumer deletes a receive: SQS keeps the group locked until the last of them is deleted, so
+  // deleting the first ones sooner frees nothing, and each call is a signed HTTP round trip (with
+  // the linger, a chain longer than `settleLingerMs` was deleted in two calls or more). Each is
+  // still deleted only after its own commit. A standard queue's chains delete as they go.
+  const acks = entries.length > 1 && entries[0]!.group !== undefined ? [] : undefined;
   try {
-    await runEach(ctx, entries);
+    await runEach(ctx, entries, acks);
   } finally {
+    if (acks && acks.length > 0) ctx.settler.deleteAll(acks);
     ctx.settler.flush();
   }
 }
 
-async function runEach<R>(ctx: ChainContext<R>, entries: Held[]): Promise<void> {
+async function runEach<R>(ctx: ChainContext<R>, entries: Held[], acks: Held[] | undefined): Promise<void> {
   for (let i = 0; i < entries.length; i++) {
     const e = entries[i]!;
     if (e.capped) {
@@ -54,8 +61,10 @@ async function runEach<R>(ctx: ChainContext<R>, entries: Held[]): Promise<void> 
       faultRest(ctx, entries.slice(i));
       return;
     }
-    await ctx.counter.settled(outcome);
-    const plan = await ctx.settler.settle(e, outcome);
+    // Only a retry changes a start count (StartCounter.settled): no promise for the others.
+    if (outcome.status === 'retry') await ctx.counter.settled(outcome);
+    let plan = ctx.settler.settle(e, outcome, acks);
+    if (plan instanceof Promise) plan = await plan;
     if (plan.kind === 'retry') {
       // The rest of the group never reached the inbox: it reports them not run, then they go back.
       const rest = entries.slice(i + 1);
@@ -107,7 +116,9 @@ async function runBatches<R>(ctx: ChainContext<R>, all: Held[]): Promise<void> {
       faultRest(ctx, run);
       return;
     }
-    await Promise.all(outcomes.map((o) => ctx.counter.settled(o)));
+    // Only a retry changes a start count (StartCounter.settled): no promise for the others.
+    const retries = outcomes.filter((o) => o.status === 'retry');
+    if (retries.length > 0) await Promise.all(retries.map((o) => ctx.counter.settled(o)));
     const again: Held[] = [];
     for (let k = 0; k < run.length; k++) {
       const e = run[k]!;
@@ -121,7 +132,8 @@ async function runBatches<R>(ctx: ChainContext<R>, all: Held[]): Promise<void> {
         again.push(e);
         continue;
       }
-      const plan = await ctx.settler.settle(e, outcomes[k]!);
+      let plan = ctx.settler.settle(e, outcomes[k]!);
+      if (plan instanceof Promise) plan = await plan;
       if (plan.kind === 'retry') stopped.set(key(e), plan.delayMs);
     }
     remaining = again;

@@ -86,44 +86,57 @@ export class Settler {
   }
 
   /**
-   * Carries out core's plan: delete, delay, or dead-letter; resolves once a dead letter is sent.
-   * A `rerun` the caller did not take back is made visible again at once.
+   * Carries out core's plan: delete, delay, or dead-letter. A `rerun` the caller did not take back
+   * is made visible again at once. Returns the plan, or for a dead letter a promise of it that
+   * resolves once the dead letter is sent (the rest settle at once: no promise per message).
+   * With `acks`, an ack is let go of and collected there instead of queued for deletion: the
+   * caller deletes them together with {@link deleteAll} (a FIFO chain, see runChain).
    */
-  async settle(e: Held, outcome: Outcome): Promise<SettlePlan> {
+  settle(e: Held, outcome: Outcome, acks?: Held[]): SettlePlan | Promise<SettlePlan> {
     const plan = this.planOf(outcome);
     e.settling = true;
-    if (plan.kind === 'ack') this.delete(e);
-    else if (plan.kind === 'retry') this.delay(e, plan.delayMs, 'retry');
+    if (plan.kind === 'ack') {
+      if (acks) {
+        this.#d.forget(e);
+        acks.push(e);
+      } else this.delete(e);
+    } else if (plan.kind === 'retry') this.delay(e, plan.delayMs, 'retry');
     else if (plan.kind === 'rerun') this.delay(e, 0, 'retry');
-    else await this.#deadLetter(e, plan.record, outcome as DeadLetterOutcome);
+    else return this.#deadLetter(e, plan.record, outcome as DeadLetterOutcome).then(() => plan);
     return plan;
   }
 
   delete(e: Held): void {
     e.settling = true;
     // Its slot frees now, not when the batch call returns: the call waits up to `lingerMs` for
-    // company, and nothing more is asked of this message. stop() still waits for the call.
+    // company, and nothing more is asked of this message. stop() still waits for the call
+    // (drain() waits for the batcher's calls in flight).
     this.#d.forget(e);
-    this.#d.track(
-      this.#deleter.add({ ReceiptHandle: e.receipt }).then((r) => {
-        if (!r.ok) {
-          // The commit stands; the redelivery will be a duplicate and deleted then.
-          this.#d.logger.warn(
-            {
-              messageId: e.message.MessageId,
-              code: r.code,
-            },
-            'once/sqs: delete after commit failed; the redelivery will be a duplicate',
-          );
-          this.#d.events.emit('delete:failed', {
-            messageId: e.message.MessageId,
-            code: r.code,
-            message: r.message,
-          });
-        }
-      }),
-    );
+    this.#deleter.queue({ ReceiptHandle: e.receipt }, this.#deleted, e);
   }
+
+  /** Deletes acks collected by {@link settle} (already let go of), in as few calls as they fit. */
+  deleteAll(entries: readonly Held[]): void {
+    for (const e of entries) this.#deleter.queue({ ReceiptHandle: e.receipt }, this.#deleted, e);
+  }
+
+  /** A delete's result (one function for every message, not a closure each). */
+  readonly #deleted = (r: EntryResult, e: Held): void => {
+    if (r.ok) return;
+    // The commit stands; the redelivery will be a duplicate and deleted then.
+    this.#d.logger.warn(
+      {
+        messageId: e.message.MessageId,
+        code: r.code,
+      },
+      'once/sqs: delete after commit failed; the redelivery will be a duplicate',
+    );
+    this.#d.events.emit('delete:failed', {
+      messageId: e.message.MessageId,
+      code: r.code,
+      message: r.message,
+    });
+  };
 
   /** Makes the message visible again after `delayMs` (0: now) and lets go of it. */
   delay(e: Held, delayMs: number, purpose: string): void {

@@ -42,6 +42,25 @@ describe('EntryBatcher', () => {
     expect(await never.add({ R: 'a' })).toEqual({ ok: false, code: 'NetworkingError', message: 'down' });
   });
 
+  it('queue() hands each entry its own result with its context, and drain() waits for it', async () => {
+    const b = new EntryBatcher<{ R: string }>(async (entries) => {
+      await new Promise((r) => setTimeout(r, 20));
+      return {
+        Successful: entries.filter((e) => e.R !== 'bad').map((e) => ({ Id: e.Id })),
+        Failed: entries.filter((e) => e.R === 'bad').map((e) => ({ Id: e.Id, Code: 'X', Message: 'no' })),
+      };
+    });
+    const seen: [string, boolean][] = [];
+    const done = (r: { ok: boolean }, who: string) => seen.push([who, r.ok]);
+    for (const R of ['a', 'bad', 'c']) b.queue({ R }, done, `ctx-${R}`);
+    await b.drain();
+    expect(seen).toEqual([
+      ['ctx-a', true],
+      ['ctx-bad', false],
+      ['ctx-c', true],
+    ]);
+  });
+
   it('drain() waits for calls in flight', async () => {
     let done = false;
     const b = new EntryBatcher<{ R: string }>(async (entries) => {
