@@ -296,7 +296,16 @@ async function throughputPhase() {
   for (let r = 0; r < REPS; r++) {
     const names = Object.keys(variants);
     const order = names.slice(r % names.length).concat(names.slice(0, r % names.length));
-    for (const name of order) runs[name].push(await drive(...variants[name]));
+    for (const name of order) {
+      // The server's counters per message beside each run: what a large inbox costs PostgreSQL
+      // (full-page images in the WAL, blocks read from outside shared buffers, buffers written by
+      // the backends themselves).
+      const c0 = await serverCounters(variants[name][0]);
+      const run = await drive(...variants[name]);
+      const c1 = await serverCounters(variants[name][0]);
+      run.serverPerMsg = Object.fromEntries(Object.keys(c0).map((k) => [k, (c1[k] - c0[k]) / N]));
+      runs[name].push(run);
+    }
     log(`  rep ${r + 1}: ${order.map((n) => `${n} ${runs[n].at(-1).rate.toFixed(0)}`).join(', ')} msgs/s`);
   }
   const throughput = Object.entries(runs).map(([variant, rs]) => ({
@@ -306,6 +315,12 @@ async function throughputPhase() {
     p50Ms: median(rs.map((x) => x.p50)),
     p99Ms: median(rs.map((x) => x.p99)),
     repMsgsPerSec: rs.map((x) => Math.round(x.rate)),
+    serverPerMsg: Object.fromEntries(
+      Object.keys(rs[0].serverPerMsg).map((k) => [
+        k,
+        Number(median(rs.map((x) => x.serverPerMsg[k])).toFixed(3)),
+      ]),
+    ),
   }));
   const ratios = {
     'big ÷ empty, per message, msgs/s': pairedRatio(runs['big/msg'], runs['empty/msg'], (x) => x.rate),
@@ -330,6 +345,15 @@ async function throughputPhase() {
     console.log(
       `  ${t.variant.padEnd(15)} ${t.msgsPerSec.toFixed(0).padStart(7)} ${t.cpuUsPerMsg.toFixed(0).padStart(11)} ${t.p50Ms.toFixed(2).padStart(7)} ${t.p99Ms.toFixed(2).padStart(7)}   ${t.repMsgsPerSec.join(', ')}`,
     );
+  console.log(
+    '\n  variant          per message: WAL bytes  full-page images  blocks read (heap+index)  backend buffer writes',
+  );
+  for (const t of throughput) {
+    const c = t.serverPerMsg;
+    console.log(
+      `  ${t.variant.padEnd(15)} ${c.wal_bytes.toFixed(0).padStart(22)} ${c.wal_fpi.toFixed(2).padStart(17)} ${(c.heap_blks_read + c.idx_blks_read).toFixed(2).padStart(25)} ${c.buffers_backend.toFixed(2).padStart(22)}`,
+    );
+  }
   for (const [label, r] of Object.entries(ratios)) {
     const target = label.includes('msgs/s') ? (r.median >= 0.9 ? '≥ 0.9 met' : '≥ 0.9 MISSED') : '';
     console.log(`  ${label.padEnd(38)} ${fmtRatio(r).padEnd(20)} ${target}`);
@@ -478,7 +502,7 @@ function walZstdPool() {
  * images, bytes, flushes), shared buffers written by backends themselves or by the background
  * writer, checkpoints, and the big inbox's blocks read from outside shared buffers.
  */
-async function serverCounters() {
+async function serverCounters(schema = BIG) {
   const [w] = await q(
     `SELECT wal_records, wal_fpi, wal_bytes::bigint, wal_buffers_full, wal_write, wal_sync FROM pg_stat_wal`,
   );
@@ -490,7 +514,7 @@ async function serverCounters() {
     `SELECT coalesce(sum(heap_blks_read), 0)::bigint AS heap_blks_read, coalesce(sum(heap_blks_hit), 0)::bigint AS heap_blks_hit,
             coalesce(sum(idx_blks_read), 0)::bigint AS idx_blks_read, coalesce(sum(idx_blks_hit), 0)::bigint AS idx_blks_hit
        FROM pg_statio_user_tables WHERE schemaname = $1`,
-    [BIG],
+    [schema],
   );
   return Object.fromEntries(Object.entries({ ...w, ...b, ...r }).map(([k, v]) => [k, Number(v)]));
 }
