@@ -1,7 +1,8 @@
 // `npm run bench [-- name ...]`: runs each bench/<name>/run.mjs in turn (all by default).
 // Each prints its own table with its baselines, run side by side in the same process.
 // Opt-in long modes, never part of the default run: `--scale` (bench/core/scale.mjs, a
-// 10-million-row inbox and its purge; about half an hour) and `--soak [broker ...]`
+// 10-million-row inbox and its purge; about half an hour), `--shapes` (bench/core/scale-shapes.mjs,
+// three inbox table shapes on a 10-million-row inbox with the floor's SQL) and `--soak [broker ...]`
 // (bench/soak/soak.mjs, a long run per broker measuring the consumer's memory).
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
@@ -9,7 +10,11 @@ import { fileURLToPath } from 'node:url';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const args = process.argv.slice(2);
-const long = { '--scale': 'core/scale.mjs', '--soak': 'soak/soak.mjs' }[args[0]];
+const long = {
+  '--scale': 'core/scale.mjs',
+  '--shapes': 'core/scale-shapes.mjs',
+  '--soak': 'soak/soak.mjs',
+}[args[0]];
 if (long) {
   console.log(`\n=== bench/${long} ===`);
   const r = spawnSync(process.execPath, [`${here}${long}`, ...args.slice(1)], { stdio: 'inherit' });
