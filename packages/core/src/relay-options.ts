@@ -57,7 +57,11 @@ export interface RelayOptions {
   maxAttempts?: number | undefined;
   /** Delay before retrying a row after its nth failed attempt, in ms. @default min(500 · 2^(n-1), 60000) */
   retryDelayMs?: ((attempt: number) => number) | undefined;
-  /** Sent rows are deleted after this long, in ms. @default 1 day */
+  /**
+   * Sent rows are deleted after this long, in ms. `0` keeps none: a confirmed row is deleted by
+   * the statement that would have marked it sent, in the same commit, which costs PostgreSQL
+   * about half the CPU and a fifth of the WAL per row of marking it. @default 1 day
+   */
   sentRetentionMs?: number | undefined;
   /** How often sent rows are cleaned up, in ms. @default 60000 */
   cleanupIntervalMs?: number | undefined;

@@ -222,7 +222,13 @@ export class Relay {
           failed.map((f) => f.park),
         ]);
       }
-      await conn.client.query(sent.length > 0 ? this.#sql.markSentAndCommit(sent) : this.#sql.commit);
+      await conn.client.query(
+        sent.length === 0
+          ? this.#sql.commit
+          : this.#o.sentRetentionMs === 0
+            ? this.#sql.deleteSentAndCommit(sent)
+            : this.#sql.markSentAndCommit(sent),
+      );
       conn.release();
       this.#health.lastRoundAt = Date.now();
       this.#health.published += sent.length;

@@ -55,6 +55,14 @@ export function outboxSql(schema: string) {
     markSent: markSent('$1::bigint[]'),
     /** Marks `seqs` sent and commits, in one simple-query round trip (literal.ts). */
     markSentAndCommit: (seqs: readonly string[]) => `${markSent(bigintArrayLiteral(seqs))}; COMMIT`,
+    /**
+     * Deletes `seqs` and commits, in one round trip: the relay's record of confirmed rows when no
+     * sent row is kept (`sentRetentionMs` 0). A delete only marks the old row versions, where
+     * the UPDATE writes new ones into the table and the sent rows' index (about half the relay's
+     * PostgreSQL CPU per row, and 0.19× the WAL, in bench/outbox/pg-round.mjs).
+     */
+    deleteSentAndCommit: (seqs: readonly string[]) =>
+      `DELETE FROM ${outbox} WHERE seq = ANY(${bigintArrayLiteral(seqs)}); COMMIT`,
     /** $1 seqs, $2 errors json, $3 delays ms, $4 park flags. */
     markFailed: `UPDATE ${outbox} AS o SET
         attempts = o.attempts + 1,

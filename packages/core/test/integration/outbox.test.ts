@@ -262,13 +262,49 @@ describe('relay', () => {
       pool: db.pool,
       schema: db.schema,
       publishers: { c: rec.publisher },
-      sentRetentionMs: 0,
+      sentRetentionMs: 1,
       cleanupIntervalMs: 1,
     });
     await relay.runOnce();
     expect(await count('sent')).toBe(30);
     await new Promise((r) => setTimeout(r, 20));
     await relay.runOnce();
+    expect(await count('sent')).toBe(0);
+  });
+
+  it('sentRetentionMs 0: a confirmed row is deleted in its round, never before; a refused one stays pending', async () => {
+    await db.pool.query(`DELETE FROM ${db.schema}.outbox`);
+    const outbox = createOutbox({ pool: db.pool, schema: db.schema, destinations: ['c'] });
+    for (let i = 0; i < 30; i++) await outbox.enqueue(db.pool, 'c', `${i}`);
+    const rowsNow = async () =>
+      Number((await db.pool.query(`SELECT count(*)::int AS n FROM ${db.schema}.outbox`)).rows[0].n);
+    const rec = recorder({ fail: (m) => m.body.toString() === '3' || m.body.toString() === '7' });
+    const seenWhilePublishing: number[] = [];
+    const publisher: OutboxPublisher = {
+      async publish(messages, options) {
+        // Read from another connection while the round holds its rows: all still there.
+        seenWhilePublishing.push(await rowsNow());
+        return rec.publisher.publish(messages, options);
+      },
+    };
+    const relay = createRelay({
+      pool: db.pool,
+      schema: db.schema,
+      publishers: { c: publisher },
+      sentRetentionMs: 0,
+    });
+    expect(await relay.runOnce()).toBe(30);
+    expect(seenWhilePublishing).toEqual([30]);
+    expect(rec.sent).toHaveLength(28);
+    const left = (
+      await db.pool.query<{ body: Buffer; status: string; attempts: number }>(
+        `SELECT body, status, attempts FROM ${db.schema}.outbox ORDER BY seq`,
+      )
+    ).rows;
+    expect(left.map((r) => [r.body.toString(), r.status, r.attempts])).toEqual([
+      ['3', 'pending', 1],
+      ['7', 'pending', 1],
+    ]);
     expect(await count('sent')).toBe(0);
   });
 });

@@ -105,14 +105,18 @@ async function fill(destination: string) {
   }
 }
 
-async function drain(relays: Relay[]) {
+/** Runs `relays` until every row is sent; `deleted`: relays that keep no sent row (sentRetentionMs 0). */
+async function drain(relays: Relay[], deleted = false) {
   const total = KEYS * PER_KEY + UNKEYED;
   for (const r of relays) await r.start();
   const until = Date.now() + 60_000;
   const sent = async () =>
-    Number(
-      (await db.pool.query(`SELECT count(*) AS n FROM ${db.schema}.outbox WHERE status = 'sent'`)).rows[0].n,
-    );
+    deleted
+      ? total - Number((await db.pool.query(`SELECT count(*) AS n FROM ${db.schema}.outbox`)).rows[0].n)
+      : Number(
+          (await db.pool.query(`SELECT count(*) AS n FROM ${db.schema}.outbox WHERE status = 'sent'`)).rows[0]
+            .n,
+        );
   while ((await sent()) < total && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
   await Promise.all(relays.map((r) => r.stop()));
   return sent();
@@ -165,6 +169,34 @@ describe('overlapping rounds (concurrency)', () => {
     );
     try {
       expect(await drain(relays)).toBe(KEYS * PER_KEY + UNKEYED);
+    } finally {
+      await Promise.all(pools.map((p) => p.end()));
+    }
+    expect(check.violations).toEqual([]);
+    expect(check.duplicates).toBe(0);
+    expect(check.distinct).toBe(KEYS * PER_KEY + UNKEYED);
+  });
+
+  it('three relays that keep no sent row (sentRetentionMs 0, a row deleted when confirmed) keep the same invariants', {
+    timeout: 90_000,
+  }, async () => {
+    await fill('c4');
+    const check = checkingPublisher('c4');
+    const pools = [0, 1, 2].map(() => makePool(3));
+    const relays = pools.map((pool) =>
+      createRelay({
+        pool,
+        schema: db.schema,
+        publishers: { c4: check.publisher },
+        batchSize: 15,
+        concurrency: 2,
+        listen: false,
+        pollIntervalMs: 20,
+        sentRetentionMs: 0,
+      }),
+    );
+    try {
+      expect(await drain(relays, true)).toBe(KEYS * PER_KEY + UNKEYED);
     } finally {
       await Promise.all(pools.map((p) => p.end()));
     }
