@@ -7,7 +7,10 @@
 //            separate processes would be), each running C rounds at once (`concurrency`); rows/s
 //            from start to the last row committed `sent`. c1 is one round at a time (the relay
 //            before `concurrency`); the other variants use the default.
-// Each relay run counts the distinct rows marked sent (must be all) and the duplicate publishes
+//   relay×N/cC/del  the same with `sentRetentionMs: 0`: a confirmed row is deleted by the
+//            statement that would mark it sent (no sent rows kept), which costs PostgreSQL about
+//            half as much per row (bench/outbox/pg-round.mjs).
+// Each relay run counts the distinct rows marked sent, or deleted for /del (must be all) and the duplicate publishes
 // (the same id confirmed twice; 0 without faults). Figures: the median of per-repetition paired
 // ratios (variant ÷ raw) over BENCH_REPS (default 7) repetitions, with min–max.
 // Sizes: BENCH_ROWS (default 2000; at 10 keys BENCH_ROWS_FEW_KEYS, default 300, since only ten
@@ -34,13 +37,15 @@ const RUN = `bench-outbox-${process.pid}`;
 const COMMIT = gitCommit();
 /** The relay's default `concurrency` (DEFAULT_RELAY_CONCURRENCY in relay-options.ts). */
 const C = Number(process.env.BENCH_CONCURRENCY ?? 2);
-/** [name, relays, rounds per relay]. */
+/** [name, relays, rounds per relay, the relays' sentRetentionMs (undefined: the default)]. */
 const VARIANTS = [
   ['relay×1/c1', 1, 1],
   [`relay×1/c${C}`, 1, C],
   ['relay×1/c4', 1, 4],
   [`relay×2/c${C}`, 2, C],
   [`relay×4/c${C}`, 4, C],
+  [`relay×1/c${C}/del`, 1, C, 0],
+  [`relay×4/c${C}/del`, 4, C, 0],
 ];
 
 const pool = new pg.Pool({ connectionString: DB_URL, max: 3 });
@@ -92,7 +97,7 @@ async function fill(schema, destination, rows, keys) {
 }
 
 /** `relays` relays of `rounds` rounds each drain the backlog; rows/s, distinct sent, duplicates. */
-async function drain(target, destination, schema, rows, relays, rounds) {
+async function drain(target, destination, schema, rows, relays, rounds, sentRetentionMs) {
   const confirmed = new Map();
   const publisher = {
     async publish(messages, options) {
@@ -117,6 +122,7 @@ async function drain(target, destination, schema, rows, relays, rounds) {
       concurrency: rounds,
       listen: false,
       pollIntervalMs: 20,
+      sentRetentionMs,
     });
     relay.on('outbox:published', ({ count }) => {
       sent += count;
@@ -138,9 +144,11 @@ async function drain(target, destination, schema, rows, relays, rounds) {
   const cpu = cpuBetween(cpu0, cpuSnapshot());
   await Promise.all(list.map((r) => r.stop()));
   await Promise.all(pools.map((p) => p.end()));
-  const distinctSent = (
-    await pool.query(`SELECT count(*)::int AS n FROM ${schema}.outbox WHERE status = 'sent'`)
-  ).rows[0].n;
+  // Rows marked sent, or, where none is kept, rows gone (the backlog was the table's only rows).
+  const distinctSent =
+    sentRetentionMs === 0
+      ? rows - (await pool.query(`SELECT count(*)::int AS n FROM ${schema}.outbox`)).rows[0].n
+      : (await pool.query(`SELECT count(*)::int AS n FROM ${schema}.outbox WHERE status = 'sent'`)).rows[0].n;
   let duplicates = 0;
   for (const n of confirmed.values()) duplicates += n - 1;
   return { rate: rows / (ms / 1000), distinctSent, duplicates, cpu };
@@ -202,14 +210,14 @@ for (const name of ONLY) {
       for (let rep = 0; rep < REPS; rep++) {
         const order = [['raw'], ...VARIANTS];
         const rot = rep % order.length;
-        for (const [v, relays, rounds] of [...order.slice(rot), ...order.slice(0, rot)]) {
+        for (const [v, relays, rounds, retention] of [...order.slice(rot), ...order.slice(0, rot)]) {
           await target.reset();
           let r;
           if (v === 'raw') r = await raw(target, rows, keys, rep);
           else {
             const destination = destinationOf(target, keys);
             await fill(schema, destination, rows, keys);
-            r = await drain(target, destination, schema, rows, relays, rounds);
+            r = await drain(target, destination, schema, rows, relays, rounds, retention);
           }
           runs[v].push(r);
         }
