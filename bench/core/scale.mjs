@@ -300,9 +300,9 @@ async function throughputPhase() {
       // The server's counters per message beside each run: what a large inbox costs PostgreSQL
       // (full-page images in the WAL, blocks read from outside shared buffers, buffers written by
       // the backends themselves).
-      const c0 = await serverCounters(variants[name][0]);
+      const c0 = await serverCounters(variants[name][0], true);
       const run = await drive(...variants[name]);
-      const c1 = await serverCounters(variants[name][0]);
+      const c1 = await serverCounters(variants[name][0], true);
       run.serverPerMsg = Object.fromEntries(Object.keys(c0).map((k) => [k, (c1[k] - c0[k]) / N]));
       runs[name].push(run);
     }
@@ -498,11 +498,27 @@ function walZstdPool() {
 }
 
 /**
+ * PostgreSQL 15 keeps a backend's statistics pending for up to 10 s after it goes idle (at most
+ * one flush a second while busy): every connection of `p` is made to flush, so that a short run's
+ * counters are read with it rather than with a later run. Only for the throughput runs' pool: it
+ * takes every connection at once, which would stall live consumers.
+ */
+async function flushStats(p) {
+  const clients = await Promise.all(Array.from({ length: p.options.max }, () => p.connect()));
+  try {
+    await Promise.all(clients.map((c) => c.query('SELECT pg_stat_force_next_flush()')));
+  } finally {
+    for (const c of clients) c.release();
+  }
+}
+
+/**
  * The server's counters that a purge could move for the consumers: WAL written (records, full-page
  * images, bytes, flushes), shared buffers written by backends themselves or by the background
  * writer, checkpoints, and the big inbox's blocks read from outside shared buffers.
  */
-async function serverCounters(schema = BIG) {
+async function serverCounters(schema = BIG, flush = false) {
+  if (flush) await flushStats(pool);
   const [w] = await q(
     `SELECT wal_records, wal_fpi, wal_bytes::bigint, wal_buffers_full, wal_write, wal_sync FROM pg_stat_wal`,
   );
@@ -682,6 +698,15 @@ writeFileSync(
       commit: gitCommit(),
       phases: ALL_PHASES.filter((p) => PHASES.has(p)),
       machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version },
+      // The settings that decide what a large inbox costs (docs/benchmarks.md, "Sixth round").
+      server: Object.fromEntries(
+        (
+          await q(
+            `SELECT name, current_setting(name) AS value FROM pg_settings
+              WHERE name IN ('shared_buffers', 'max_wal_size', 'checkpoint_timeout', 'wal_compression', 'server_version')`,
+          )
+        ).map((r) => [r.name, r.value]),
+      ),
       sizes,
       load: loadRecord,
       ...(throughputResult ? { throughput: throughputResult } : {}),
