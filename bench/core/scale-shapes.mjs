@@ -55,6 +55,7 @@ import { randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import pg from 'pg';
+import { flushStats } from '../support/flush-stats.mjs';
 import { fmtRatio, gitCommit, median, pairedRatio } from '../support/report.mjs';
 
 const ROWS = Number(process.env.BENCH_SCALE_ROWS ?? 10_000_000);
@@ -292,22 +293,8 @@ for (const shape of SHAPES) {
 }
 
 // ---- throughput
-/**
- * PostgreSQL 15 keeps a backend's statistics pending for up to 10 s after it goes idle (at most
- * one flush a second while busy), so a run's counters could land in a later run's reading. Every
- * pool connection is made to flush before each reading.
- */
-async function flushStats() {
-  const clients = await Promise.all(Array.from({ length: C + 2 }, () => pool.connect()));
-  try {
-    await Promise.all(clients.map((c) => c.query('SELECT pg_stat_force_next_flush()')));
-  } finally {
-    for (const c of clients) c.release();
-  }
-}
-
 async function serverCounters(schema) {
-  await flushStats();
+  await flushStats(pool);
   const [w] = await q('SELECT wal_fpi, wal_bytes::bigint FROM pg_stat_wal');
   const [b] = await q(
     'SELECT buffers_backend, checkpoints_timed + checkpoints_req AS checkpoints FROM pg_stat_bgwriter',

@@ -37,6 +37,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { createInbox, migrate, purge } from '@once/core';
 import pg from 'pg';
+import { flushStats } from '../support/flush-stats.mjs';
 import { fmtRatio, gitCommit, median, pairedRatio } from '../support/report.mjs';
 
 const ROWS = Number(process.env.BENCH_SCALE_ROWS ?? 10_000_000);
@@ -495,21 +496,6 @@ let walZstd;
 function walZstdPool() {
   walZstd ??= new pg.Pool({ connectionString: DB_URL, max: 1, options: '-c wal_compression=zstd' });
   return walZstd;
-}
-
-/**
- * PostgreSQL 15 keeps a backend's statistics pending for up to 10 s after it goes idle (at most
- * one flush a second while busy): every connection of `p` is made to flush, so that a short run's
- * counters are read with it rather than with a later run. Only for the throughput runs' pool: it
- * takes every connection at once, which would stall live consumers.
- */
-async function flushStats(p) {
-  const clients = await Promise.all(Array.from({ length: p.options.max }, () => p.connect()));
-  try {
-    await Promise.all(clients.map((c) => c.query('SELECT pg_stat_force_next_flush()')));
-  } finally {
-    for (const c of clients) c.release();
-  }
 }
 
 /**
