@@ -53,10 +53,9 @@
 // bench/results/scale-shapes.json (BENCH_OUT: another file).
 import { randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
-import os from 'node:os';
 import pg from 'pg';
-import { flushStats } from '../support/flush-stats.mjs';
-import { fmtRatio, gitCommit, median, pairedRatio } from '../support/report.mjs';
+import { flushStats, serverSettings } from '../support/pg-server.mjs';
+import { fmtRatio, gitCommit, machine, median, pairedRatio } from '../support/report.mjs';
 
 const ROWS = Number(process.env.BENCH_SCALE_ROWS ?? 10_000_000);
 const CONSUMERS = 10;
@@ -235,14 +234,7 @@ for (const shape of TABLES) {
 // ---- sizes: each shape's indexes against shared_buffers
 const shared = (await q('SHOW shared_buffers'))[0].shared_buffers;
 // The settings that decide what a large inbox costs (see docs/benchmarks.md, "Sixth round").
-const server = Object.fromEntries(
-  (
-    await q(
-      `SELECT name, current_setting(name) AS value FROM pg_settings
-        WHERE name IN ('shared_buffers', 'max_wal_size', 'checkpoint_timeout', 'wal_compression', 'server_version')`,
-    )
-  ).map((r) => [r.name, r.value]),
-);
+const server = await serverSettings(pool);
 log(
   `server: ${Object.entries(server)
     .map(([k, v]) => `${k} ${v}`)
@@ -407,12 +399,7 @@ writeFileSync(
     {
       at: new Date().toISOString(),
       commit: gitCommit(),
-      machine: {
-        cpus: os.cpus().length,
-        model: os.cpus()[0]?.model,
-        loadavg: os.loadavg(),
-        node: process.version,
-      },
+      machine: machine(),
       server,
       sizes: { rows: ROWS, consumers: CONSUMERS, sharedBuffers: shared, shapes: sizes },
       load,

@@ -37,7 +37,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { createInbox, migrate, purge } from '@once/core';
 import pg from 'pg';
-import { flushStats } from '../support/flush-stats.mjs';
+import { flushStats, serverSettings } from '../support/pg-server.mjs';
 import { fmtRatio, gitCommit, median, pairedRatio } from '../support/report.mjs';
 
 const ROWS = Number(process.env.BENCH_SCALE_ROWS ?? 10_000_000);
@@ -684,15 +684,7 @@ writeFileSync(
       commit: gitCommit(),
       phases: ALL_PHASES.filter((p) => PHASES.has(p)),
       machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, node: process.version },
-      // The settings that decide what a large inbox costs (docs/benchmarks.md, "Sixth round").
-      server: Object.fromEntries(
-        (
-          await q(
-            `SELECT name, current_setting(name) AS value FROM pg_settings
-              WHERE name IN ('shared_buffers', 'max_wal_size', 'checkpoint_timeout', 'wal_compression', 'server_version')`,
-          )
-        ).map((r) => [r.name, r.value]),
-      ),
+      server: await serverSettings(pool),
       sizes,
       load: loadRecord,
       ...(throughputResult ? { throughput: throughputResult } : {}),

@@ -22,10 +22,12 @@
 // of the per-repetition figures, and each variant's CPU per row ÷ relay's, paired per repetition.
 // Results: bench/results/outbox-pg-round.json (BENCH_OUT: another file).
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
 import { migrate } from '@once/core';
 import pg from 'pg';
-import { fmtRatio, gitCommit, median, pairedRatio } from '../support/report.mjs';
+// The relay's statements as built (as purge-plan.mjs takes the inbox's): what is measured is what
+// the relay runs. `npm run build` first.
+import { outboxSql } from '../../packages/core/dist/sql/outbox.js';
+import { fmtRatio, gitCommit, machine, median, pairedRatio } from '../support/report.mjs';
 
 const ROWS = Number(process.env.BENCH_ROWS ?? 20_000);
 const KEYS = Number(process.env.BENCH_KEYS ?? 1_000);
@@ -45,30 +47,29 @@ for (const s of [SCHEMA, NOIDX]) {
 await setup.end();
 await admin.query(`DROP INDEX ${NOIDX}.outbox_sent_idx`);
 
-/** The round's statements for one variant: [begin + claim, mark + commit (given the seqs)]. */
-function statements(variant, schema) {
-  const outbox = `${schema}.outbox`;
-  const keyCheck =
-    variant === 'no-key'
-      ? ''
-      : `AND (o.key IS NULL OR NOT EXISTS (
-          SELECT 1 FROM ${outbox} AS p
-          WHERE p.status = 'pending' AND p.key = o.key AND p.destination = o.destination AND p.seq < o.seq))`;
-  const lock = variant === 'no-lock' ? '' : 'FOR UPDATE OF o SKIP LOCKED';
-  const sync = variant === 'async' ? 'off' : 'on';
-  const claim = `BEGIN; SET LOCAL synchronous_commit = ${sync}; SELECT o.seq, coalesce(o.message_id, o.id::text) AS id, o.destination, o.key, o.body, o.headers, o.attempts
-      FROM ${outbox} AS o
-      WHERE o.status = 'pending' AND o.available_at <= now() ${keyCheck}
-      ORDER BY o.seq LIMIT ${BATCH} ${lock}`;
-  const mark = (seqs) =>
-    variant === 'delete'
-      ? `DELETE FROM ${outbox} WHERE seq = ANY('{${seqs.join(',')}}'::bigint[]); COMMIT`
-      : `UPDATE ${outbox} SET status = 'sent', sent_at = now(), attempts = attempts + 1
-          WHERE seq = ANY('{${seqs.join(',')}}'::bigint[]); COMMIT`;
-  return { claim, mark };
+/** `sql` with `pattern` replaced; throws when it is not there (the relay's SQL changed under us). */
+function without(sql, pattern, replacement = '') {
+  const out = sql.replace(pattern, replacement);
+  if (out === sql) throw new Error(`pg-round: ${pattern} not found in the relay's claim: update the variant`);
+  return out;
 }
 
-/** Ticks of the WAL writer and the checkpointer (they work for the commits), summed. */
+/**
+ * The round's statements for one variant: [begin + claim, mark + commit (given the seqs)]. The
+ * relay's own (packages/core/src/sql/outbox.ts, as built), or a variant cut from them.
+ */
+function statements(variant, schema) {
+  const sql = outboxSql(schema);
+  let claim = sql.beginAndClaim(BATCH);
+  if (variant === 'no-key')
+    claim = without(claim, /\s+AND \(o\.key IS NULL OR NOT EXISTS \([\s\S]*?p\.seq < o\.seq\)\)/);
+  if (variant === 'no-lock') claim = without(claim, /\s+FOR UPDATE OF o SKIP LOCKED/);
+  if (variant === 'async') claim = without(claim, 'synchronous_commit = on', 'synchronous_commit = off');
+  const mark = variant === 'delete' ? sql.deleteSentAndCommit : sql.markSentAndCommit;
+  return { claim, mark: (seqs) => mark(seqs.map(String)) };
+}
+
+/** Ticks of the WAL writer, the checkpointer and the background writer (they work for the commits), summed. */
 function helperTicks() {
   let ticks = 0;
   for (const d of readdirSync('/proc')) {
@@ -179,12 +180,7 @@ writeFileSync(
     {
       at: new Date().toISOString(),
       commit: gitCommit(),
-      machine: {
-        cpus: os.cpus().length,
-        model: os.cpus()[0]?.model,
-        loadavg: os.loadavg(),
-        node: process.version,
-      },
+      machine: machine(),
       rows: ROWS,
       keys: KEYS,
       batch: BATCH,

@@ -10,8 +10,8 @@
 //   relay×N/cC/del  the same with `sentRetentionMs: 0`: a confirmed row is deleted by the
 //            statement that would mark it sent (no sent rows kept), which costs PostgreSQL about
 //            half as much per row (bench/outbox/pg-round.mjs).
-// Each relay run counts the distinct rows marked sent, or deleted for /del (must be all) and the duplicate publishes
-// (the same id confirmed twice; 0 without faults). Figures: the median of per-repetition paired
+// Each relay run counts the distinct rows marked sent (for /del: deleted; must be all) and the
+// duplicate publishes (the same id confirmed twice; 0 without faults). Figures: the median of per-repetition paired
 // ratios (variant ÷ raw) over BENCH_REPS (default 7) repetitions, with min–max.
 // Sizes: BENCH_ROWS (default 2000; at 10 keys BENCH_ROWS_FEW_KEYS, default 300, since only ten
 // rows can be in flight at once), BENCH_BATCH 100, BENCH_ONLY=kafka,rabbitmq,sqs,nats.

@@ -27,6 +27,11 @@ export function pairedRatio(as, bs, value) {
 export const fmtRatio = (r) =>
   r ? `${r.median.toFixed(2)}× [${r.min.toFixed(2)}–${r.max.toFixed(2)}]` : 'n/a';
 
+/** The machine a bench ran on, for its results file (the load average at the end of the run). */
+export function machine() {
+  return { cpus: os.cpus().length, model: os.cpus()[0]?.model, loadavg: os.loadavg(), node: process.version };
+}
+
 /** The short commit the bench ran at, for its results file. */
 export function gitCommit() {
   try {

@@ -14,3 +14,15 @@ export async function flushStats(pool, connections = pool.options.max) {
     for (const c of clients) c.release();
   }
 }
+
+/**
+ * The server settings that decide what a large inbox costs (docs/benchmarks.md, "Sixth round"),
+ * as `{ name: value }`, for a bench's results file. `pool`: anything with `query`.
+ */
+export async function serverSettings(pool) {
+  const { rows } = await pool.query(
+    `SELECT name, current_setting(name) AS value FROM pg_settings
+      WHERE name IN ('shared_buffers', 'max_wal_size', 'checkpoint_timeout', 'wal_compression', 'server_version')`,
+  );
+  return Object.fromEntries(rows.map((r) => [r.name, r.value]));
+}
