@@ -11,8 +11,10 @@ import type { Logger, PgPoolLike } from '@once/core';
 import type { Placed } from './envelope-of.js';
 import { LegacyGeneration } from './legacy-generation.js';
 import type { ResolvedNatsConsumerOptions } from './options.js';
-import { DEAD_LETTER_RETRY_MS } from './settle.js';
 import { durableGone, type Setup, setUp } from './setup.js';
+
+/** A pull handed back unprocessed comes back after this delay, in ms. */
+const HAND_BACK_MS = 1_000;
 
 /** What a {@link DurableSource} needs from its consumer. */
 export interface DurableSourceContext {
@@ -60,7 +62,6 @@ export class DurableSource {
             logger: inbox.logger,
             jsm: () => ctx.jsm,
             stream: () => this.#setup.stream,
-            noteError: (where, err) => ctx.noteError(where, err),
           })
         : undefined;
   }
@@ -112,18 +113,29 @@ export class DurableSource {
   }
 
   /**
-   * Hands a pull's messages to `take`, each with whether it keeps a bare sequence id. While the legacy generation is the stream's current one, the stream is looked up
-   * once the pull's first message has arrived; if it is another generation now, the pull's
-   * messages may belong to either, and are handed back (nak) instead (legacy-generation.ts).
+   * Hands a pull's messages to `take`, each with whether it keeps a bare sequence id. While the
+   * legacy generation is the stream's current one, the stream is looked up once the pull's first
+   * message has arrived; if it is another generation now, or the lookup fails, the pull's messages
+   * may belong to either, and are handed back (nak) instead (legacy-generation.ts).
    */
   async place(pull: ConsumerMessages, take: (placed: Placed) => void, arrived: () => void): Promise<void> {
-    const legacy = this.#legacy;
-    let verdict: 'check' | 'legacy' | 'new' | 'refused' = legacy?.live ? 'check' : 'new';
+    let verdict: 'check' | 'legacy' | 'new' | 'refused' = this.#legacy?.live ? 'check' : 'new';
     for await (const m of pull) {
       arrived();
-      if (verdict === 'check') verdict = (await legacy!.checkPull()) ? 'legacy' : 'refused';
+      if (verdict === 'check') verdict = await this.#check();
       if (verdict === 'refused') this.#handBack(m);
       else take({ m, legacy: verdict === 'legacy' });
+    }
+  }
+
+  /** Looks at a pull of the legacy generation; a failed lookup is a problem until the next pull. */
+  async #check(): Promise<'legacy' | 'refused'> {
+    try {
+      return (await this.#legacy!.checkPull()) ? 'legacy' : 'refused';
+    } catch (err) {
+      this.#problem = err;
+      this.#ctx.noteError('stream', err);
+      return 'refused';
     }
   }
 
@@ -144,7 +156,7 @@ export class DurableSource {
   /** A message that gets no id now: JetStream delivers it again shortly. */
   #handBack(m: JsMsg): void {
     try {
-      m.nak(DEAD_LETTER_RETRY_MS);
+      m.nak(HAND_BACK_MS);
     } catch (err) {
       this.#ctx.noteError('nak', err);
     }

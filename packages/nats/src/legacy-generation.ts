@@ -74,19 +74,14 @@ export class LegacyGeneration {
 
   /**
    * Called once a pull's first message has arrived: true when the stream is still the legacy
-   * generation, so the pull's messages get bare ids. False when the pull must be handed back:
-   * the generation is gone (for good: {@link live} turns false), or the lookup failed.
+   * generation, so the pull's messages get bare ids; false when it is gone (for good: {@link live}
+   * turns false) and the pull must be handed back. Throws when the stream cannot be looked up:
+   * hand the pull back too.
    */
   async checkPull(): Promise<boolean> {
     const c = this.#ctx;
     const stream = c.stream();
-    let created: string | undefined;
-    try {
-      created = await this.#created(stream);
-    } catch (err) {
-      c.noteError('stream', err);
-      return false;
-    }
+    const created = await this.#created(stream);
     if (created !== undefined && created === this.#record?.created && stream === this.#record.stream)
       return true;
     this.#live = false;
@@ -162,7 +157,6 @@ export interface LegacyGenerationContext {
   jsm(): JetStreamManager;
   /** The stream consumed, once set up. */
   stream(): string;
-  noteError(where: string, err: unknown): void;
 }
 
 /**
