@@ -158,6 +158,31 @@ describe("idFrom: 'sequence' on a recreated stream", () => {
   });
 });
 
+it('the stream deleted under a running consumer: unhealthy with NATS_STREAM_NOT_FOUND until a stream captures the subject again', async () => {
+  const name = streamName('nats-rec-nostream');
+  await createStream(name);
+  const fx = await ledger();
+  const c = consumer(name, { durable: 'nostream', idFrom: 'sequence', handler: recording(fx) });
+  await c.start();
+  await publish(`${name}.in.k`, 'a');
+  await waitFor('a', async () => (await fx.effects()).length === 1, 20_000);
+
+  await jsm.streams.delete(name);
+  await waitFor('unhealthy', async () => !c.health().healthy, 30_000);
+  await sleep(1_500);
+  expect(c.health()).toMatchObject({
+    state: 'running',
+    healthy: false,
+    lastError: { code: NatsErrorCode.StreamNotFound },
+  });
+
+  await createStream(name);
+  await publish(`${name}.in.k`, 'b');
+  await waitFor('b', async () => (await fx.effects()).length === 2, 30_000);
+  await waitFor('healthy again', async () => c.health().healthy, 10_000);
+  expect(await bodies(fx)).toEqual(['a', 'b']);
+});
+
 describe('a durable deleted under a running consumer', () => {
   it('createConsumer: false: unhealthy with NATS_CONSUMER_NOT_FOUND until it is back, then consumes again', async () => {
     const name = streamName('nats-rec-durable');
