@@ -172,6 +172,32 @@ it('what the old build processed under bare sequence ids still counts; a recreat
   );
 });
 
+it('the legacy stream recreated while the new build is stopped: its messages get new ids at the next start', async () => {
+  const name = await stream('nats-up-stopped');
+  const { fx, name: fxSchema } = await ledger();
+  await publish(name, 'a');
+  const old = await startOld(name, 'upstop', fxSchema);
+  await waitFor('a', async () => settledBy(old).length === 1, 30_000);
+  await stopOld(old);
+  const first = current(name, 'upstop', { handler: recording(fx) });
+  await first.start();
+  await publish(name, 'b');
+  await waitFor('b', async () => (await fx.effects()).length === 2, 30_000);
+  await first.stop();
+  expect(await effects(fx)).toEqual(['1=a', '2=b']);
+
+  await jsm.streams.delete(name);
+  await jsm.streams.add({ name, subjects: [`${name}.in.>`, `${name}.dead`] });
+  for (const body of ['a', 'b', 'c']) await publish(name, body);
+  const second = current(name, 'upstop', { handler: recording(fx) });
+  await second.start();
+  await waitFor('the new a, b and c', async () => (await fx.effects()).length === 5, 30_000);
+  await sleep(300);
+  const after = await effects(fx);
+  expect(after.slice(0, 2)).toEqual(['1=a', '2=b']);
+  expect(after.slice(2).map((e) => e.replace(/@[0-9]{19}=/, '='))).toEqual(['1=a', '2=b', '3=c']);
+});
+
 it('what the new build processed in the legacy generation is what the old build would record: the two can run side by side', async () => {
   const name = await stream('nats-up-side');
   const { fx, name: fxSchema } = await ledger();
