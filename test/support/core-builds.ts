@@ -6,7 +6,7 @@
 // its inputs change.
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { cp, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdir, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
@@ -66,18 +66,58 @@ export async function coreWithMigrations(name: string, extra: readonly ExtraMigr
 }
 
 async function build(dir: string, stamp: string, fill: () => Promise<void>): Promise<CoreBuild> {
+  await compile(dir, stamp, fill, 'packages/core');
+  return (await import(pathToFileURL(join(dir, 'packages/core/dist/index.js')).href)) as CoreBuild;
+}
+
+/** Fills `dir` and runs `tsc -b project` there, unless `stamp` says it already holds that build. */
+async function compile(
+  dir: string,
+  stamp: string,
+  fill: () => Promise<void>,
+  project: string,
+): Promise<void> {
   const stampFile = join(dir, '.stamp');
-  const entry = join(dir, 'packages/core/dist/index.js');
   const built = await readFile(stampFile, 'utf8').catch(() => null);
   if (built !== stamp) {
     await rm(dir, { recursive: true, force: true });
     await mkdir(dir, { recursive: true });
     await fill();
     // pg's types resolve from the repository's node_modules, above .cache/.
-    await exec(process.execPath, [TSC, '-b', 'packages/core'], { cwd: dir });
+    await exec(process.execPath, [TSC, '-b', project], { cwd: dir });
     await writeFile(stampFile, stamp);
   }
-  return (await import(pathToFileURL(entry).href)) as CoreBuild;
+}
+
+/**
+ * @once/nats and the @once/core it was built with, as of `commit`: the path of that copy's
+ * `packages/nats/dist/index.js`. Its `@once/core` imports resolve to the copy's own core (a
+ * node_modules link inside the copy); the NATS clients and pg come from the repository's
+ * node_modules. Load it in a child process (test/support/child.ts): inside vitest, the workspace
+ * aliases would hand it this tree's @once/core.
+ */
+export async function natsAtCommit(commit: string): Promise<string> {
+  const dir = join(BUILDS, `nats-commit-${commit}`);
+  const inputs = [
+    ...INPUTS,
+    'packages/nats/src',
+    'packages/nats/package.json',
+    'packages/nats/tsconfig.json',
+  ];
+  await compile(
+    dir,
+    `nats at commit ${commit}`,
+    async () => {
+      const tar = join(BUILDS, `nats-commit-${commit}.tar`);
+      await exec('git', ['-C', ROOT, 'archive', '--format=tar', '-o', tar, commit, ...inputs]);
+      await exec('tar', ['-xf', tar, '-C', dir]);
+      await rm(tar);
+      await mkdir(join(dir, 'node_modules', '@once'), { recursive: true });
+      await symlink('../../packages/core', join(dir, 'node_modules', '@once', 'core'));
+    },
+    'packages/nats',
+  );
+  return join(dir, 'packages/nats/dist/index.js');
 }
 
 /** A digest per file of this tree's build inputs, so an edit to core rebuilds the copies. */

@@ -1,14 +1,9 @@
-import {
-  type ConsumerMessages,
-  type JetStreamClient,
-  type Consumer as JsConsumer,
-  jetstream,
-  jetstreamManager,
-} from '@nats-io/jetstream';
+import { type ConsumerMessages, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { OnceError } from '@once/core';
 import { ConsumerBase, type ConsumerHealth, type ConsumerState, sleep } from '@once/core/adapter';
 import { Dispatcher } from './dispatch.js';
+import { DurableSource } from './durable-source.js';
 import { connectError, NatsErrorCode } from './errors.js';
 import type { NatsConsumerEventMap } from './events.js';
 import {
@@ -17,14 +12,14 @@ import {
   resolveNatsConsumerOptions,
 } from './options.js';
 import { pullSize } from './pull-window.js';
-import { type Setup, setUp } from './setup.js';
 
 /** Lifecycle states of a {@link NatsConsumer} (the kit's states). */
 export type NatsConsumerState = ConsumerState;
 
 /**
- * A snapshot for health checks. `healthy`: running, connected, the database and schema usable, and
- * (with a connection of your own) that connection not closed.
+ * A snapshot for health checks. `healthy`: running, connected, the database and schema usable, the
+ * durable consumer (and its stream) there, with `idFrom: 'sequence'` the record of which messages
+ * keep bare sequence ids read, and (with a connection of your own) that connection not closed.
  */
 export interface NatsConsumerHealth extends ConsumerHealth {
   /** The stream and durable consumed, once started. */
@@ -60,10 +55,14 @@ const FETCH_BACKOFF_MAX_MS = 5_000;
  * (`NATS_CONNECT`, `NATS_SERVER`, `NATS_STREAM_NOT_FOUND`, `NATS_CONSUMER_NOT_FOUND`,
  * `NATS_CONSUMER_CONFIG`). `stop()` is graceful: no new pulls, held messages run and settle
  * (within `stopTimeoutMs`), the acks are flushed, and a connection once made is closed (yours is
- * left open). Idempotent.
+ * left open). Idempotent. A durable deleted later (by hand, or with its stream) turns the
+ * consumer unhealthy until it is there again; with `createConsumer`, once makes it again, on the
+ * stream that then captures the subject.
  *
- * The consumer owns the connection and the fetch loop; what happens to a fetched message is the
- * {@link Dispatcher}'s (dispatch.ts), and its settle the `Settler`'s (settle.ts).
+ * The consumer owns the connection and the fetch loop; the durable it pulls from, and which
+ * messages keep bare sequence ids, are the `DurableSource`'s (durable-source.ts); what
+ * happens to a fetched message is the {@link Dispatcher}'s (dispatch.ts), and its settle the
+ * `Settler`'s (settle.ts).
  */
 export class NatsConsumer<R = unknown> extends ConsumerBase<R, NatsConsumerEventMap, NatsConsumerHealth> {
   /** The JetStream options after defaults. */
@@ -72,9 +71,7 @@ export class NatsConsumer<R = unknown> extends ConsumerBase<R, NatsConsumerEvent
   /** Cuts a fetch backoff short on stop. */
   readonly #abort = new AbortController();
   #nc: NatsConnection | undefined;
-  #js: JetStreamClient | undefined;
-  #source: JsConsumer | undefined;
-  #setup: Setup | undefined;
+  #source: DurableSource | undefined;
   #fetch: ConsumerMessages | undefined;
   #loop: Promise<void> | undefined;
   #waiters: (() => void)[] = [];
@@ -108,8 +105,8 @@ export class NatsConsumer<R = unknown> extends ConsumerBase<R, NatsConsumerEvent
         events: this.life.events,
         logger: this.inbox.options.logger,
         counter: this.counter,
-        js: () => this.#js!,
-        stream: () => this.#setup!.stream,
+        js: () => this.#source!.js,
+        stream: () => this.#source!.setup.stream,
         noteError: (where, err) => this.life.noteError(where, err),
       },
       pullRemaining: () => this.#pullRemaining,
@@ -121,8 +118,10 @@ export class NatsConsumer<R = unknown> extends ConsumerBase<R, NatsConsumerEvent
 
   health(): NatsConsumerHealth {
     return {
-      ...this.life.health(this.#connected && this.#closedError === undefined),
-      stream: this.#setup?.stream,
+      ...this.life.health(
+        this.#connected && this.#closedError === undefined && this.#source?.problem === undefined,
+      ),
+      stream: this.#source?.setup.stream,
       durable: this.options.durable,
       held: this.#dispatch.held,
       active: this.#dispatch.active,
@@ -155,11 +154,16 @@ export class NatsConsumer<R = unknown> extends ConsumerBase<R, NatsConsumerEvent
         cause: err,
       });
     });
-    this.#setup = await setUp(nc, jsm, o, this.inbox.options.handlerTimeoutMs);
-    this.#js = jetstream(nc);
-    this.#source = await this.#js.consumers.get(this.#setup.stream, o.durable);
+    this.#source = await DurableSource.open({
+      nc,
+      jsm,
+      options: o,
+      handlerTimeoutMs: this.inbox.options.handlerTimeoutMs,
+      inbox: this.inbox.options,
+      noteError: (where, err) => this.life.noteError(where, err),
+    });
     this.#watch(nc);
-    const every = Math.max(100, Math.floor(this.#setup.ackWaitMs / 3));
+    const every = Math.max(100, Math.floor(this.#source.setup.ackWaitMs / 3));
     this.#heartbeat = setInterval(() => {
       if (this.#connected) this.#dispatch.beat();
     }, every);
@@ -257,6 +261,7 @@ export class NatsConsumer<R = unknown> extends ConsumerBase<R, NatsConsumerEvent
 
   async #fetchLoop(): Promise<void> {
     const o = this.options;
+    const source = this.#source!;
     let backoffMs = FETCH_BACKOFF_MS;
     while (!this.life.stopping && this.#closedError === undefined) {
       // pull-window.ts: with `batch`, the next batch is pulled while the current ones run.
@@ -265,23 +270,32 @@ export class NatsConsumer<R = unknown> extends ConsumerBase<R, NatsConsumerEvent
         await this.#wait();
         continue;
       }
-      try {
-        this.#pullRemaining = room;
-        this.#fetch = await this.#source!.fetch({ max_messages: room, expires: FETCH_EXPIRES_MS });
-        for await (const m of this.#fetch) {
-          this.#pullRemaining--;
-          this.#dispatch.take(m);
+      let ok = await source.ready();
+      if (ok) {
+        try {
+          this.#pullRemaining = room;
+          this.#fetch = await source.pull(room, FETCH_EXPIRES_MS);
+          await source.place(
+            this.#fetch,
+            (placed) => this.#dispatch.take(placed),
+            () => this.#pullRemaining--,
+          );
+        } catch (err) {
+          if (this.life.stopping || this.#closedError) break;
+          ok = false;
+          this.life.noteError('fetch', err);
+          await source.pullFailed();
+        } finally {
+          this.#fetch = undefined;
+          this.#pullRemaining = 0;
+          this.#dispatch.pullEnded();
         }
+      }
+      if (ok) {
         backoffMs = FETCH_BACKOFF_MS;
-      } catch (err) {
-        if (this.life.stopping || this.#closedError) break;
-        this.life.noteError('fetch', err);
+      } else if (!this.life.stopping) {
         await sleep(backoffMs, this.#abort.signal);
         backoffMs = Math.min(backoffMs * 2, FETCH_BACKOFF_MAX_MS);
-      } finally {
-        this.#fetch = undefined;
-        this.#pullRemaining = 0;
-        this.#dispatch.pullEnded();
       }
     }
   }

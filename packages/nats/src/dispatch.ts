@@ -1,7 +1,6 @@
-import type { JsMsg } from '@nats-io/jetstream';
 import type { Inbox } from '@once/core';
 import { DeliveryPipeline, type StartCounter } from '@once/core/adapter';
-import { envelopeOf } from './envelope-of.js';
+import { envelopeOf, type Placed } from './envelope-of.js';
 import type { ResolvedNatsConsumerOptions } from './options.js';
 import { DEAD_LETTER_RETRY_MS, type Held, Settler, type SettlerContext } from './settle.js';
 
@@ -80,8 +79,8 @@ export class Dispatcher<R> {
   }
 
   /** Holds a fetched message and schedules a pump (the messages of one pull form one batch). */
-  take(m: JsMsg): void {
-    const held: Held = { m, envelope: envelopeOf(m, this.#ctx.options), done: false };
+  take(placed: Placed): void {
+    const held: Held = { m: placed.m, envelope: envelopeOf(placed, this.#ctx.options), done: false };
     this.#held.add(held);
     this.#pipeline.push(held);
     if (this.#pumpScheduled) return;

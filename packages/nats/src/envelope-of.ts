@@ -2,6 +2,7 @@ import type { JsMsg } from '@nats-io/jetstream';
 import type { Envelope } from '@once/core';
 import { decodedIdCheck } from '@once/core/adapter';
 import type { ResolvedNatsConsumerOptions } from './options.js';
+import { sequenceId, storedAtOf } from './stored-message.js';
 
 /** A message's headers as text, one value per name (the last one where a name repeats). */
 export function headersOf(m: Pick<JsMsg, 'headers'>): Record<string, string> {
@@ -14,24 +15,47 @@ export function headersOf(m: Pick<JsMsg, 'headers'>): Record<string, string> {
   return out;
 }
 
+/** A delivered message, and which generation of its stream the fetch loop found it in. */
+export interface Placed {
+  readonly m: JsMsg;
+  /**
+   * It belongs to the stream generation whose messages keep bare sequence ids
+   * (legacy-generation.ts): with `idFrom: 'sequence'` its id is the sequence alone.
+   */
+  readonly legacy: boolean;
+}
+
 /**
  * Maps a JetStream delivery to core's envelope. The id is the `idHeader` header (`Nats-Msg-Id`,
- * what JetStream deduplicates publishes on), or the stream sequence with `idFrom: 'sequence'`;
- * `idOf` overrides both. `redelivered` (a delivery count above one: a nak, an expired `ack_wait`,
- * a consumer that died) only marks the delivery as suspect: it runs alone and its starts are
+ * what JetStream deduplicates publishes on), or with `idFrom: 'sequence'` the stored message's
+ * `<sequence>@<store time>` (the sequence alone for a message of the legacy generation); `idOf`
+ * overrides both. `redelivered` (a delivery count above one: a nak, an expired `ack_wait`, a
+ * consumer that died) only marks the delivery as suspect: it runs alone and its starts are
  * counted by core, since JetStream counts deliveries, not runs. The key is the subject. Header
  * values arrive decoded as UTF-8, so an id holding U+FFFD is refused (`decodedIdCheck`).
  */
 export function envelopeOf(
-  m: JsMsg,
+  { m, legacy }: Placed,
   o: Pick<ResolvedNatsConsumerOptions, 'idFrom' | 'idHeader' | 'durable'>,
 ): Envelope {
   const headers = headersOf(m);
   const seq = m.info.streamSequence;
-  const id = o.idFrom === 'sequence' ? String(seq) : headers[o.idHeader];
+  let id: string | undefined;
+  let unusable: Pick<Envelope, 'idUnusable'>;
+  if (o.idFrom === 'header') {
+    id = headers[o.idHeader];
+    unusable = decodedIdCheck(id);
+  } else if (legacy) {
+    id = String(seq);
+    unusable = {};
+  } else {
+    const storedAt = storedAtOf(m);
+    id = storedAt === undefined ? undefined : sequenceId(seq, storedAt);
+    unusable = id === undefined ? { idUnusable: 'its ack subject holds no store time' } : {};
+  }
   return {
     id,
-    ...decodedIdCheck(id),
+    ...unusable,
     body: Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength),
     headers,
     key: m.subject,

@@ -24,6 +24,11 @@ export const NatsErrorCode = {
   ConnectionClosed: 'NATS_CONNECTION_CLOSED',
   /** A JetStream publish got no PubAck (timeout, no stream, the connection went). Retryable. */
   Publish: 'NATS_PUBLISH',
+  /**
+   * With `idFrom: 'sequence'`: the record of which stream generation keeps bare sequence ids (an
+   * inbox row of the consumer) could not be read or made. Fetching waits and tries again.
+   */
+  SequenceIds: 'NATS_SEQUENCE_IDS',
 } as const;
 export type NatsErrorCode = (typeof NatsErrorCode)[keyof typeof NatsErrorCode];
 

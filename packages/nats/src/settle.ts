@@ -11,6 +11,7 @@ import {
   type TypedEmitter,
 } from '@once/core/adapter';
 import type { NatsConsumerEventMap } from './events.js';
+import { deadLetterMsgId, storedAtOf } from './stored-message.js';
 
 /** A message fetched and not yet settled. */
 export interface Held {
@@ -120,8 +121,13 @@ export class Settler<R> {
     if (id) headers.set(ORIGINAL_ID_HEADER, id);
     headers.set(ORIGIN_SUBJECT_HEADER, m.subject);
     headers.set(DEAD_LETTER_RECORD, record);
-    // One copy per stored message, however often its dead-lettering is tried.
-    const msgID = `once-dead:${this.#ctx.stream()}:${m.info.streamSequence}:${this.#ctx.durable}`;
-    await this.#ctx.js().publish(subject, m.data, { msgID, headers });
+    // One copy per stored message, however often its dead-lettering is tried. Without a store
+    // time (never, from JetStream) no msgID: a second copy beats a dropped one.
+    const storedAt = storedAtOf(m);
+    const msgID =
+      storedAt === undefined
+        ? undefined
+        : deadLetterMsgId(this.#ctx.stream(), m.info.streamSequence, storedAt, this.#ctx.durable);
+    await this.#ctx.js().publish(subject, m.data, msgID === undefined ? { headers } : { msgID, headers });
   }
 }

@@ -40,6 +40,52 @@ export function subjectMatches(filter: string, subject: string): boolean {
   return f.length === s.length;
 }
 
+/** True for JetStream's "consumer not found" (API error 10014), from any client call. */
+function consumerNotFound(err: unknown): boolean {
+  const e = err as { code?: unknown; api_error?: { err_code?: number }; message?: unknown };
+  return (
+    e?.code === 10014 || e?.api_error?.err_code === 10014 || /consumer not found/i.test(String(e?.message))
+  );
+}
+
+/** True for JetStream's "stream not found". */
+export function streamNotFound(err: unknown): boolean {
+  return /stream not found/i.test(String((err as Error)?.message));
+}
+
+/**
+ * Asked after a failed pull: the named OnceError when the durable consumer no longer exists
+ * (deleted, or with its stream), so the consumer reports it instead of pulling in vain; undefined
+ * when it exists, or when JetStream cannot tell now (the pull failed for another reason).
+ */
+export async function durableGone(
+  jsm: JetStreamManager,
+  stream: string,
+  o: Pick<ResolvedNatsConsumerOptions, 'durable' | 'createConsumer'>,
+): Promise<OnceError | undefined> {
+  try {
+    await jsm.consumers.info(stream, o.durable);
+    return undefined;
+  } catch (err) {
+    const then = o.createConsumer ? 'once makes it again' : 'create it again (createConsumer is off)';
+    if (streamNotFound(err)) {
+      return new OnceError(
+        NatsErrorCode.StreamNotFound,
+        `stream '${stream}' is gone, and durable consumer '${o.durable}' with it: nothing is fetched until a stream captures the subject again and ${then}`,
+        { cause: err },
+      );
+    }
+    if (consumerNotFound(err)) {
+      return new OnceError(
+        NatsErrorCode.ConsumerNotFound,
+        `durable consumer '${o.durable}' of stream '${stream}' is gone (deleted): nothing is fetched until ${then}`,
+        { cause: err },
+      );
+    }
+    return undefined;
+  }
+}
+
 /** The stream capturing `subject`, or a named NATS_STREAM_NOT_FOUND. */
 async function streamOf(jsm: JetStreamManager, subject: string, field: string): Promise<string> {
   let name: string | undefined;
@@ -84,9 +130,8 @@ export async function setUp(
   }
   const stream = o.stream ?? (await streamOf(jsm, o.subject, 'subject'));
   let info = await jsm.consumers.info(stream, o.durable).catch((err: unknown) => {
-    const code = (err as { code?: unknown; api_error?: { err_code?: number } })?.api_error?.err_code;
-    if (code === 10014 || /consumer not found/i.test(String((err as Error)?.message))) return undefined;
-    if (/stream not found/i.test(String((err as Error)?.message))) {
+    if (consumerNotFound(err)) return undefined;
+    if (streamNotFound(err)) {
       throw new OnceError(NatsErrorCode.StreamNotFound, `stream '${stream}' does not exist`, { cause: err });
     }
     throw err;

@@ -572,7 +572,7 @@ it('ids: Nats-Msg-Id by default; a copy outside duplicate_window reaches the con
   expect((await fx.check({ expectedIds: [`${name}-a`] })).ok).toBe(true);
 });
 
-it("idFrom 'sequence': the stream sequence is the id", async () => {
+it("idFrom 'sequence': the stream sequence and the message's store time are the id", async () => {
   const name = await stream('nats-seq');
   const seen: string[] = [];
   const c = consumer(name, { idFrom: 'sequence', handler: (_e, { id }) => void seen.push(id) });
@@ -580,8 +580,19 @@ it("idFrom 'sequence': the stream sequence is the id", async () => {
   await jetstream(nc).publish(`${name}.in.k`, 'two');
   await c.start();
   await waitFor('two', async () => seen.length === 2, 20_000);
-  expect(seen).toEqual(['1', '2']);
+  // A consumer with no inbox rows before it first started has no legacy generation: no id is bare.
+  const stored = async (seq: number) =>
+    `${seq}@${nanosOf((await jsm.streams.getMessage(name, { seq }))!.timestamp)}`;
+  expect(seen).toEqual([await stored(1), await stored(2)]);
 });
+
+/** An RFC 3339 time with up to nine fraction digits, in ns since the epoch (a Date keeps ms only). */
+function nanosOf(iso: string): string {
+  const m = /^(.*T\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?Z$/.exec(iso);
+  if (!m) throw new Error(`not an RFC 3339 UTC time: ${iso}`);
+  const seconds = BigInt(Date.parse(`${m[1]}Z`)) / 1000n;
+  return (seconds * 1_000_000_000n + BigInt((m[2] ?? '').padEnd(9, '0'))).toString();
+}
 
 it('started before migrate(): fetches nothing, unhealthy; begins once the schema checks out', async () => {
   const name = await stream('nats-nodb');
