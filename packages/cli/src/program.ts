@@ -45,7 +45,8 @@ const { version } = createRequire(import.meta.url)('../package.json') as { versi
 /**
  * The `once` command tree. Built afresh per run (commander keeps parse state on the objects).
  * Output and exits go through `io` and exceptions, never `process`. Commander's own text echoes
- * arguments as typed, so it is escaped (a control character in an argument).
+ * arguments as typed, so it passes through `redact` (a password in a mistyped option) and is
+ * escaped (a control character in an argument).
  */
 export function buildProgram(
   io: CliIo,

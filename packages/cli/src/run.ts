@@ -7,6 +7,7 @@ import { exitOf } from './exit-of.js';
 import type { CliIo } from './io.js';
 import { jsonText } from './json-text.js';
 import { buildProgram, type Execute, type GlobalOptions } from './program.js';
+import { secretRedactor } from './redact-secrets.js';
 import type { Report } from './report.js';
 
 /**
@@ -15,12 +16,13 @@ import type { Report } from './report.js';
  * tests run commands in-process; `bin.ts` passes the real process streams.
  *
  * What it prints holds no control character but the newline (text: JSON's escapes, as `\u001b`;
- * `--json`: `\u` escapes for DEL and C1 too).
+ * `--json`: `\u` escapes for DEL and C1 too) and no password of the database URL, even where
+ * the argument parser echoes an argument.
  */
 export async function run(argv: readonly string[], io: CliIo): Promise<number> {
   // Known before parsing succeeds, so even a usage error is reported as JSON under --json.
   let json = argv.includes('--json');
-  const redact = (text: string) => text;
+  const redact = secretRedactor(argv, io.env);
   let exitCode: ExitCode = ExitCode.Ok;
   const execute: Execute = async (command, body, check) => {
     const globals = command.optsWithGlobals<GlobalOptions>();
@@ -34,7 +36,11 @@ export async function run(argv: readonly string[], io: CliIo): Promise<number> {
         'no database: pass --database-url <url> or set DATABASE_URL',
       );
     }
-    const db = await openDatabase({ url, schema: globals.schema });
+    const db = await openDatabase({
+      url,
+      schema: globals.schema,
+      urlSource: globals.databaseUrl === undefined ? 'DATABASE_URL' : '--database-url',
+    });
     try {
       const report = await body(db, globals);
       print(io, json, report, redact);
