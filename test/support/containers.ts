@@ -2,6 +2,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { SERVICE_ENV_DEFAULTS } from './env.js';
+import { warmUpKafka } from './kafka-setup.js';
 
 // The opt-in container path of the integration harness (ONCE_SERVICES=testcontainers): the four
 // services in containers started with testcontainers from the local images scripts/images builds,
@@ -170,31 +171,11 @@ export async function startServiceContainers(): Promise<ServiceContainers> {
         `service containers do not answer:\n${probe.stdout}${probe.stderr}\n${logs.join('\n')}`,
       );
     }
-    await warmUpKafka(urls.KAFKA_BROKERS);
+    await warmUpKafka([urls.KAFKA_BROKERS]);
     return { urls, ids, network: networkName, stop };
   } catch (err) {
     await stop();
     throw err;
-  }
-}
-
-/**
- * A fresh broker has no group coordinator until its first consumer group asks for one (it then
- * creates __consumer_offsets); a long-running broker, as the native one is, has one. Asking once
- * here keeps a test's first join from meeting "coordinator not available".
- */
-async function warmUpKafka(brokers: string): Promise<void> {
-  const { Kafka, logLevel } = await import('kafkajs');
-  const admin = new Kafka({
-    clientId: 'once-harness',
-    brokers: [brokers],
-    logLevel: logLevel.NOTHING,
-  }).admin();
-  await admin.connect();
-  try {
-    await admin.describeGroups(['once-harness-warm-up']);
-  } finally {
-    await admin.disconnect();
   }
 }
 

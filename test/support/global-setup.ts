@@ -2,6 +2,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { TestProject } from 'vitest/node';
 import { SERVICE_ENV_DEFAULTS, type ServiceEnvName, type ServiceUrls, serviceUrls } from './env.js';
+import { warmUpKafka } from './kafka-setup.js';
 
 // Vitest globalSetup of the integration project. Integration tests need all four real services;
 // a missing one is a failure with a message saying how to start it, never a silent skip.
@@ -80,6 +81,9 @@ export async function setup(project: TestProject): Promise<(() => Promise<void>)
         `or point ${vars} at running ones.`,
     );
   }
+  // The broker may have started a moment ago (here, or by `scripts/services start` in CI): its
+  // group coordinator is made ready once, before any test asks for it.
+  await warmUpKafka(serviceUrls().kafkaBrokers);
   project.provide('serviceUrls', serviceUrls());
   project.provide('serviceContainers', []);
   project.provide('serviceNetwork', '');

@@ -6,5 +6,6 @@ export * from './core-builds.js';
 export * from './env.js';
 export * from './fault-proxy.js';
 export * from './isolation.js';
+export * from './kafka-setup.js';
 export * from './ledger.js';
 export * from './wait.js';

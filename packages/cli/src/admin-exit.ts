@@ -1,20 +1,20 @@
 import { type AdminError, AdminErrorCode } from '@once/core/admin';
 import { CliError } from './cli-error.js';
+import { escapeText } from './escape-text.js';
 import { ExitCode } from './exit-codes.js';
+import { quote } from './json-text.js';
 
 /**
  * What the CLI says for core's admin refusals (nothing was changed): not found (or not failed,
  * not done) is exit 5, a
  * retry that needs another flag or cannot republish is exit 2. Codes stay core's, except that an
- * outbox row that is not failed is `NOT_FAILED` like an inbox row.
+ * outbox row that is not failed is `NOT_FAILED` like an inbox row. Ids, names and origins are
+ * quoted or escaped: they may hold any character (see escape-text.ts).
  */
 export function cliErrorOf(err: AdminError): CliError {
   const d = err.detail;
   const schema = err.schema;
-  const which =
-    'messageId' in d
-      ? `message ${JSON.stringify(d.messageId)} of consumer ${JSON.stringify(d.consumer)}`
-      : '';
+  const which = 'messageId' in d ? `message ${quote(d.messageId)} of consumer ${quote(d.consumer)}` : '';
   const cannotRepublish = (why: string) =>
     new CliError(ExitCode.Usage, d.code, `cannot republish ${which}: ${why}. Nothing was changed`, {
       cause: err,
@@ -23,12 +23,12 @@ export function cliErrorOf(err: AdminError): CliError {
     case AdminErrorCode.UnknownConsumer:
       return notFound(
         d.code,
-        `unknown consumer ${JSON.stringify(d.consumer)}: it has no rows in schema ${schema} (see \`once status\` for the consumers there are)`,
+        `unknown consumer ${quote(d.consumer)}: it has no rows in schema ${schema} (see \`once status\` for the consumers there are)`,
       );
     case AdminErrorCode.UnknownMessage:
       return notFound(
         d.code,
-        `no message ${JSON.stringify(d.messageId)} for consumer ${JSON.stringify(d.consumer)} in schema ${schema} (rows are purged once they expire)`,
+        `no message ${quote(d.messageId)} for consumer ${quote(d.consumer)} in schema ${schema} (rows are purged once they expire)`,
       );
     case AdminErrorCode.NotFailed:
       return notFound(d.code, `${which} in schema ${schema} is ${d.status}, not failed: nothing to do`);
@@ -45,7 +45,7 @@ export function cliErrorOf(err: AdminError): CliError {
         ExitCode.Usage,
         d.code,
         `${which} has ${n} recorded step${n === 1 ? '' : 's'} ` +
-          `(${d.steps.join(', ')}); deleting its record deletes them and their effects run again. Nothing was changed. ` +
+          `(${d.steps.map(escapeText).join(', ')}); deleting its record deletes them and their effects run again. Nothing was changed. ` +
           'Pass --forget-steps to do it anyway',
         { cause: err },
       );
@@ -60,18 +60,18 @@ export function cliErrorOf(err: AdminError): CliError {
       const origin = d.origin ?? {};
       return cannotRepublish(
         origin.broker === 'rabbitmq'
-          ? `it came from RabbitMQ queue ${JSON.stringify(origin.queue)}, and a queue is not an exchange: pass --to <exchange> (and --key <routing key> if it differs from ${JSON.stringify(origin.key ?? '')})`
+          ? `it came from RabbitMQ queue ${quote(origin.queue ?? '')}, and a queue is not an exchange: pass --to <exchange> (and --key <routing key> if it differs from ${quote(origin.key ?? '')})`
           : d.origin === null
             ? 'its source was not recorded (it failed before schema version 5): pass --to <destination>'
-            : `it came from ${origin.broker ?? 'an unknown broker'} ${JSON.stringify(origin.queue ?? '')}, which has no default destination: pass --to <destination>`,
+            : `it came from ${origin.broker === undefined ? 'an unknown broker' : escapeText(origin.broker)} ${quote(origin.queue ?? '')}, which has no default destination: pass --to <destination>`,
       );
     }
     case AdminErrorCode.UnknownOutboxId:
-      return notFound(d.code, `no outbox message ${d.id} in schema ${schema}`);
+      return notFound(d.code, `no outbox message ${escapeText(d.id)} in schema ${schema}`);
     case AdminErrorCode.OutboxNotFailed:
       return notFound(
         'NOT_FAILED',
-        `outbox message ${d.id} in schema ${schema} is ${d.status}, not failed: nothing to retry`,
+        `outbox message ${escapeText(d.id)} in schema ${schema} is ${d.status}, not failed: nothing to retry`,
       );
   }
 

@@ -1,5 +1,6 @@
 import { createInterface } from 'node:readline';
 import { CliError } from './cli-error.js';
+import { escapeLines } from './escape-text.js';
 import { ExitCode } from './exit-codes.js';
 import type { CliIo } from './io.js';
 
@@ -18,7 +19,7 @@ export async function confirm(io: CliIo, question: string, yes: boolean): Promis
       'this deletes records and there is no terminal to confirm on: pass --yes to go ahead',
     );
   }
-  io.stderr.write(`${question} [y/N] `);
+  io.stderr.write(`${escapeLines(question)} [y/N] `);
   const rl = createInterface({ input, terminal: false });
   try {
     const answer = await new Promise<string>((resolve) => {

@@ -2,6 +2,7 @@ import { ErrorCode, LATEST_SCHEMA_VERSION, quoteIdentifier } from '@once/core';
 import { readSchemaState, type SchemaState } from '@once/core/admin';
 import pg from 'pg';
 import { CliError } from './cli-error.js';
+import { checkDatabaseUrl } from './database-url.js';
 import { ExitCode } from './exit-codes.js';
 import { maskUrl } from './mask-url.js';
 
@@ -22,9 +23,9 @@ export interface DatabaseOptions {
   readonly schema: string;
   /** Give up connecting after this many ms. @default 10000 */
   readonly connectTimeoutMs?: number;
+  /** Where the URL came from, for messages. @default '--database-url' */
+  readonly urlSource?: string;
 }
-
-const PROTOCOLS = new Set(['postgres:', 'postgresql:', 'socket:']);
 
 /**
  * Validates the URL and schema, then opens a small pool and proves it with one connection.
@@ -35,14 +36,8 @@ const PROTOCOLS = new Set(['postgres:', 'postgresql:', 'socket:']);
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
   // Validated before anything else: a bad name is a usage error, whatever the URL.
   quoteIdentifier(options.schema, '--schema');
+  checkDatabaseUrl(options.url, options.urlSource ?? '--database-url');
   const maskedUrl = maskUrl(options.url);
-  if (!isPostgresUrl(options.url)) {
-    throw new CliError(
-      ExitCode.Usage,
-      'INVALID_DATABASE_URL',
-      `--database-url must be a postgres:// URL, got ${JSON.stringify(maskedUrl)}`,
-    );
-  }
   const pool = new pg.Pool({
     connectionString: options.url,
     max: 2,
@@ -111,14 +106,6 @@ export async function requireSchema(db: Database): Promise<void> {
 /** `once migrate`, with `--schema` when it is not the default. */
 export function migrateCommandLine(schema: string): string {
   return schema === 'once' ? 'once migrate' : `once migrate --schema ${schema}`;
-}
-
-function isPostgresUrl(url: string): boolean {
-  try {
-    return PROTOCOLS.has(new URL(url).protocol);
-  } catch {
-    return false;
-  }
 }
 
 /**

@@ -1,3 +1,5 @@
+import { escapeText } from './escape-text.js';
+
 /**
  * Pure formatting for human output: durations, timestamps, byte previews, tables. No I/O,
  * so unit tests pin every shape.
@@ -52,15 +54,16 @@ export interface BodyPreview {
 
 /**
  * The first `maxBytes` of a body, shown as text when they decode as UTF-8 without control
- * characters (newlines and tabs are escaped), else as hex. A cut in the middle of a multi-byte
- * character does not make a text body look binary.
+ * characters (newlines and tabs are escaped), else as hex. C1 controls (U+0080 to U+009F, valid
+ * UTF-8) count as control characters: a terminal acts on them as on ESC sequences. A cut in the
+ * middle of a multi-byte character does not make a text body look binary.
  */
 export function previewBody(body: Buffer, maxBytes: number): BodyPreview {
   const cut = body.length > maxBytes;
   const head = body.subarray(0, maxBytes);
   const text = decodeUtf8(head, cut);
   // biome-ignore lint/suspicious/noControlCharactersInRegex: detecting control characters is the point
-  if (text !== undefined && !/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/.test(text)) {
+  if (text !== undefined && !/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]/.test(text)) {
     return {
       encoding: 'utf8',
       text: text.replace(/\r/g, '\\r').replace(/\n/g, '\\n').replace(/\t/g, '\\t'),
@@ -81,15 +84,21 @@ function decodeUtf8(bytes: Buffer, cut: boolean): string | undefined {
   return undefined;
 }
 
-/** Columns padded to their widest cell, two spaces apart; the last column is not padded. */
+/**
+ * Columns padded to their widest cell, two spaces apart; the last column is not padded. Every
+ * cell is escaped ({@link escapeText}): a cell holds no control character, so a value from the
+ * database can neither add a row nor move the cursor.
+ */
 export function formatTable(header: readonly string[], rows: readonly (readonly string[])[]): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const head = header.map(escapeText);
+  const body = rows.map((r) => r.map(escapeText));
+  const widths = head.map((h, i) => Math.max(h.length, ...body.map((r) => (r[i] ?? '').length)));
   const line = (cells: readonly string[]) =>
     cells
       .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0)))
       .join('  ')
       .trimEnd();
-  return [line(header), ...rows.map(line)].join('\n');
+  return [line(head), ...body.map(line)].join('\n');
 }
 
 /** The value of a JSON column for one line of text: compact JSON, cut to `max` characters. */

@@ -13,6 +13,7 @@ import { checkOutboxRetryOptions, outboxRetryCommand, outboxStatusCommand } from
 import { purgeCommand } from './commands/purge.js';
 import { statusCommand } from './commands/status.js';
 import type { Database } from './database.js';
+import { escapeLines } from './escape-text.js';
 import { EXIT_CODES_HELP } from './exit-codes.js';
 import type { CliIo } from './io.js';
 import { integerAtLeast } from './parse-args.js';
@@ -43,9 +44,16 @@ const { version } = createRequire(import.meta.url)('../package.json') as { versi
 
 /**
  * The `once` command tree. Built afresh per run (commander keeps parse state on the objects).
- * Output and exits go through `io` and exceptions, never `process`.
+ * Output and exits go through `io` and exceptions, never `process`. Commander's own text echoes
+ * arguments as typed, so it passes through `redact` (a password in a mistyped option) and is
+ * escaped (a control character in an argument).
  */
-export function buildProgram(io: CliIo, execute: Execute, quietErrors: () => boolean): Command {
+export function buildProgram(
+  io: CliIo,
+  execute: Execute,
+  quietErrors: () => boolean,
+  redact: (text: string) => string = (text) => text,
+): Command {
   const program = new Command('once')
     .description('Operate once: the effectively-once inbox and outbox in PostgreSQL')
     .version(version, '-V, --version')
@@ -58,11 +66,11 @@ export function buildProgram(io: CliIo, execute: Execute, quietErrors: () => boo
     // Every subcommand's --help lists these too: they are accepted after the command's name.
     .configureHelp({ showGlobalOptions: true })
     .configureOutput({
-      writeOut: (s) => io.stdout.write(s),
+      writeOut: (s) => io.stdout.write(escapeLines(redact(s))),
       // Under --json, commander's own words (errors, the help a missing subcommand shows) give
       // way to the one JSON line `run` writes.
       writeErr: (s) => {
-        if (!quietErrors()) io.stderr.write(s);
+        if (!quietErrors()) io.stderr.write(escapeLines(redact(s)));
       },
     })
     .showSuggestionAfterError()

@@ -2,7 +2,13 @@ import { DEAD_LETTER_RECORD } from '@once/core/adapter';
 import * as kafkaAdapter from '@once/kafka';
 import { createKafkaConsumer, type KafkaConsumer } from '@once/kafka';
 import { type Admin, Kafka, logLevel } from 'kafkajs';
-import { serviceUrls, uniqueName } from '../../support/index.js';
+import {
+  createTopicsReady,
+  fetchOffsetsReady,
+  fetchTopicOffsetsReady,
+  serviceUrls,
+  uniqueName,
+} from '../../support/index.js';
 import type {
   BrokerHarness,
   ConformanceDb,
@@ -97,15 +103,12 @@ export function kafkaHarness(db: ConformanceDb): BrokerHarness {
     async create(prefix) {
       const topic = uniqueName(prefix);
       topics.push(topic, `${topic}.dlq`);
-      // One creation at a time: concurrent createTopics calls on one admin (scenarios running
-      // concurrently) have failed with "This server does not host this topic-partition".
+      // One creation at a time on the shared admin; a young or loaded broker's "not yet" answers
+      // ("This server does not host this topic-partition") are waited out, as in the package tests.
       const created = creating.then(async () => {
-        await (await connected()).createTopics({
-          waitForLeaders: true,
-          topics: [
-            { topic, numPartitions: KAFKA_PARTITIONS },
-            { topic: `${topic}.dlq`, numPartitions: 1 },
-          ],
+        await createTopicsReady(await connected(), {
+          [topic]: KAFKA_PARTITIONS,
+          [`${topic}.dlq`]: 1,
         });
       });
       creating = created.catch(() => {});
@@ -162,8 +165,10 @@ export function kafkaHarness(db: ConformanceDb): BrokerHarness {
 
     async settled(dest, consumer) {
       const a = await connected();
-      const ends = new Map((await a.fetchTopicOffsets(dest.name)).map((p) => [p.partition, BigInt(p.high)]));
-      const [t] = await a.fetchOffsets({ groupId: groupOf(dest, consumer), topics: [dest.name] });
+      const ends = new Map(
+        (await fetchTopicOffsetsReady(a, dest.name)).map((p) => [p.partition, BigInt(p.high)]),
+      );
+      const [t] = await fetchOffsetsReady(a, { groupId: groupOf(dest, consumer), topics: [dest.name] });
       // An empty partition has nothing to commit: its committed offset stays -1 while its end is 0.
       return (t?.partitions ?? []).every((p) => {
         const end = ends.get(p.partition) ?? 0n;

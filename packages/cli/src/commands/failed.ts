@@ -3,9 +3,11 @@ import { ErrorCode, OnceError } from '@once/core';
 import { discardFailed, listFailed, retryFailed } from '@once/core/admin';
 import { CliError } from '../cli-error.js';
 import { type Database, requireSchema } from '../database.js';
+import { escapeLines } from '../escape-text.js';
 import { ExitCode } from '../exit-codes.js';
 import { formatBytes, formatTable, formatTime } from '../format.js';
 import type { CliIo } from '../io.js';
+import { quote } from '../json-text.js';
 import type { Report } from '../report.js';
 import { errorLine } from './inspect.js';
 
@@ -108,7 +110,9 @@ export async function failedRetryCommand(
         if (body === null) return;
         if (options.out !== undefined && options.out !== '-') await writeFile(options.out, body);
         else if (!json && (!options.republish || options.out === '-')) {
-          io.stdout.write(body);
+          // A terminal shows the body, it cannot store it: its control characters (a producer's
+          // ESC sequences) are escaped there, with --out - too. Redirected, the bytes are the body.
+          io.stdout.write(io.stdout.isTTY === true ? escapeLines(body.toString('utf8')) : body);
           // On a terminal the status line follows on stderr: start it on a line of its own.
           // Redirected (or with --out -) the bytes stay exactly the stored body.
           if (options.out === undefined && io.stdout.isTTY === true && body.at(-1) !== 0x0a) {
@@ -123,15 +127,14 @@ export async function failedRetryCommand(
       throw new CliError(
         ExitCode.Usage,
         err.code,
-        `cannot republish message ${JSON.stringify(id)} of consumer ${JSON.stringify(consumer)}: ${err.message}. Nothing was changed`,
+        `cannot republish message ${quote(id)} of consumer ${quote(consumer)}: ${err.message}. Nothing was changed`,
         { cause: err },
       );
     }
     throw err;
   }
   const { body, bodyTruncated: truncated, republished } = result;
-  if (body === null)
-    io.stderr.write(`warning: no body was stored for ${JSON.stringify(id)}; nothing was saved\n`);
+  if (body === null) io.stderr.write(`warning: no body was stored for ${quote(id)}; nothing was saved\n`);
   else if (truncated) {
     io.stderr.write(
       `warning: the stored body was truncated (${body.length} bytes kept): it is not the whole message\n`,
@@ -145,12 +148,12 @@ export async function failedRetryCommand(
         ? options.out
         : 'stdout';
   const sent = republished
-    ? `. Republished through the outbox to ${JSON.stringify(republished.destination)}` +
-      `${republished.key === undefined ? '' : ` with key ${JSON.stringify(republished.key)}`}` +
+    ? `. Republished through the outbox to ${quote(republished.destination)}` +
+      `${republished.key === undefined ? '' : ` with key ${quote(republished.key)}`}` +
       ` under its own message id (outbox row ${republished.outboxRowId}); a relay with a publisher for that destination sends it`
     : '';
   const text =
-    `deleted the failed record of ${JSON.stringify(id)} (consumer ${JSON.stringify(consumer)}); ` +
+    `deleted the failed record of ${quote(id)} (consumer ${quote(consumer)}); ` +
     `its next delivery is processed afresh${sent}${where ? `. Body (${formatBytes(body?.length ?? 0)}) written to ${where}` : ''}`;
   return {
     data: {
@@ -191,6 +194,6 @@ export async function failedDiscardCommand(db: Database, consumer: string, id: s
   await discardFailed(db.pool, db.schema, { consumer, messageId: id });
   return {
     data: { schema: db.schema, consumer, messageId: id, discarded: true },
-    text: `discarded the failure of ${JSON.stringify(id)} (consumer ${JSON.stringify(consumer)}): later deliveries are acked as duplicates`,
+    text: `discarded the failure of ${quote(id)} (consumer ${quote(consumer)}): later deliveries are acked as duplicates`,
   };
 }

@@ -14,6 +14,7 @@ import { ExitCode } from '../exit-codes.js';
 import { formatTime } from '../format.js';
 import { interruptedExit } from '../interrupted.js';
 import type { CliIo } from '../io.js';
+import { quote } from '../json-text.js';
 import { createProgress } from '../progress.js';
 import type { Report } from '../report.js';
 
@@ -86,7 +87,7 @@ async function forgetOne(
   }
   await ask(
     io,
-    `Forget message ${JSON.stringify(id)} of consumer ${JSON.stringify(consumer)} (processed ${formatTime(row.createdAt)})? ` +
+    `Forget message ${quote(id)} of consumer ${quote(consumer)} (processed ${formatTime(row.createdAt)})? ` +
       'Its next delivery runs the handler again.',
     options.yes === true,
   );
@@ -95,7 +96,7 @@ async function forgetOne(
   const stepsNote = result.steps > 0 ? ` and its ${plural(result.steps, 'recorded step')}` : '';
   return {
     data: { schema: db.schema, consumer, messageId: id, removed: result.removed, steps: result.steps },
-    text: `forgot ${JSON.stringify(id)} (consumer ${JSON.stringify(consumer)})${stepsNote}: its next delivery is processed afresh`,
+    text: `forgot ${quote(id)} (consumer ${quote(consumer)})${stepsNote}: its next delivery is processed afresh`,
   };
 }
 
@@ -125,7 +126,7 @@ async function forgetSince(
   if (planned > 0) {
     await ask(
       io,
-      `Forget ${plural(planned, 'processed id')} of consumer ${JSON.stringify(consumer)} ${range}? ` +
+      `Forget ${plural(planned, 'processed id')} of consumer ${quote(consumer)} ${range}? ` +
         'Their next deliveries run the handler again.',
       options.yes === true,
     );
@@ -171,7 +172,7 @@ async function forgetSince(
       stopped: exitCode !== undefined,
     },
     text:
-      `${exitCode === undefined ? '' : 'stopped: '}forgot ${plural(removed, 'processed id')} of consumer ${JSON.stringify(consumer)} ${range}` +
+      `${exitCode === undefined ? '' : 'stopped: '}forgot ${plural(removed, 'processed id')} of consumer ${quote(consumer)} ${range}` +
       `${steps > 0 ? ` (and ${plural(steps, 'recorded step')})` : ''}` +
       `${removed > 0 ? ': their next deliveries are processed afresh' : ''}` +
       `${keptText.length > 0 ? `. Kept: ${keptText.join(', ')}` : ''}`,

@@ -1,6 +1,7 @@
 import { getInboxRow, type InboxRecord, readSteps, type StepRecord } from '@once/core/admin';
 import type { Database } from '../database.js';
 import { requireSchema } from '../database.js';
+import { escapeText } from '../escape-text.js';
 import { formatBytes, formatTable, formatTime, hex, oneLine, previewBody } from '../format.js';
 import type { Report } from '../report.js';
 
@@ -134,7 +135,7 @@ function inspectText(
     );
   }
   const stack = stackOf(row.error);
-  if (stack) lines.push('', 'error stack:', ...stack.split('\n').map((l) => `  ${l}`));
+  if (stack) lines.push('', 'error stack:', ...stack.split('\n').map((l) => `  ${escapeText(l)}`));
   return lines.join('\n');
 }
 

@@ -2,6 +2,7 @@ import { MAX_ID_LENGTH } from '@once/core';
 import { type DestinationStats, outboxStats, retryOutbox } from '@once/core/admin';
 import { CliError } from '../cli-error.js';
 import { type Database, requireSchema } from '../database.js';
+import { escapeText } from '../escape-text.js';
 import { ExitCode } from '../exit-codes.js';
 import { formatDuration, formatTable, formatTime } from '../format.js';
 import type { Report } from '../report.js';
@@ -51,7 +52,7 @@ export async function outboxRetryCommand(db: Database, options: OutboxRetryOptio
   // Core wakes the relays once the update committed; an unknown id or a row that is not failed
   // is an AdminError that exitOf words (exit 5).
   const retried = await retryOutbox(db.pool, db.schema, id !== undefined ? { id } : { allFailed: true });
-  const what = id ?? 'all failed rows';
+  const what = id === undefined ? 'all failed rows' : escapeText(id);
   return {
     data: { schema: db.schema, retried, ...(id === undefined ? {} : { id }) },
     text:

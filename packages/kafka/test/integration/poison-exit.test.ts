@@ -4,6 +4,7 @@ import type { Admin, Kafka } from 'kafkajs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import {
   type Child,
+  fetchOffsetsReady,
   killAllChildren,
   type Ledger,
   startChild,
@@ -89,7 +90,7 @@ it('a poison message that exits the process among 9 good ones: 9 effects, 1 dead
     },
   });
   const committed = async () => {
-    const [t] = await admin.fetchOffsets({ groupId, topics: [topic] });
+    const [t] = await fetchOffsetsReady(admin, { groupId, topics: [topic] });
     return t?.partitions[0]?.offset === '10';
   };
   await runUntil(child, committed, 1 + MAX_ATTEMPTS + 2);
@@ -143,7 +144,7 @@ it('the poison dies beside an innocent message of another partition: only the po
     },
   });
   const committed = async () => {
-    const [t] = await admin.fetchOffsets({ groupId, topics: [topic] });
+    const [t] = await fetchOffsetsReady(admin, { groupId, topics: [topic] });
     return (t?.partitions ?? []).filter((p) => p.offset === '5').length === 2;
   };
   await runUntil(child, committed, 2 + MAX_ATTEMPTS + 2);
