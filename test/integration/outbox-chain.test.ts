@@ -3,7 +3,7 @@ import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { Admin, Kafka, Message } from 'kafkajs';
 import type pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { type Child, killAllChildren, startChild, uniqueName } from '../support/index.js';
+import { type Child, createTopicsReady, killAllChildren, startChild, uniqueName } from '../support/index.js';
 import {
   amqpAdmin,
   committedToEnd,
@@ -70,7 +70,7 @@ afterAll(async () => {
 /** A topic holding `count` messages plus a DUPLICATE_RATE share re-sent later with the same id and body. */
 async function firstHop(prefix: string, count: number): Promise<{ topic: string; ids: string[] }> {
   const topic = uniqueName(prefix);
-  await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 3 }] });
+  await createTopicsReady(admin, { [topic]: 3 });
   const ids = Array.from({ length: count }, (_, i) => `${topic}-${i}`);
   const message = (id: string, i: number): Message => {
     const key = `k${i % KEYS}`;

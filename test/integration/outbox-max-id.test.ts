@@ -8,7 +8,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { cli } from '../../packages/cli/test/integration/fixtures/cli.js';
 import { readTopic } from '../../packages/kafka/test/integration/fixtures/kafka.js';
 import { envelopeOf } from '../../packages/sqs/src/envelope-of.js';
-import { quoteIdent, serviceUrls, uniqueName } from '../support/index.js';
+import { createTopicsReady, quoteIdent, serviceUrls, uniqueName } from '../support/index.js';
 import {
   amqpAdmin,
   createTestPool,
@@ -100,7 +100,7 @@ it(`a ${MAX_ID_LENGTH}-character id republished to Kafka and SQS arrives whole; 
 
   const admin = kafka.admin();
   await admin.connect();
-  await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 1 }] });
+  await createTopicsReady(admin, { [topic]: 1 });
   await admin.disconnect();
   const queueUrl = await queues.create(`${run}-q.fifo`);
   const setup = await rabbit.conn.createChannel();

@@ -1,6 +1,6 @@
 import { Kafka, logLevel } from 'kafkajs';
 import { afterAll, describe, expect, it } from 'vitest';
-import { serviceUrls, uniqueName } from '../support/index.js';
+import { createTopicsReady, serviceUrls, uniqueName } from '../support/index.js';
 
 // A produce/consume round trip on a topic of its own: the broker is up, has a controller, and
 // can run a consumer group (the group coordinator is what a fresh single-node KRaft broker lacks
@@ -29,9 +29,7 @@ afterAll(async () => {
 describe('kafka smoke', () => {
   it('produces and consumes a message', async () => {
     await admin.connect();
-    expect(await admin.createTopics({ topics: [{ topic, numPartitions: 1 }], waitForLeaders: true })).toBe(
-      true,
-    );
+    expect(await createTopicsReady(admin, { [topic]: 1 })).toBe(true);
     await producer.connect();
     await consumer.connect();
     await consumer.subscribe({ topics: [topic], fromBeginning: true });

@@ -82,28 +82,46 @@ async function untilReady<T>(
   }
 }
 
+/** A topic to create with topic configs (`retention.ms`, ...) as well as its partition count. */
+export interface KafkaTopicSpec {
+  /** How many partitions the topic has. */
+  readonly numPartitions: number;
+  /** Topic configs set at creation. @default none */
+  readonly configEntries?: readonly { readonly name: string; readonly value: string }[];
+}
+
 /**
- * Creates the topics (name → partition count) and returns once every partition of each has a
- * leader. kafkajs's own leader wait is not used: it fails on the first "not yet", and it is
- * skipped when the topics exist already, as they do when a creation is tried again. Creating
- * again is harmless (kafkajs resolves `false` when every topic exists); the leaders are then read
- * from the metadata until each partition has one.
+ * Creates the topics (name → partition count, or a {@link KafkaTopicSpec}) and returns once every
+ * partition of each has a leader. kafkajs's own leader wait is not used: it fails on the first
+ * "not yet", and it is skipped when the topics exist already, as they do when a creation is tried
+ * again. Creating again is harmless (kafkajs resolves `false` when every topic exists); the
+ * leaders are then read from the metadata until each partition has one.
+ *
+ * Resolves to kafkajs's answer for the creation that went through: `true` when none of the topics
+ * existed already. A "not yet" that is tried again comes from the metadata refresh before the
+ * request or is the refusal of a topic's creation, so the creation of a single topic tried again
+ * still answers `true`; with several topics, one created beside another refused makes it `false`.
  */
 export async function createTopicsReady(
   admin: Admin,
-  topics: Readonly<Record<string, number>>,
+  topics: Readonly<Record<string, number | KafkaTopicSpec>>,
   options: KafkaSetupOptions = {},
-): Promise<void> {
-  const names = Object.keys(topics);
+): Promise<boolean> {
+  const specs = Object.entries(topics).map(([topic, spec]) =>
+    typeof spec === 'number'
+      ? { topic, numPartitions: spec }
+      : {
+          topic,
+          numPartitions: spec.numPartitions,
+          ...(spec.configEntries ? { configEntries: spec.configEntries.map((e) => ({ ...e })) } : {}),
+        },
+  );
+  const names = specs.map((t) => t.topic);
   const what = `creating ${names.join(', ')}`;
-  await untilReady(
+  const created = await untilReady(
     what,
     TOPIC_NOT_READY,
-    () =>
-      admin.createTopics({
-        waitForLeaders: false,
-        topics: Object.entries(topics).map(([topic, numPartitions]) => ({ topic, numPartitions })),
-      }),
+    () => admin.createTopics({ waitForLeaders: false, topics: specs }),
     options,
   );
   await untilReady(
@@ -111,18 +129,19 @@ export async function createTopicsReady(
     TOPIC_NOT_READY,
     async () => {
       const { topics: meta } = await admin.fetchTopicMetadata({ topics: names });
-      for (const name of names) {
+      for (const { topic: name, numPartitions } of specs) {
         const partitions = meta.find((t) => t.name === name)?.partitions ?? [];
         const led = partitions.filter((p) => p.partitionErrorCode === 0 && p.leader >= 0);
-        if (partitions.length !== topics[name] || led.length !== partitions.length) {
+        if (partitions.length !== numPartitions || led.length !== partitions.length) {
           // Worded as the broker words it, so that the wait goes on.
-          const err = new Error(`${name}: ${led.length} of ${topics[name]} partitions have a leader`);
+          const err = new Error(`${name}: ${led.length} of ${numPartitions} partitions have a leader`);
           throw Object.assign(err, { type: 'LEADER_NOT_AVAILABLE' });
         }
       }
     },
     options,
   );
+  return created;
 }
 
 /** `admin.fetchOffsets`, waiting out a group coordinator that loads or moves and topic metadata not yet there. */

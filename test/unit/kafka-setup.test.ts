@@ -144,12 +144,24 @@ describe('createTopicsReady', () => {
       createTopics: [fail(notHosted()), () => false],
       fetchTopicMetadata: [fail(notHosted()), meta([1, -1]), meta([1]), meta([1, 1])],
     });
-    await createTopicsReady(admin, { t: 2 }, fast);
+    // kafkajs's answer for the creation that went through (false: every topic existed already).
+    await expect(createTopicsReady(admin, { t: 2 }, fast)).resolves.toBe(false);
     expect(calls.createTopics).toEqual([
       { waitForLeaders: false, topics: [{ topic: 't', numPartitions: 2 }] },
       { waitForLeaders: false, topics: [{ topic: 't', numPartitions: 2 }] },
     ]);
     expect(calls.fetchTopicMetadata).toHaveLength(4);
+  });
+
+  it('passes topic configs on, and answers true for topics it made', async () => {
+    const retention = [{ name: 'retention.ms', value: '-1' }];
+    const { admin, calls } = scripted({ createTopics: [() => true], fetchTopicMetadata: [meta([1])] });
+    await expect(
+      createTopicsReady(admin, { t: { numPartitions: 1, configEntries: retention } }, fast),
+    ).resolves.toBe(true);
+    expect(calls.createTopics).toEqual([
+      { waitForLeaders: false, topics: [{ topic: 't', numPartitions: 1, configEntries: retention }] },
+    ]);
   });
 
   it('a refusal of the creation itself fails at once', async () => {

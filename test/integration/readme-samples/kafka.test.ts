@@ -1,6 +1,13 @@
 import { Kafka, logLevel } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
-import { serviceUrls, uniqueName, waitFor } from '../../support/index.js';
+import {
+  createTopicsReady,
+  fetchOffsetsReady,
+  fetchTopicOffsetsReady,
+  serviceUrls,
+  uniqueName,
+  waitFor,
+} from '../../support/index.js';
 import { type BrokerSide, runSample } from './harness.js';
 
 // README.md's and packages/kafka/README.md's first samples, run as programs against the real
@@ -18,14 +25,16 @@ function kafkaSide(groupAsWritten: string, topicAsWritten: string, brokerAsWritt
   const connect = () => {
     ready ??= (async () => {
       await admin.connect();
-      await admin.createTopics({ topics: [{ topic, numPartitions: 2 }], waitForLeaders: true });
+      await createTopicsReady(admin, { [topic]: 2 });
       await producer.connect();
     })();
     return ready;
   };
   const committedToEnd = async () => {
-    const ends = new Map((await admin.fetchTopicOffsets(topic)).map((p) => [p.partition, BigInt(p.high)]));
-    const [t] = await admin.fetchOffsets({ groupId: group, topics: [topic] });
+    const ends = new Map(
+      (await fetchTopicOffsetsReady(admin, topic)).map((p) => [p.partition, BigInt(p.high)]),
+    );
+    const [t] = await fetchOffsetsReady(admin, { groupId: group, topics: [topic] });
     return (t?.partitions ?? []).every((p) => BigInt(p.offset) >= (ends.get(p.partition) ?? 0n));
   };
   const side: BrokerSide & { group: string } = {

@@ -1,6 +1,6 @@
 import type { Admin, Kafka } from 'kafkajs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { type Ledger, uniqueName } from '../../../../test/support/index.js';
+import { fetchOffsetsReady, type Ledger, uniqueName } from '../../../../test/support/index.js';
 import { createKafkaConsumer, type KafkaConsumer, KafkaErrorCode } from '../../src/index.js';
 
 const KAFKA_FENCE_MISMATCH = KafkaErrorCode.FenceMismatch;
@@ -69,7 +69,7 @@ async function recreate(topic: string): Promise<void> {
 
 /** Committed offset of partition 0 ('-1' when none). */
 async function committed(groupId: string, topic: string): Promise<string | undefined> {
-  const [t] = await admin.fetchOffsets({ groupId, topics: [topic] });
+  const [t] = await fetchOffsetsReady(admin, { groupId, topics: [topic] });
   return t?.partitions.find((p) => p.partition === 0)?.offset;
 }
 

@@ -1,6 +1,6 @@
 import type { Admin, Kafka } from 'kafkajs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { uniqueName } from '../../../../test/support/index.js';
+import { createTopicsReady, uniqueName } from '../../../../test/support/index.js';
 import { createKafkaConsumer } from '../../src/index.js';
 import { freshDb, type TestDb } from './fixtures/db.js';
 import { kafkaClient } from './fixtures/kafka.js';
@@ -48,12 +48,9 @@ it('start() warns when the topic keeps messages longer than the inbox keeps ids,
 }, async () => {
   const forever = uniqueName('retention-forever');
   const week = uniqueName('retention-week');
-  await admin.createTopics({
-    waitForLeaders: true,
-    topics: [
-      { topic: forever, numPartitions: 1, configEntries: [{ name: 'retention.ms', value: '-1' }] },
-      { topic: week, numPartitions: 1, configEntries: [{ name: 'retention.ms', value: String(7 * DAY) }] },
-    ],
+  await createTopicsReady(admin, {
+    [forever]: { numPartitions: 1, configEntries: [{ name: 'retention.ms', value: '-1' }] },
+    [week]: { numPartitions: 1, configEntries: [{ name: 'retention.ms', value: String(7 * DAY) }] },
   });
 
   const short = await warningsFor(week, { retentionMs: DAY });

@@ -1,6 +1,6 @@
 import type { Admin, Kafka } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { uniqueName } from '../../../../test/support/index.js';
+import { fetchOffsetsReady, uniqueName } from '../../../../test/support/index.js';
 import { createKafkaConsumer, type KafkaConsumer } from '../../src/index.js';
 import { decodeMarker } from '../../src/replay-marker.js';
 import { freshDb, type TestDb } from './fixtures/db.js';
@@ -132,7 +132,7 @@ describe.each(cases)('message mode, one partition: $name', ({ n, failOnce, poiso
     expect(verdict).toMatchObject({ lost: [], duplicated: [], unexpected: [], orderViolations: [] });
     expect(verdict.total).toBe(expected.length);
     // Committed to the end (waitForCommitted), and no replay marker left behind.
-    const [t] = await admin.fetchOffsets({ groupId, topics: [topic] });
+    const [t] = await fetchOffsetsReady(admin, { groupId, topics: [topic] });
     expect(t!.partitions[0]!.offset).toBe(String(n));
     expect(decodeMarker(t!.partitions[0]!.metadata)).toBeUndefined();
     if (poisonId !== undefined) {
