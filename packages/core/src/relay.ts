@@ -4,7 +4,7 @@ import { Connection, guardNewClients } from './connection.js';
 import { ErrorCode, OnceError, serializeError } from './errors.js';
 import { Events, type OnceEventListener, type OnceEventName } from './events.js';
 import { quoteIdentifier } from './identifier.js';
-import type { OutboxMessage, OutboxPublishResult } from './outbox-publisher.js';
+import type { OutboxMessage, OutboxPublisher, OutboxPublishResult } from './outbox-publisher.js';
 import type { PgClientLike } from './pg-like.js';
 import {
   RelayErrorCode,
@@ -50,8 +50,15 @@ export class Relay {
   #noNotifications = false;
   #loop: Promise<void> | undefined;
   #lastCleanup = 0;
-  /** For each round publishing now: ends its calls as the deadline would. */
-  readonly #giveUps = new Set<() => void>();
+  /**
+   * Every round under way, from before it takes a connection to its end. `stop()` abandons each:
+   * a round that has not claimed yet claims nothing, one whose claim is in flight rolls it back
+   * when it returns, and one that is publishing gives its calls up as at the deadline. A round
+   * starts after `stop()` only through `runOnce()`.
+   */
+  readonly #rounds = new Set<RoundState>();
+  /** Ends the LISTEN check's wait when `stop()` comes during it. */
+  #stopListenCheck: (() => void) | undefined;
   #health: RelayHealth = {
     running: false,
     listening: false,
@@ -90,23 +97,33 @@ export class Relay {
     if (this.#running) return;
     this.#running = true;
     this.#health.running = true;
-    if (this.#o.listen) await this.#listen();
-    const loops = [this.#run(false)];
-    for (let i = 1; i < this.#o.concurrency; i++) loops.push(this.#run(true));
-    this.#loop = Promise.all(loops).then(() => {});
+    // stop() awaits #loop: a stop() during the LISTEN check waits for it to end (at once: the
+    // check hears of the stop), and no round loop starts after it.
+    const listening = this.#o.listen ? this.#listen() : Promise.resolve();
+    this.#loop = listening.then(async () => {
+      if (!this.#running) return;
+      const loops = [this.#run(false)];
+      for (let i = 1; i < this.#o.concurrency; i++) loops.push(this.#run(true));
+      await Promise.all(loops);
+    });
+    await listening;
   }
 
   /**
-   * Stops and releases the LISTEN connection. Publish calls in flight are abandoned as at the
-   * deadline: their rows stay pending, attempts unchanged, and the next relay sends them again
-   * under the same id (what the broker took meanwhile is a duplicate that inboxes drop).
+   * Stops and releases the LISTEN connection. No publisher is called once `stop()` has begun.
+   * Every round under way is abandoned: publish calls in flight are given up as at the deadline
+   * (their rows stay pending, attempts unchanged, and the next relay sends them again under the
+   * same id; what the broker took meanwhile is a duplicate that inboxes drop), and a claim in
+   * flight is rolled back when it returns, its rows left as they were. So `stop()` returns once
+   * the statements in flight have ended, whatever the publishers do.
    */
   async stop(): Promise<void> {
     this.#running = false;
     this.#health.running = false;
     this.#wake?.();
     for (const wake of this.#helpers) wake();
-    for (const giveUp of this.#giveUps) giveUp();
+    this.#stopListenCheck?.();
+    for (const round of this.#rounds) round.abandon();
     await this.#loop;
     this.#loop = undefined;
     await this.#unlisten();
@@ -139,7 +156,8 @@ export class Relay {
         // A round that ran clears the error a thrown round left (publish failures are set in the round).
         if (failures > 0) this.#health.lastError = undefined;
         failures = 0;
-        if (!helper && !this.#listener && this.#o.listen && !this.#noNotifications) await this.#listen();
+        if (!helper && this.#running && !this.#listener && this.#o.listen && !this.#noNotifications)
+          await this.#listen();
       } catch (err) {
         failures++;
         this.#health.lastError = String((err as Error)?.message ?? err);
@@ -186,17 +204,42 @@ export class Relay {
 
   /** One round: the rows it claimed and confirmed, and whether a publisher call outlived the deadline. */
   async #round(): Promise<{ claimed: number; sent: number; timedOut: boolean }> {
+    // Registered before its first await, so a stop() from here on reaches it.
+    const round = new RoundState();
+    this.#rounds.add(round);
+    try {
+      return await this.#roundOn(round);
+    } finally {
+      this.#rounds.delete(round);
+    }
+  }
+
+  async #roundOn(round: RoundState): Promise<{ claimed: number; sent: number; timedOut: boolean }> {
+    const none = { claimed: 0, sent: 0, timedOut: false };
     const conn = await Connection.open(this.#o.pool);
+    if (round.abandoned) {
+      conn.release();
+      return none;
+    }
     try {
       const rows = lastResult<Row>(await conn.client.query(this.#sql.beginAndClaim(this.#o.batchSize))).rows;
+      // stop() came while the claim was in flight. The claim skips rows other rounds hold, so
+      // the rows it returns may be ones a round abandoned by the same stop() has released since
+      // (its COMMIT ran first): publishing them now would publish after stop(), with nobody left
+      // to give the call up. Rolled back, they stay pending as they were.
+      if (round.abandoned) {
+        await conn.client.query(this.#sql.rollback);
+        conn.release();
+        return none;
+      }
       if (rows.length === 0) {
         await conn.client.query(this.#sql.commit);
-        await this.#maybeCleanup(conn.client);
+        await this.#maybeCleanup(conn.client, round);
         conn.release();
         this.#health.lastRoundAt = Date.now();
-        return { claimed: 0, sent: 0, timedOut: false };
+        return none;
       }
-      const { results, timedOut, reason } = await this.#publishAll(rows);
+      const { results, timedOut, reason } = await this.#publishAll(rows, round);
       const sent: string[] = [];
       const failed: { row: Row; error: unknown; park: boolean }[] = [];
       const late: Row[] = [];
@@ -294,6 +337,7 @@ export class Relay {
    */
   async #publishAll(
     rows: Row[],
+    round: RoundState,
   ): Promise<{ results: Map<string, OutboxPublishResult>; timedOut: Set<string>; reason: OnceError }> {
     const byDestination = new Map<string, Row[]>();
     for (const row of rows) {
@@ -328,7 +372,7 @@ export class Relay {
       };
       timer = setTimeout(() => giveUp(reason), this.#o.publishTimeoutMs);
     });
-    this.#giveUps.add(onStop);
+    round.onAbandon(onStop);
     const settled = Promise.all(
       [...byDestination].map(async ([destination, list]) => {
         const publisher = this.#o.publishers[destination];
@@ -357,8 +401,12 @@ export class Relay {
         }
         const key = (id: string) => resultKey({ destination, id });
         try {
-          const call = Promise.resolve().then(() =>
-            publisher.publish(messages, { signal: controller.signal }),
+          // Called a microtask later: after a stop() (or the deadline) in between, the publisher
+          // is not called at all.
+          const call = Promise.resolve().then<typeof TIMED_OUT | PublishOutcome>(() =>
+            controller.signal.aborted
+              ? TIMED_OUT
+              : publisher.publish(messages, { signal: controller.signal }),
           );
           // Once the deadline passed nobody awaits the call: its late verdict must not surface.
           call.catch(() => {});
@@ -378,15 +426,16 @@ export class Relay {
       await settled;
     } finally {
       clearTimeout(timer);
-      this.#giveUps.delete(onStop);
+      round.onAbandon(undefined);
     }
     return { results, timedOut, reason };
   }
 
-  async #maybeCleanup(client: PgClientLike): Promise<void> {
+  async #maybeCleanup(client: PgClientLike, round: RoundState): Promise<void> {
     if (Date.now() - this.#lastCleanup < this.#o.cleanupIntervalMs) return;
     this.#lastCleanup = Date.now();
-    for (let i = 0; i < 100; i++) {
+    // Each step commits by itself: a stop() ends the cleanup after the step in flight.
+    for (let i = 0; i < 100 && !round.abandoned; i++) {
       const res = await client.query(this.#sql.cleanupStep, [this.#o.sentRetentionMs, 1000]);
       if ((res.rowCount ?? 0) < 1000) break;
     }
@@ -427,7 +476,13 @@ export class Relay {
         },
       );
       await client.query(this.#listenSql.listen);
-      if (!(await this.#hears(token, (resolve) => (heard = resolve)))) {
+      const check = this.#running ? await this.#hears(token, (resolve) => (heard = resolve)) : 'stopped';
+      // stop() came meanwhile: it released no listener, so this one must not stay.
+      if (check === 'stopped' || !this.#running) {
+        client.release(true);
+        return;
+      }
+      if (check === 'silent') {
         this.#noNotifications = true;
         this.#health.pollingOnly = true;
         this.#o.logger.warn(
@@ -450,17 +505,23 @@ export class Relay {
    * Sends `token` on the channel from another pool connection and waits up to `listenCheckMs` for
    * the LISTEN session to hear it. Without a pooler in between it arrives in milliseconds.
    */
-  async #hears(token: string, onHeard: (resolve: () => void) => void): Promise<boolean> {
+  async #hears(
+    token: string,
+    onHeard: (resolve: () => void) => void,
+  ): Promise<'heard' | 'silent' | 'stopped'> {
     let timer: NodeJS.Timeout | undefined;
-    const heard = new Promise<boolean>((resolve) => {
-      onHeard(() => resolve(true));
-      timer = setTimeout(() => resolve(false), this.#o.listenCheckMs);
+    const heard = new Promise<'heard' | 'silent' | 'stopped'>((resolve) => {
+      onHeard(() => resolve('heard'));
+      timer = setTimeout(() => resolve('silent'), this.#o.listenCheckMs);
+      this.#stopListenCheck = () => resolve('stopped');
     });
     try {
-      await this.#o.pool.query(this.#listenSql.probe, [this.#listenSql.channel, token]);
-      return await heard;
+      const probe = this.#o.pool.query(this.#listenSql.probe, [this.#listenSql.channel, token]);
+      // A stop() ends the wait at once, the probe's statement in flight or not.
+      return await Promise.race([heard, probe.then(() => heard)]);
     } finally {
       clearTimeout(timer);
+      this.#stopListenCheck = undefined;
     }
   }
 
@@ -484,6 +545,8 @@ export function createRelay(options: RelayOptions): Relay {
 }
 
 const TIMED_OUT = Symbol('timed out');
+/** What a publisher's call resolves to. */
+type PublishOutcome = Awaited<ReturnType<OutboxPublisher['publish']>>;
 /** Payloads of the LISTEN checks of relays; never a wake-up. */
 const PROBE_PREFIX = 'probe:';
 
@@ -498,6 +561,30 @@ function timeoutError(ms: number): OnceError {
     `publishing outlived publishTimeoutMs (${ms} ms): aborted, rows left pending with attempts unchanged`,
     { retryable: true },
   );
+}
+
+/**
+ * One round's standing with `stop()`: abandoned once stop() has begun, and the give-up of its
+ * publish calls while they run.
+ */
+class RoundState {
+  #abandoned = false;
+  #giveUp: (() => void) | undefined;
+
+  get abandoned(): boolean {
+    return this.#abandoned;
+  }
+
+  /** Sets (or clears) what abandoning the round does to its publish calls in flight. */
+  onAbandon(giveUp: (() => void) | undefined): void {
+    this.#giveUp = giveUp;
+    if (giveUp && this.#abandoned) giveUp();
+  }
+
+  abandon(): void {
+    this.#abandoned = true;
+    this.#giveUp?.();
+  }
 }
 
 /** Results are per destination: one message id may go to two destinations. */
