@@ -249,7 +249,9 @@ it('stop() during the LISTEN check at start: start() and stop() return at once, 
     async connect() {
       const client = await pool.connect();
       const wrapped: PgClientLike = {
-        query: <R>(text: string, values?: unknown[]) => client.query<R>(text, values),
+        query<R>(text: string, values?: unknown[]): Promise<QueryResultLike<R>> {
+          return (client as PgClientLike).query<R>(text, values);
+        },
         release: (err?: Error | boolean) => client.release(err),
         on: (e: string, l: (...args: never[]) => void) => {
           if (e !== 'notification') client.on?.(e as 'error', l as (err: Error) => void);
