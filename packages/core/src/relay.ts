@@ -25,6 +25,19 @@ interface Row {
   /** As stored: decoded with `fromJsonb` before a publisher sees it. */
   headers: unknown;
   attempts: number;
+  /** Set on a republish (migration 10): see `OutboxMessage.republish`. */
+  republish_dedup_id: string | null;
+}
+
+/** A row the broker did not confirm: when it goes again, and whether that was a failed attempt. */
+interface NotSent {
+  row: Row;
+  error: unknown;
+  /** Parked as `failed`: no retry can help, or its attempts are spent. */
+  park: boolean;
+  /** A failed attempt; not when the broker only cannot take it yet (a dedup window). */
+  counts: boolean;
+  delayMs: number;
 }
 
 /**
@@ -241,7 +254,7 @@ export class Relay {
       }
       const { results, timedOut, reason } = await this.#publishAll(rows, round);
       const sent: string[] = [];
-      const failed: { row: Row; error: unknown; park: boolean }[] = [];
+      const failed: NotSent[] = [];
       const late: Row[] = [];
       for (const row of rows) {
         // Rolled back: not updated, so pending with attempts and due time as they were.
@@ -251,18 +264,15 @@ export class Relay {
         }
         const r = results.get(resultKey(row));
         if (r?.ok) sent.push(row.seq);
-        else {
-          const error = r && !r.ok ? r.error : new Error('publisher returned no result for this message');
-          const retryable = r && !r.ok ? r.retryable !== false : true;
-          failed.push({ row, error, park: !retryable || row.attempts + 1 >= this.#o.maxAttempts });
-        }
+        else failed.push(this.#notSent(row, r));
       }
       if (failed.length > 0) {
         await conn.client.query(this.#sql.markFailed, [
           failed.map((f) => f.row.seq),
           failed.map((f) => toJsonb(serializeError(f.error))),
-          failed.map((f) => Math.max(0, Math.floor(this.#o.retryDelayMs(f.row.attempts + 1)))),
+          failed.map((f) => f.delayMs),
           failed.map((f) => f.park),
+          failed.map((f) => f.counts),
         ]);
       }
       await conn.client.query(
@@ -277,10 +287,12 @@ export class Relay {
       this.#health.published += sent.length;
       // A round where the broker refused everything is a broker fault worth surfacing in health;
       // any confirmed message clears it.
+      // A republish held for a dedup window is no fault.
+      const counted = failed.filter((f) => f.counts);
       if (late.length > 0) this.#health.lastError = `${reason.message} (${[...timedOut].join(', ')})`;
       else if (sent.length > 0) this.#health.lastError = undefined;
-      else if (failed.length > 0)
-        this.#health.lastError = `publish failed: ${serializeError(failed[0]!.error).message}`;
+      else if (counted.length > 0)
+        this.#health.lastError = `publish failed: ${serializeError(counted[0]!.error).message}`;
       if (sent.length > 0) this.#events.emit('outbox:published', { count: sent.length });
       for (const row of late) {
         this.#events.emit('outbox:publish-failed', {
@@ -317,9 +329,15 @@ export class Relay {
           this.#events.emit('outbox:publish-failed', {
             id: f.row.id,
             destination: f.row.destination,
-            attempts: f.row.attempts + 1,
+            attempts: f.row.attempts + (f.counts ? 1 : 0),
             error,
           });
+          if (!f.counts) {
+            this.#o.logger.info(
+              { id: f.row.id, destination: f.row.destination, retryAfterMs: f.delayMs, error: error.message },
+              'once relay: the broker cannot take this message yet; left pending until then',
+            );
+          }
         }
       }
       return { claimed: rows.length, sent: sent.length, timedOut: timedOut.size > 0 };
@@ -328,6 +346,29 @@ export class Relay {
       conn.destroy(err);
       throw err;
     }
+  }
+
+  /**
+   * What becomes of a row the broker did not confirm. A `retryAfterMs` (the broker cannot take it
+   * before then: a republish inside its dedup window) leaves it pending until then, attempts as
+   * they were; anything else is a failed attempt, retried after `retryDelayMs` or parked.
+   */
+  #notSent(row: Row, r: OutboxPublishResult | undefined): NotSent {
+    if (r === undefined || r.ok) {
+      const error = new Error('publisher returned no result for this message');
+      return this.#attempt(row, error, true);
+    }
+    const after = r.retryAfterMs;
+    if (r.retryable !== false && typeof after === 'number' && Number.isFinite(after) && after >= 0) {
+      return { row, error: r.error, park: false, counts: false, delayMs: Math.ceil(after) };
+    }
+    return this.#attempt(row, r.error, r.retryable !== false);
+  }
+
+  #attempt(row: Row, error: unknown, retryable: boolean): NotSent {
+    const delayMs = Math.max(0, Math.floor(this.#o.retryDelayMs(row.attempts + 1)));
+    const park = !retryable || row.attempts + 1 >= this.#o.maxAttempts;
+    return { row, error, park, counts: true, delayMs };
   }
 
   /**
@@ -387,17 +428,26 @@ export class Relay {
         // Rows that share a message id (a message republished twice) are one message to the
         // broker and to downstream inboxes: it is published once and its verdict is theirs.
         const messages: OutboxMessage[] = [];
-        const seen = new Set<string>();
+        const seen = new Map<string, OutboxMessage>();
         for (const row of list) {
-          if (seen.has(row.id)) continue;
-          seen.add(row.id);
-          messages.push({
+          const republish =
+            row.republish_dedup_id === null ? undefined : { deduplicationId: row.republish_dedup_id };
+          const known = seen.get(row.id);
+          if (known) {
+            // One of them republishes: the copy the broker may drop is theirs too.
+            if (republish && !known.republish) known.republish = republish;
+            continue;
+          }
+          const message: OutboxMessage = {
             id: row.id,
             destination,
             key: row.key ?? undefined,
             body: row.body,
             headers: fromJsonb<Record<string, string> | null>(row.headers) ?? {},
-          });
+          };
+          if (republish) message.republish = republish;
+          seen.set(row.id, message);
+          messages.push(message);
         }
         const key = (id: string) => resultKey({ destination, id });
         try {
