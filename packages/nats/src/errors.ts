@@ -24,6 +24,11 @@ export const NatsErrorCode = {
   ConnectionClosed: 'NATS_CONNECTION_CLOSED',
   /** A JetStream publish got no PubAck (timeout, no stream, the connection went). Retryable. */
   Publish: 'NATS_PUBLISH',
+  /**
+   * A republished message was taken for a duplicate: the stream still holds its `Nats-Msg-Id`
+   * inside its `duplicate_window`. The relay holds the row until the window has passed.
+   */
+  DuplicateWindow: 'NATS_DUPLICATE_WINDOW',
 } as const;
 export type NatsErrorCode = (typeof NatsErrorCode)[keyof typeof NatsErrorCode];
 
