@@ -66,6 +66,10 @@ export function cliErrorOf(err: AdminError): CliError {
             : `it came from ${origin.broker === undefined ? 'an unknown broker' : escapeText(origin.broker)} ${quote(origin.queue ?? '')}, which has no default destination: pass --to <destination>`,
       );
     }
+    case AdminErrorCode.InsideDedupWindow:
+      return cannotRepublish(
+        `its consumer takes message ids from the MessageDeduplicationId, which SQS FIFO queue ${JSON.stringify(d.queue)} drops for five minutes after the original was sent: try again at ${d.earliestAt.toISOString()} or later`,
+      );
     case AdminErrorCode.UnknownOutboxId:
       return notFound(d.code, `no outbox message ${escapeText(d.id)} in schema ${schema}`);
     case AdminErrorCode.OutboxNotFailed:

@@ -128,7 +128,8 @@ export function buildProgram(
       '\nWith --republish the message goes back through your outbox: the failed record is deleted and\n' +
         'the body enqueued in one transaction, under the original message id, so a redelivery of the\n' +
         'original and the republished copy are one message to the consumer. Your relay must have a\n' +
-        'publisher for the destination.',
+        'publisher for the destination. A broker that drops a repeated id for a while (JetStream,\n' +
+        'SQS FIFO) does not drop it: the output says how (see docs/outbox.md).',
     )
     .action(
       async (

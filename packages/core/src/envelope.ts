@@ -12,6 +12,13 @@ export interface EnvelopeSource {
   offset?: string;
   /** Kafka consumer group, SQS message group. */
   group?: string;
+  /**
+   * Where the adapter took the envelope's `id` from, where its broker offers more than one place
+   * (SQS: its `idFrom` option, `header`, `deduplication-id` or `sqs-message-id`). Recorded with a
+   * failed message: a republish of it must know whether its consumer reads the broker's own
+   * deduplication id. @default not recorded
+   */
+  idFrom?: string;
 }
 
 /** A broker-neutral delivery: what adapters hand to core. */
@@ -132,11 +139,13 @@ export interface Origin {
   group?: string;
   key?: string;
   headers: Record<string, string>;
+  /** {@link EnvelopeSource.idFrom}; absent on rows recorded before it was (schema version 10). */
+  idFrom?: string;
 }
 
 /** The {@link Origin} of an envelope, as JSON for the inbox. */
 export function originOf(envelope: Envelope): string {
-  const { broker, queue, partition, group } = envelope.source;
+  const { broker, queue, partition, group, idFrom } = envelope.source;
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(envelope.headers))
     if (value !== undefined) headers[name] = value;
@@ -147,6 +156,7 @@ export function originOf(envelope: Envelope): string {
     ...(group === undefined ? {} : { group }),
     ...(envelope.key === undefined ? {} : { key: envelope.key }),
     headers,
+    ...(idFrom === undefined ? {} : { idFrom }),
   };
   return JSON.stringify(origin);
 }

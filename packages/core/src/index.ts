@@ -71,6 +71,7 @@ export type {
   OutboxPublisher,
   OutboxPublishOptions,
   OutboxPublishResult,
+  OutboxRepublish,
 } from './outbox-publisher.js';
 export {
   type BusyOutcome,

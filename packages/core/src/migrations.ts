@@ -214,6 +214,22 @@ ALTER TABLE {schema}.inbox ALTER COLUMN has_steps SET DEFAULT false;
 ALTER TABLE {schema}.steps DROP CONSTRAINT steps_consumer_message_id_fkey;
 `,
   },
+  {
+    version: 10,
+    name: 'republish-mark',
+    change: 'expand',
+    sql: `
+-- Set on a row that republishes a message already sent under its id (the admin API's and the
+-- CLI's failed retry with republish): a broker that deduplicates on the id inside a window
+-- (JetStream's Nats-Msg-Id, SQS FIFO's MessageDeduplicationId) would drop it there, so its
+-- "duplicate" answer is no delivery. The value is the broker-level deduplication id to send it
+-- with where the broker keeps one apart from the message id (SQS FIFO): a fresh one, or the
+-- message id itself when its consumer takes ids from the deduplication id. NULL on every other
+-- row; nullable without a default, so the table is not rewritten, and code of version 9 or
+-- earlier ignores it (its relays publish a marked row as any other).
+ALTER TABLE {schema}.outbox ADD COLUMN republish_dedup_id text;
+`,
+  },
 ]);
 
 /** The schema version this build of @once/core expects. */

@@ -9,12 +9,44 @@ export interface OutboxMessage {
   key: string | undefined;
   body: Buffer;
   headers: Readonly<Record<string, string>>;
+  /**
+   * Set when the row republishes a message already sent under this id (`retryFailed` with
+   * `republish`, `once failed retry --republish`). A broker that deduplicates on the id inside a
+   * window drops such a copy there, so its "duplicate" answer is no delivery: JetStream's
+   * (`Nats-Msg-Id`) is reported with `retryAfterMs`, the end of the stream's `duplicate_window`;
+   * SQS FIFO sends it with `deduplicationId` as the MessageDeduplicationId (the id stays in the
+   * `message-id` attribute). Brokers that do not deduplicate on the id (Kafka, RabbitMQ, SQS
+   * standard queues) send it as any other. @default not a republish
+   */
+  republish?: OutboxRepublish | undefined;
+}
+
+/** What {@link OutboxMessage.republish} carries. */
+export interface OutboxRepublish {
+  /**
+   * The broker-level deduplication id to send it with where the broker keeps one apart from the
+   * message id (SQS FIFO): a fresh one of its own, or the message id itself when the consumer takes
+   * ids from the deduplication id (the original's window having passed when it was enqueued).
+   */
+  readonly deduplicationId: string;
 }
 
 /** The broker's verdict on one message. */
 export type OutboxPublishResult =
   | { id: string; ok: true }
-  | { id: string; ok: false; error: SerializedError | Error; retryable?: boolean };
+  | {
+      id: string;
+      ok: false;
+      error: SerializedError | Error;
+      retryable?: boolean;
+      /**
+       * The broker cannot take the message before this many ms from now (a republish inside the
+       * broker's deduplication window): the row stays pending until then, and this is no failed
+       * attempt (not counted toward `maxAttempts`, never parked). @default a failed attempt,
+       * retried after `retryDelayMs`
+       */
+      retryAfterMs?: number;
+    };
 
 /** What the relay passes to {@link OutboxPublisher.publish} besides the messages. */
 export interface OutboxPublishOptions {

@@ -60,11 +60,14 @@ let insertRow: (
   destination: string,
   body: Buffer | string | object,
   options: PublishOptions,
+  republishDedupId: string | undefined,
 ) => Promise<EnqueuedRow>;
 
 /**
- * `outbox.enqueue`, with the same checks and statement, returning the row's UUID too. Internal
- * to core (the admin API's republish); not exported from the package root.
+ * `outbox.enqueue`, with the same checks and statement, returning the row's UUID too. With
+ * `republishDedupId` the row is marked a republish of a message already sent under its id
+ * (migration 10), to be sent with that broker-level deduplication id where the broker keeps one.
+ * Internal to core (the admin API's republish); not exported from the package root.
  */
 export function enqueueRow(
   outbox: Outbox,
@@ -72,8 +75,9 @@ export function enqueueRow(
   destination: string,
   body: Buffer | string | object,
   options: PublishOptions = {},
+  republishDedupId?: string,
 ): Promise<EnqueuedRow> {
-  return insertRow(outbox, tx, destination, body, options);
+  return insertRow(outbox, tx, destination, body, options, republishDedupId);
 }
 
 /**
@@ -154,6 +158,7 @@ export class Outbox {
     destination: string,
     body: Buffer | string | object,
     options: PublishOptions,
+    republishDedupId?: string,
   ): Promise<EnqueuedRow> {
     const limit = this.#limits.get(destination);
     if (limit === undefined) {
@@ -185,7 +190,7 @@ export class Outbox {
     }
     if (!Number.isInteger(delayMs) || delayMs < 0)
       throw invalid(`delayMs must be a non-negative integer, got ${delayMs}`);
-    const res = await tx.query<{ id: string; row_id: string }>(this.#sql.enqueue, [
+    const values: unknown[] = [
       destination,
       key ?? null,
       bytes,
@@ -193,7 +198,11 @@ export class Outbox {
       toJsonb(headers),
       delayMs,
       messageId ?? null,
-    ]);
+    ];
+    const res = await tx.query<{ id: string; row_id: string }>(
+      republishDedupId === undefined ? this.#sql.enqueue : this.#sql.enqueueRepublish,
+      republishDedupId === undefined ? values : [...values, republishDedupId],
+    );
     const row = res.rows[0]!;
     return { id: row.id, rowId: row.row_id };
   }

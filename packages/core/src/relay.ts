@@ -4,7 +4,7 @@ import { Connection, guardNewClients } from './connection.js';
 import { ErrorCode, OnceError, serializeError } from './errors.js';
 import { Events, type OnceEventListener, type OnceEventName } from './events.js';
 import { quoteIdentifier } from './identifier.js';
-import type { OutboxMessage, OutboxPublishResult } from './outbox-publisher.js';
+import type { OutboxMessage, OutboxPublisher, OutboxPublishResult } from './outbox-publisher.js';
 import type { PgClientLike } from './pg-like.js';
 import {
   RelayErrorCode,
@@ -25,6 +25,19 @@ interface Row {
   /** As stored: decoded with `fromJsonb` before a publisher sees it. */
   headers: unknown;
   attempts: number;
+  /** Set on a republish (migration 10): see `OutboxMessage.republish`. */
+  republish_dedup_id: string | null;
+}
+
+/** A row the broker did not confirm: when it goes again, and whether that was a failed attempt. */
+interface NotSent {
+  row: Row;
+  error: unknown;
+  /** Parked as `failed`: no retry can help, or its attempts are spent. */
+  park: boolean;
+  /** A failed attempt; not when the broker only cannot take it yet (a dedup window). */
+  counts: boolean;
+  delayMs: number;
 }
 
 /**
@@ -50,8 +63,15 @@ export class Relay {
   #noNotifications = false;
   #loop: Promise<void> | undefined;
   #lastCleanup = 0;
-  /** For each round publishing now: ends its calls as the deadline would. */
-  readonly #giveUps = new Set<() => void>();
+  /**
+   * Every round under way, from before it takes a connection to its end. `stop()` abandons each:
+   * a round that has not claimed yet claims nothing, one whose claim is in flight rolls it back
+   * when it returns, and one that is publishing gives its calls up as at the deadline. A round
+   * starts after `stop()` only through `runOnce()`.
+   */
+  readonly #rounds = new Set<RoundState>();
+  /** Ends the LISTEN check's wait when `stop()` comes during it. */
+  #stopListenCheck: (() => void) | undefined;
   #health: RelayHealth = {
     running: false,
     listening: false,
@@ -90,23 +110,33 @@ export class Relay {
     if (this.#running) return;
     this.#running = true;
     this.#health.running = true;
-    if (this.#o.listen) await this.#listen();
-    const loops = [this.#run(false)];
-    for (let i = 1; i < this.#o.concurrency; i++) loops.push(this.#run(true));
-    this.#loop = Promise.all(loops).then(() => {});
+    // stop() awaits #loop: a stop() during the LISTEN check waits for it to end (at once: the
+    // check hears of the stop), and no round loop starts after it.
+    const listening = this.#o.listen ? this.#listen() : Promise.resolve();
+    this.#loop = listening.then(async () => {
+      if (!this.#running) return;
+      const loops = [this.#run(false)];
+      for (let i = 1; i < this.#o.concurrency; i++) loops.push(this.#run(true));
+      await Promise.all(loops);
+    });
+    await listening;
   }
 
   /**
-   * Stops and releases the LISTEN connection. Publish calls in flight are abandoned as at the
-   * deadline: their rows stay pending, attempts unchanged, and the next relay sends them again
-   * under the same id (what the broker took meanwhile is a duplicate that inboxes drop).
+   * Stops and releases the LISTEN connection. No publisher is called once `stop()` has begun.
+   * Every round under way is abandoned: publish calls in flight are given up as at the deadline
+   * (their rows stay pending, attempts unchanged, and the next relay sends them again under the
+   * same id; what the broker took meanwhile is a duplicate that inboxes drop), and a claim in
+   * flight is rolled back when it returns, its rows left as they were. So `stop()` returns once
+   * the statements in flight have ended, whatever the publishers do.
    */
   async stop(): Promise<void> {
     this.#running = false;
     this.#health.running = false;
     this.#wake?.();
     for (const wake of this.#helpers) wake();
-    for (const giveUp of this.#giveUps) giveUp();
+    this.#stopListenCheck?.();
+    for (const round of this.#rounds) round.abandon();
     await this.#loop;
     this.#loop = undefined;
     await this.#unlisten();
@@ -139,7 +169,8 @@ export class Relay {
         // A round that ran clears the error a thrown round left (publish failures are set in the round).
         if (failures > 0) this.#health.lastError = undefined;
         failures = 0;
-        if (!helper && !this.#listener && this.#o.listen && !this.#noNotifications) await this.#listen();
+        if (!helper && this.#running && !this.#listener && this.#o.listen && !this.#noNotifications)
+          await this.#listen();
       } catch (err) {
         failures++;
         this.#health.lastError = String((err as Error)?.message ?? err);
@@ -186,19 +217,44 @@ export class Relay {
 
   /** One round: the rows it claimed and confirmed, and whether a publisher call outlived the deadline. */
   async #round(): Promise<{ claimed: number; sent: number; timedOut: boolean }> {
+    // Registered before its first await, so a stop() from here on reaches it.
+    const round = new RoundState();
+    this.#rounds.add(round);
+    try {
+      return await this.#roundOn(round);
+    } finally {
+      this.#rounds.delete(round);
+    }
+  }
+
+  async #roundOn(round: RoundState): Promise<{ claimed: number; sent: number; timedOut: boolean }> {
+    const none = { claimed: 0, sent: 0, timedOut: false };
     const conn = await Connection.open(this.#o.pool);
+    if (round.abandoned) {
+      conn.release();
+      return none;
+    }
     try {
       const rows = lastResult<Row>(await conn.client.query(this.#sql.beginAndClaim(this.#o.batchSize))).rows;
+      // stop() came while the claim was in flight. The claim skips rows other rounds hold, so
+      // the rows it returns may be ones a round abandoned by the same stop() has released since
+      // (its COMMIT ran first): publishing them now would publish after stop(), with nobody left
+      // to give the call up. Rolled back, they stay pending as they were.
+      if (round.abandoned) {
+        await conn.client.query(this.#sql.rollback);
+        conn.release();
+        return none;
+      }
       if (rows.length === 0) {
         await conn.client.query(this.#sql.commit);
-        await this.#maybeCleanup(conn.client);
+        await this.#maybeCleanup(conn.client, round);
         conn.release();
         this.#health.lastRoundAt = Date.now();
-        return { claimed: 0, sent: 0, timedOut: false };
+        return none;
       }
-      const { results, timedOut, reason } = await this.#publishAll(rows);
+      const { results, timedOut, reason } = await this.#publishAll(rows, round);
       const sent: string[] = [];
-      const failed: { row: Row; error: unknown; park: boolean }[] = [];
+      const failed: NotSent[] = [];
       const late: Row[] = [];
       for (const row of rows) {
         // Rolled back: not updated, so pending with attempts and due time as they were.
@@ -208,18 +264,15 @@ export class Relay {
         }
         const r = results.get(resultKey(row));
         if (r?.ok) sent.push(row.seq);
-        else {
-          const error = r && !r.ok ? r.error : new Error('publisher returned no result for this message');
-          const retryable = r && !r.ok ? r.retryable !== false : true;
-          failed.push({ row, error, park: !retryable || row.attempts + 1 >= this.#o.maxAttempts });
-        }
+        else failed.push(this.#notSent(row, r));
       }
       if (failed.length > 0) {
         await conn.client.query(this.#sql.markFailed, [
           failed.map((f) => f.row.seq),
           failed.map((f) => toJsonb(serializeError(f.error))),
-          failed.map((f) => Math.max(0, Math.floor(this.#o.retryDelayMs(f.row.attempts + 1)))),
+          failed.map((f) => f.delayMs),
           failed.map((f) => f.park),
+          failed.map((f) => f.counts),
         ]);
       }
       await conn.client.query(
@@ -234,10 +287,12 @@ export class Relay {
       this.#health.published += sent.length;
       // A round where the broker refused everything is a broker fault worth surfacing in health;
       // any confirmed message clears it.
+      // A republish held for a dedup window is no fault.
+      const counted = failed.filter((f) => f.counts);
       if (late.length > 0) this.#health.lastError = `${reason.message} (${[...timedOut].join(', ')})`;
       else if (sent.length > 0) this.#health.lastError = undefined;
-      else if (failed.length > 0)
-        this.#health.lastError = `publish failed: ${serializeError(failed[0]!.error).message}`;
+      else if (counted.length > 0)
+        this.#health.lastError = `publish failed: ${serializeError(counted[0]!.error).message}`;
       if (sent.length > 0) this.#events.emit('outbox:published', { count: sent.length });
       for (const row of late) {
         this.#events.emit('outbox:publish-failed', {
@@ -274,9 +329,15 @@ export class Relay {
           this.#events.emit('outbox:publish-failed', {
             id: f.row.id,
             destination: f.row.destination,
-            attempts: f.row.attempts + 1,
+            attempts: f.row.attempts + (f.counts ? 1 : 0),
             error,
           });
+          if (!f.counts) {
+            this.#o.logger.info(
+              { id: f.row.id, destination: f.row.destination, retryAfterMs: f.delayMs, error: error.message },
+              'once relay: the broker cannot take this message yet; left pending until then',
+            );
+          }
         }
       }
       return { claimed: rows.length, sent: sent.length, timedOut: timedOut.size > 0 };
@@ -288,12 +349,36 @@ export class Relay {
   }
 
   /**
+   * What becomes of a row the broker did not confirm. A `retryAfterMs` (the broker cannot take it
+   * before then: a republish inside its dedup window) leaves it pending until then, attempts as
+   * they were; anything else is a failed attempt, retried after `retryDelayMs` or parked.
+   */
+  #notSent(row: Row, r: OutboxPublishResult | undefined): NotSent {
+    if (r === undefined || r.ok) {
+      const error = new Error('publisher returned no result for this message');
+      return this.#attempt(row, error, true);
+    }
+    const after = r.retryAfterMs;
+    if (r.retryable !== false && typeof after === 'number' && Number.isFinite(after) && after >= 0) {
+      return { row, error: r.error, park: false, counts: false, delayMs: Math.ceil(after) };
+    }
+    return this.#attempt(row, r.error, r.retryable !== false);
+  }
+
+  #attempt(row: Row, error: unknown, retryable: boolean): NotSent {
+    const delayMs = Math.max(0, Math.floor(this.#o.retryDelayMs(row.attempts + 1)));
+    const park = !retryable || row.attempts + 1 >= this.#o.maxAttempts;
+    return { row, error, park, counts: true, delayMs };
+  }
+
+  /**
    * Publishes each destination's rows through its publisher; one result per destination and
    * message id, and the destinations whose call outlived the deadline (their results, if any
    * come, are ignored).
    */
   async #publishAll(
     rows: Row[],
+    round: RoundState,
   ): Promise<{ results: Map<string, OutboxPublishResult>; timedOut: Set<string>; reason: OnceError }> {
     const byDestination = new Map<string, Row[]>();
     for (const row of rows) {
@@ -328,7 +413,7 @@ export class Relay {
       };
       timer = setTimeout(() => giveUp(reason), this.#o.publishTimeoutMs);
     });
-    this.#giveUps.add(onStop);
+    round.onAbandon(onStop);
     const settled = Promise.all(
       [...byDestination].map(async ([destination, list]) => {
         const publisher = this.#o.publishers[destination];
@@ -343,22 +428,35 @@ export class Relay {
         // Rows that share a message id (a message republished twice) are one message to the
         // broker and to downstream inboxes: it is published once and its verdict is theirs.
         const messages: OutboxMessage[] = [];
-        const seen = new Set<string>();
+        const seen = new Map<string, OutboxMessage>();
         for (const row of list) {
-          if (seen.has(row.id)) continue;
-          seen.add(row.id);
-          messages.push({
+          const republish =
+            row.republish_dedup_id === null ? undefined : { deduplicationId: row.republish_dedup_id };
+          const known = seen.get(row.id);
+          if (known) {
+            // One of them republishes: the copy the broker may drop is theirs too.
+            if (republish && !known.republish) known.republish = republish;
+            continue;
+          }
+          const message: OutboxMessage = {
             id: row.id,
             destination,
             key: row.key ?? undefined,
             body: row.body,
             headers: fromJsonb<Record<string, string> | null>(row.headers) ?? {},
-          });
+          };
+          if (republish) message.republish = republish;
+          seen.set(row.id, message);
+          messages.push(message);
         }
         const key = (id: string) => resultKey({ destination, id });
         try {
-          const call = Promise.resolve().then(() =>
-            publisher.publish(messages, { signal: controller.signal }),
+          // Called a microtask later: after a stop() (or the deadline) in between, the publisher
+          // is not called at all.
+          const call = Promise.resolve().then<typeof TIMED_OUT | PublishOutcome>(() =>
+            controller.signal.aborted
+              ? TIMED_OUT
+              : publisher.publish(messages, { signal: controller.signal }),
           );
           // Once the deadline passed nobody awaits the call: its late verdict must not surface.
           call.catch(() => {});
@@ -378,15 +476,16 @@ export class Relay {
       await settled;
     } finally {
       clearTimeout(timer);
-      this.#giveUps.delete(onStop);
+      round.onAbandon(undefined);
     }
     return { results, timedOut, reason };
   }
 
-  async #maybeCleanup(client: PgClientLike): Promise<void> {
+  async #maybeCleanup(client: PgClientLike, round: RoundState): Promise<void> {
     if (Date.now() - this.#lastCleanup < this.#o.cleanupIntervalMs) return;
     this.#lastCleanup = Date.now();
-    for (let i = 0; i < 100; i++) {
+    // Each step commits by itself: a stop() ends the cleanup after the step in flight.
+    for (let i = 0; i < 100 && !round.abandoned; i++) {
       const res = await client.query(this.#sql.cleanupStep, [this.#o.sentRetentionMs, 1000]);
       if ((res.rowCount ?? 0) < 1000) break;
     }
@@ -427,7 +526,13 @@ export class Relay {
         },
       );
       await client.query(this.#listenSql.listen);
-      if (!(await this.#hears(token, (resolve) => (heard = resolve)))) {
+      const check = this.#running ? await this.#hears(token, (resolve) => (heard = resolve)) : 'stopped';
+      // stop() came meanwhile: it released no listener, so this one must not stay.
+      if (check === 'stopped' || !this.#running) {
+        client.release(true);
+        return;
+      }
+      if (check === 'silent') {
         this.#noNotifications = true;
         this.#health.pollingOnly = true;
         this.#o.logger.warn(
@@ -450,17 +555,23 @@ export class Relay {
    * Sends `token` on the channel from another pool connection and waits up to `listenCheckMs` for
    * the LISTEN session to hear it. Without a pooler in between it arrives in milliseconds.
    */
-  async #hears(token: string, onHeard: (resolve: () => void) => void): Promise<boolean> {
+  async #hears(
+    token: string,
+    onHeard: (resolve: () => void) => void,
+  ): Promise<'heard' | 'silent' | 'stopped'> {
     let timer: NodeJS.Timeout | undefined;
-    const heard = new Promise<boolean>((resolve) => {
-      onHeard(() => resolve(true));
-      timer = setTimeout(() => resolve(false), this.#o.listenCheckMs);
+    const heard = new Promise<'heard' | 'silent' | 'stopped'>((resolve) => {
+      onHeard(() => resolve('heard'));
+      timer = setTimeout(() => resolve('silent'), this.#o.listenCheckMs);
+      this.#stopListenCheck = () => resolve('stopped');
     });
     try {
-      await this.#o.pool.query(this.#listenSql.probe, [this.#listenSql.channel, token]);
-      return await heard;
+      const probe = this.#o.pool.query(this.#listenSql.probe, [this.#listenSql.channel, token]);
+      // A stop() ends the wait at once, the probe's statement in flight or not.
+      return await Promise.race([heard, probe.then(() => heard)]);
     } finally {
       clearTimeout(timer);
+      this.#stopListenCheck = undefined;
     }
   }
 
@@ -484,6 +595,8 @@ export function createRelay(options: RelayOptions): Relay {
 }
 
 const TIMED_OUT = Symbol('timed out');
+/** What a publisher's call resolves to. */
+type PublishOutcome = Awaited<ReturnType<OutboxPublisher['publish']>>;
 /** Payloads of the LISTEN checks of relays; never a wake-up. */
 const PROBE_PREFIX = 'probe:';
 
@@ -498,6 +611,30 @@ function timeoutError(ms: number): OnceError {
     `publishing outlived publishTimeoutMs (${ms} ms): aborted, rows left pending with attempts unchanged`,
     { retryable: true },
   );
+}
+
+/**
+ * One round's standing with `stop()`: abandoned once stop() has begun, and the give-up of its
+ * publish calls while they run.
+ */
+class RoundState {
+  #abandoned = false;
+  #giveUp: (() => void) | undefined;
+
+  get abandoned(): boolean {
+    return this.#abandoned;
+  }
+
+  /** Sets (or clears) what abandoning the round does to its publish calls in flight. */
+  onAbandon(giveUp: (() => void) | undefined): void {
+    this.#giveUp = giveUp;
+    if (giveUp && this.#abandoned) giveUp();
+  }
+
+  abandon(): void {
+    this.#abandoned = true;
+    this.#giveUp?.();
+  }
 }
 
 /** Results are per destination: one message id may go to two destinations. */

@@ -29,6 +29,11 @@ export const NatsErrorCode = {
    * inbox row of the consumer) could not be read or made. Fetching waits and tries again.
    */
   SequenceIds: 'NATS_SEQUENCE_IDS',
+  /**
+   * A republished message was taken for a duplicate: the stream still holds its `Nats-Msg-Id`
+   * inside its `duplicate_window`. The relay holds the row until the window has passed.
+   */
+  DuplicateWindow: 'NATS_DUPLICATE_WINDOW',
 } as const;
 export type NatsErrorCode = (typeof NatsErrorCode)[keyof typeof NatsErrorCode];
 

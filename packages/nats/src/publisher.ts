@@ -1,4 +1,4 @@
-import { type JetStreamClient, jetstream } from '@nats-io/jetstream';
+import { type JetStreamClient, jetstream, jetstreamManager, type PubAck } from '@nats-io/jetstream';
 import { connect, type NatsConnection, headers as natsHeaders } from '@nats-io/transport-node';
 import {
   ErrorCode,
@@ -15,6 +15,10 @@ import { connectError, NatsErrorCode } from './errors.js';
 
 /** Codes of failures that no retry can fix: the relay parks the row at once. */
 const PERMANENT = new Set<string>([ErrorCode.InvalidId, ErrorCode.InvalidOption]);
+/** JetStream's own default `duplicate_window`, in ms: assumed when the stream's cannot be read. */
+const DEFAULT_DUPLICATE_WINDOW_MS = 120_000;
+/** Added to the window before a held republish goes again, in ms (timers are not exact). */
+const WINDOW_MARGIN_MS = 1_000;
 
 /** Options of {@link createNatsPublisher}. */
 export interface NatsPublisherOptions {
@@ -31,10 +35,14 @@ export interface NatsPublisherOptions {
 /**
  * Publishes outbox rows to JetStream with `Nats-Msg-Id` = the row's id and waits for each PubAck.
  * A PubAck with `duplicate: true` (JetStream already stored that id within the stream's
- * `duplicate_window`) counts as sent. A rejected or unanswered publish is "not known to be
- * published": the relay leaves the row pending and tries again under the same id, and the
- * downstream inbox deduplicates a re-send that falls outside the window. The message's `key` is
- * not sent: NATS routes on the subject, `destination`.
+ * `duplicate_window`) counts as sent: the relay's own earlier send of the row was stored. Not for
+ * a republish (`message.republish`): there the stored message is the original, already handled,
+ * and the copy was dropped; the row is reported with `retryAfterMs`, the stream's
+ * `duplicate_window` (read from the stream, JetStream's default of two minutes when it cannot
+ * be), so the relay keeps it pending and sends it again once JetStream has forgotten the id. A
+ * rejected or unanswered publish is "not known to be published": the relay leaves the row pending
+ * and tries again under the same id, and the downstream inbox deduplicates a re-send that falls
+ * outside the window. The message's `key` is not sent: NATS routes on the subject, `destination`.
  */
 export class NatsPublisher implements OutboxPublisher {
   readonly #own: boolean;
@@ -83,6 +91,10 @@ export class NatsPublisher implements OutboxPublisher {
     message: OutboxMessage,
     options: OutboxPublishOptions = {},
   ): Promise<{ duplicate: boolean }> {
+    return { duplicate: (await this.#publishAck(message, options)).duplicate };
+  }
+
+  async #publishAck(message: OutboxMessage, options: OutboxPublishOptions): Promise<PubAck> {
     checkMessageId(message);
     if (typeof message.destination !== 'string' || message.destination.length === 0) {
       throw new OnceError(
@@ -95,8 +107,7 @@ export class NatsPublisher implements OutboxPublisher {
     for (const [k, v] of Object.entries(message.headers ?? {})) headers.set(k, v);
     const work = js.publish(message.destination, message.body, { msgID: message.id, headers });
     try {
-      const ack = await untilAborted(work, options.signal);
-      return { duplicate: ack.duplicate };
+      return await untilAborted(work, options.signal);
     } catch (err) {
       if (options.signal?.aborted) throw err;
       throw new OnceError(
@@ -107,16 +118,73 @@ export class NatsPublisher implements OutboxPublisher {
     }
   }
 
-  /** Publishes messages and reports each one's fate (core's `OutboxPublisher`). */
+  /**
+   * Publishes messages and reports each one's fate (core's `OutboxPublisher`). A republish that
+   * JetStream takes for a duplicate is not sent: it is reported with `retryAfterMs`.
+   */
   async publish(
     messages: readonly OutboxMessage[],
     options: OutboxPublishOptions = {},
   ): Promise<OutboxPublishResult[]> {
-    const settled = await Promise.allSettled(messages.map((m) => this.publishOne(m, options)));
-    return settledResults(messages, settled, PERMANENT, ({ duplicate }, id) => {
-      if (duplicate)
+    const settled = await Promise.allSettled(messages.map((m) => this.#publishAck(m, options)));
+    const republished = new Set(messages.filter((m) => m.republish !== undefined).map((m) => m.id));
+    const results = settledResults(messages, settled, PERMANENT, ({ duplicate }, id) => {
+      if (duplicate && !republished.has(id))
         this.#logger.debug({ id }, 'once/nats: PubAck duplicate: already stored, counted as sent');
     });
+    const windows = new Map<string, Promise<{ ms: number; read: boolean }>>();
+    for (let i = 0; i < messages.length; i++) {
+      const r = settled[i]!;
+      const message = messages[i]!;
+      if (r.status !== 'fulfilled' || !r.value.duplicate || message.republish === undefined) continue;
+      const stream = r.value.stream;
+      let window = windows.get(stream);
+      if (!window) {
+        window = this.#duplicateWindow(stream, options.signal);
+        windows.set(stream, window);
+      }
+      const { ms, read } = await window;
+      this.#logger.info(
+        { id: message.id, stream, duplicateWindowMs: ms },
+        'once/nats: republished message taken for a duplicate inside duplicate_window; held until it has passed',
+      );
+      results[i] = {
+        id: message.id,
+        ok: false,
+        retryable: true,
+        retryAfterMs: ms + WINDOW_MARGIN_MS,
+        error: new OnceError(
+          NatsErrorCode.DuplicateWindow,
+          `republished message ${message.id}: stream ${stream} still holds that Nats-Msg-Id ` +
+            `(message ${r.value.seq}) inside its duplicate_window of ${ms} ms${read ? '' : ' (the stream could not be read: the default assumed)'}, ` +
+            'and dropped the copy: it goes again once the window has passed',
+          { retryable: true },
+        ),
+      };
+    }
+    return results;
+  }
+
+  /** The stream's `duplicate_window` in ms, or JetStream's default when it cannot be read. */
+  async #duplicateWindow(
+    stream: string,
+    signal: AbortSignal | undefined,
+  ): Promise<{ ms: number; read: boolean }> {
+    try {
+      const { nc } = await this.#link.get();
+      const jsm = await untilAborted(jetstreamManager(nc), signal);
+      const info = await untilAborted(jsm.streams.info(stream), signal);
+      const ns = Number(info.config.duplicate_window ?? 0);
+      return ns > 0
+        ? { ms: Math.ceil(ns / 1e6), read: true }
+        : { ms: DEFAULT_DUPLICATE_WINDOW_MS, read: false };
+    } catch (err) {
+      this.#logger.warn(
+        { stream, error: (err as Error)?.message ?? String(err) },
+        'once/nats: could not read the duplicate_window of the stream; assuming the default of two minutes',
+      );
+      return { ms: DEFAULT_DUPLICATE_WINDOW_MS, read: false };
+    }
   }
 
   /** Closes a connection once made (yours is left open). Idempotent. */

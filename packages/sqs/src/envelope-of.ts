@@ -49,7 +49,9 @@ export function envelopeOf(message: Message, settings: EnvelopeSettings): Envelo
       break;
   }
   // The optional fields set only when present (no key at all otherwise), without object spreads.
-  const source: Envelope['source'] = { broker: 'sqs', queue: settings.queueUrl };
+  // idFrom goes with a failed message's origin: a republish to a FIFO queue must know whether
+  // the consumer reads the MessageDeduplicationId.
+  const source: Envelope['source'] = { broker: 'sqs', queue: settings.queueUrl, idFrom: settings.idFrom };
   if (group !== undefined) source.group = group;
   if (attrs.SequenceNumber !== undefined) source.offset = attrs.SequenceNumber;
   return {

@@ -28,6 +28,13 @@ export interface PublishMessage {
   body: Buffer | string;
   /** Extra String message attributes (SQS allows ten in all, the id included). */
   headers?: Readonly<Record<string, string>> | undefined;
+  /**
+   * Set on a republish of a message already sent under `id` (core's `OutboxMessage.republish`):
+   * on a FIFO queue it goes with `deduplicationId` as its MessageDeduplicationId, since SQS drops
+   * a second send of the original's for five minutes and still answers success. The id stays in
+   * the `message-id` attribute. @default not a republish
+   */
+  republish?: { readonly deduplicationId: string } | undefined;
 }
 
 /** The fate of one message: mark the outbox row sent only when `ok`. */
@@ -75,7 +82,7 @@ interface Prepared {
 /**
  * Creates the outbox's SQS publisher: SendMessageBatch per destination in calls of up to ten, the
  * outbox id in the `message-id` attribute and, on FIFO queues, as MessageDeduplicationId with the
- * key as MessageGroupId. SQS reports per-entry failures inside a successful response; those (and
+ * key as MessageGroupId (a republish: its own deduplication id, see `PublishMessage.republish`). SQS reports per-entry failures inside a successful response; those (and
  * whole failed calls) are retried `maxRetries` times, then reported, so the relay leaves the row
  * pending. A message SQS rejects as malformed (sender fault) is not retried.
  */
@@ -145,7 +152,12 @@ export function createSqsPublisher(options: SqsPublisherOptions): SqsPublisher {
       entry: {
         MessageBody: body,
         MessageAttributes: attributes,
-        ...(fifo ? { MessageGroupId: sqsToken(String(m.key)), MessageDeduplicationId: sqsToken(m.id) } : {}),
+        ...(fifo
+          ? {
+              MessageGroupId: sqsToken(String(m.key)),
+              MessageDeduplicationId: sqsToken(m.republish?.deduplicationId ?? m.id),
+            }
+          : {}),
       },
     };
   }

@@ -1,6 +1,6 @@
 import { writeFile } from 'node:fs/promises';
 import { ErrorCode, OnceError } from '@once/core';
-import { discardFailed, listFailed, retryFailed } from '@once/core/admin';
+import { discardFailed, listFailed, RepublishDedup, retryFailed } from '@once/core/admin';
 import { CliError } from '../cli-error.js';
 import { type Database, requireSchema } from '../database.js';
 import { escapeLines } from '../escape-text.js';
@@ -150,7 +150,8 @@ export async function failedRetryCommand(
   const sent = republished
     ? `. Republished through the outbox to ${quote(republished.destination)}` +
       `${republished.key === undefined ? '' : ` with key ${quote(republished.key)}`}` +
-      ` under its own message id (outbox row ${republished.outboxRowId}); a relay with a publisher for that destination sends it`
+      ` under its own message id (outbox row ${republished.outboxRowId}); a relay with a publisher for that destination sends it` +
+      DEDUP_TEXT[republished.dedup]
     : '';
   const text =
     `deleted the failed record of ${quote(id)} (consumer ${quote(consumer)}); ` +
@@ -166,6 +167,7 @@ export async function failedRetryCommand(
             destination: republished.destination,
             key: republished.key ?? null,
             outboxRowId: republished.outboxRowId,
+            dedup: republished.dedup,
           }
         : false,
       body:
@@ -183,6 +185,19 @@ export async function failedRetryCommand(
     ...(where === 'stdout' ? { stream: 'stderr' as const } : {}),
   };
 }
+
+/** What `failed retry --republish` says of the broker's deduplication of the id, by case. */
+const DEDUP_TEXT: Record<RepublishDedup, string> = {
+  [RepublishDedup.WaitForWindow]:
+    ". JetStream drops a second message with that Nats-Msg-Id inside the stream's duplicate_window: if it answers duplicate, the relay holds the message and sends it again once the window has passed",
+  [RepublishDedup.FreshDeduplicationId]:
+    '. The SQS FIFO queue drops a MessageDeduplicationId for five minutes: it goes with a fresh one, its id in the message-id attribute',
+  [RepublishDedup.WindowPassed]:
+    '. Its consumer takes ids from the MessageDeduplicationId: it goes under its own, the five minutes SQS FIFO drops it having passed',
+  [RepublishDedup.None]: '',
+  [RepublishDedup.Marked]:
+    '. It is marked a republish: a broker that drops a repeated id (JetStream, SQS FIFO) holds it until its window has passed or gives it a deduplication id of its own',
+};
 
 /**
  * `once failed discard <consumer> <id>`: the failure is acknowledged and the message given up.

@@ -19,6 +19,12 @@ export const AdminErrorCode = {
   BodyTruncated: 'BODY_TRUNCATED',
   /** Republish: no destination was given and none follows from where the message came from. */
   NoDestination: 'NO_DESTINATION',
+  /**
+   * Republish: the message came from an SQS FIFO queue whose consumer takes ids from the
+   * MessageDeduplicationId, which SQS still drops (five minutes after the original was sent):
+   * try again at `earliestAt`.
+   */
+  InsideDedupWindow: 'INSIDE_DEDUP_WINDOW',
   /** No outbox row has this id (its UUID, or the message id it was enqueued with). */
   UnknownOutboxId: 'UNKNOWN_OUTBOX_ID',
   /** The outbox row exists but is not parked as failed: nothing to retry. */
@@ -53,6 +59,15 @@ export type AdminErrorDetail =
       messageId: string;
       /** Where it came from; null when not recorded (failed before schema version 5). */
       origin: Partial<Origin> | null;
+    }
+  | {
+      code: typeof AdminErrorCode.InsideDedupWindow;
+      consumer: string;
+      messageId: string;
+      /** The SQS FIFO queue it came from. */
+      queue: string;
+      /** The earliest time a republish is taken, by the database's clock. */
+      earliestAt: Date;
     }
   | { code: typeof AdminErrorCode.UnknownOutboxId; id: string }
   | { code: typeof AdminErrorCode.OutboxNotFailed; id: string; status: 'pending' | 'sent' };
@@ -105,6 +120,8 @@ function messageOf(d: AdminErrorDetail): string {
       return `cannot republish ${which}: its stored body was truncated to ${d.bodyBytes} bytes (raise the inbox's failedBodyMaxBytes)`;
     case AdminErrorCode.NoDestination:
       return `cannot republish ${which}: no destination given and none follows from its origin`;
+    case AdminErrorCode.InsideDedupWindow:
+      return `cannot republish ${which} before ${d.earliestAt.toISOString()}: its consumer takes message ids from the MessageDeduplicationId, and SQS FIFO queue ${d.queue} drops that id for five minutes after the original was sent`;
     case AdminErrorCode.UnknownOutboxId:
       return `no outbox message ${d.id}`;
     case AdminErrorCode.OutboxNotFailed:

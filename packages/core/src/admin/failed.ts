@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Origin } from '../envelope.js';
 import { ErrorCode, OnceError } from '../errors.js';
 import { enqueueRow, Outbox, type Queryable } from '../outbox.js';
@@ -7,7 +8,7 @@ import { AdminError, AdminErrorCode } from './admin-error.js';
 import { type MessageKey, sqlOf } from './admin-sql.js';
 import { getInboxRow, readSteps, requireConsumer } from './lookup.js';
 import { wakeRelays } from './outbox-admin.js';
-import { type RepublishOptions, republishPlan } from './republish-plan.js';
+import { type RepublishDedup, type RepublishOptions, republishPlan } from './republish-plan.js';
 
 /** One parked failure, as {@link listFailed} lists it. */
 export interface FailedSummary {
@@ -91,8 +92,11 @@ export interface RetryFailedOptions {
   readonly forgetSteps?: boolean | undefined;
   /**
    * Enqueue the stored body in the outbox under the message's own id, in the transaction that
-   * deletes the record, through `Outbox.enqueue` and so with its checks (`OUTBOX_INVALID`).
-   * @default no republish
+   * deletes the record, through `Outbox.enqueue` and so with its checks (`OUTBOX_INVALID`). The
+   * row is marked a republish, so that a broker deduplicating on the id inside a window does not
+   * drop it there (see {@link (RepublishDedup:variable)}); a message from an SQS FIFO queue whose consumer
+   * reads the MessageDeduplicationId is refused with `INSIDE_DEDUP_WINDOW` until five minutes
+   * after its failure was recorded. @default no republish
    */
   readonly republish?: (RepublishOptions & { readonly outbox?: Outbox | undefined }) | undefined;
   /**
@@ -113,6 +117,8 @@ export interface RetryFailedResult extends FailedBody {
         readonly messageId: string;
         /** The outbox row's UUID. */
         readonly outboxRowId: string;
+        /** How it gets past the broker's deduplication of its id. */
+        readonly dedup: RepublishDedup;
       }
     | undefined;
 }
@@ -162,6 +168,8 @@ export async function retryFailed(
         body: Buffer | null;
         body_truncated: boolean;
         origin: unknown;
+        created_at: Date;
+        now: Date;
       }>(sql.lockRow, [key.consumer, key.messageId])
     ).rows[0];
     if (row?.status !== 'failed') {
@@ -198,7 +206,7 @@ async function republishRow(
   client: Queryable,
   schema: string,
   key: MessageKey,
-  row: { body: Buffer | null; body_truncated: boolean; origin: unknown },
+  row: { body: Buffer | null; body_truncated: boolean; origin: unknown; created_at: Date; now: Date },
   options: NonNullable<RetryFailedOptions['republish']>,
 ): Promise<NonNullable<RetryFailedResult['republished']>> {
   // Stored through core's jsonb codec (a header may hold a NUL): decode before use.
@@ -209,17 +217,29 @@ async function republishRow(
       body: row.body,
       bodyTruncated: row.body_truncated,
       origin: fromJsonb<Partial<Origin> | null>(row.origin ?? null),
+      failedAt: row.created_at,
+      now: row.now,
     },
     options,
+    randomUUID(),
   );
   // Without the application's outbox, one that accepts just this destination, default body limit.
   const outbox = options.outbox ?? new Outbox({ pool, schema, destinations: [plan.destination] });
-  const written = await enqueueRow(outbox, client, plan.destination, plan.body, {
+  const written = await enqueueRow(
+    outbox,
+    client,
+    plan.destination,
+    plan.body,
+    { key: plan.key, headers: plan.headers, messageId: key.messageId },
+    plan.deduplicationId,
+  );
+  return {
+    destination: plan.destination,
     key: plan.key,
-    headers: plan.headers,
-    messageId: key.messageId,
-  });
-  return { destination: plan.destination, key: plan.key, messageId: written.id, outboxRowId: written.rowId };
+    messageId: written.id,
+    outboxRowId: written.rowId,
+    dedup: plan.dedup,
+  };
 }
 
 /** The row to retry is missing (`gone`) or not failed: name what is unknown, the consumer or the id. */

@@ -51,7 +51,7 @@ export {
   type StepRecord,
 } from './lookup.js';
 export { type OutboxRetrySelector, retryOutbox, wakeRelays } from './outbox-admin.js';
-export type { RepublishOptions } from './republish-plan.js';
+export { RepublishDedup, type RepublishOptions } from './republish-plan.js';
 export { readSchemaState, type SchemaState } from './schema-state.js';
 export {
   type ConsumerStats,

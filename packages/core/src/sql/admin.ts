@@ -73,9 +73,10 @@ export function adminSql(schema: string) {
 
     /**
      * $1 consumer, $2 message id. Locks the row for the retry transaction: a consumer's claim
-     * of this id waits until the retry commits or rolls back.
+     * of this id waits until the retry commits or rolls back. With when the failure was recorded
+     * and the database's clock, for a republish that must wait out a broker's dedup window.
      */
-    lockRow: `SELECT status, body, body_truncated, origin FROM ${inbox}
+    lockRow: `SELECT status, body, body_truncated, origin, created_at, now() AS now FROM ${inbox}
       WHERE consumer = $1 AND message_id = $2 FOR UPDATE`,
 
     /**

@@ -11,7 +11,8 @@ export function outboxSql(schema: string) {
   const begin = 'BEGIN; SET LOCAL synchronous_commit = on';
   const claim = (
     limit: string,
-  ) => `SELECT o.seq, coalesce(o.message_id, o.id::text) AS id, o.destination, o.key, o.body, o.headers, o.attempts
+  ) => `SELECT o.seq, coalesce(o.message_id, o.id::text) AS id, o.destination, o.key, o.body, o.headers, o.attempts,
+        o.republish_dedup_id
       FROM ${outbox} AS o
       WHERE o.status = 'pending' AND o.available_at <= now()
         AND (o.key IS NULL OR NOT EXISTS (
@@ -51,6 +52,13 @@ export function outboxSql(schema: string) {
      * simple-query round trip (literal.ts); the rows are in the last result.
      */
     beginAndClaim: (limit: number) => `${begin}; ${claim(integerLiteral(limit))}`,
+    /**
+     * A republish of a message already sent under its id: as `enqueue`, marked with $7, the
+     * broker-level deduplication id to send it with (see migration 10).
+     */
+    enqueueRepublish: `INSERT INTO ${outbox} (destination, key, body, headers, available_at, message_id, republish_dedup_id)
+      VALUES ($1, $2, $3, $4::jsonb, now() + $5 * interval '1 millisecond', $6, $7)
+      RETURNING coalesce(message_id, id::text) AS id, id::text AS row_id`,
     /** $1 seqs. */
     markSent: markSent('$1::bigint[]'),
     /** Marks `seqs` sent and commits, in one simple-query round trip (literal.ts). */
@@ -63,13 +71,17 @@ export function outboxSql(schema: string) {
      */
     deleteSentAndCommit: (seqs: readonly string[]) =>
       `DELETE FROM ${outbox} WHERE seq = ANY(${bigintArrayLiteral(seqs)}); COMMIT`,
-    /** $1 seqs, $2 errors json, $3 delays ms, $4 park flags. */
+    /**
+     * $1 seqs, $2 errors json, $3 delays ms, $4 park flags, $5 whether the attempt counts (a
+     * broker that cannot take the message before a time, such as a republish inside its dedup
+     * window, is no failed attempt).
+     */
     markFailed: `UPDATE ${outbox} AS o SET
-        attempts = o.attempts + 1,
+        attempts = o.attempts + CASE WHEN t.counts THEN 1 ELSE 0 END,
         last_error = t.e,
         available_at = now() + t.d * interval '1 millisecond',
         status = CASE WHEN t.park THEN 'failed' ELSE 'pending' END
-      FROM unnest($1::bigint[], $2::jsonb[], $3::bigint[], $4::boolean[]) AS t(s, e, d, park)
+      FROM unnest($1::bigint[], $2::jsonb[], $3::bigint[], $4::boolean[], $5::boolean[]) AS t(s, e, d, park, counts)
       WHERE o.seq = t.s`,
     /** Sent rows older than $1 ms, $2 at a time. */
     cleanupStep: `DELETE FROM ${outbox} WHERE seq IN (

@@ -33,8 +33,11 @@ describe('envelopeOf', () => {
     expect(e.body.toString()).toBe('{"a":1}');
   });
 
-  it('takes the id from where it is told', () => {
-    expect(envelopeOf(message, { ...settings, idFrom: 'deduplication-id' }).id).toBe('d1');
+  it('takes the id from where it is told, and says where (a failed message keeps it in its origin)', () => {
+    expect(envelopeOf(message, { ...settings, idFrom: 'deduplication-id' })).toMatchObject({
+      id: 'd1',
+      source: { idFrom: 'deduplication-id' },
+    });
     expect(envelopeOf(message, { ...settings, idFrom: 'sqs-message-id' }).id).toBe('sqs-1');
     expect(envelopeOf(message, { ...settings, idHeader: 'other' }).id).toBeUndefined();
   });
@@ -42,6 +45,6 @@ describe('envelopeOf', () => {
   it('treats a first receive (or a missing count) as attempt 1, not redelivered', () => {
     const e = envelopeOf({ Body: 'x', Attributes: {} }, settings);
     expect(e).toMatchObject({ attempt: 1, redelivered: false, key: undefined, id: undefined });
-    expect(e.source).toEqual({ broker: 'sqs', queue: 'http://h/q.fifo' });
+    expect(e.source).toEqual({ broker: 'sqs', queue: 'http://h/q.fifo', idFrom: 'header' });
   });
 });

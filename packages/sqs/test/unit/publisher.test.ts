@@ -42,6 +42,29 @@ describe('createSqsPublisher', () => {
     expect(std.MessageDeduplicationId).toBeUndefined();
   });
 
+  it('a republish goes to a FIFO queue with its own deduplication id, the id still in message-id; a standard queue gets none', async () => {
+    const { client, calls } = fakeClient((c) => ({
+      Successful: (c.input.Entries as Entry[]).map((e) => ({ Id: e.Id })),
+    }));
+    const p = createSqsPublisher({ client });
+    const republish = { deduplicationId: '4f0b0f9e-9f07-4a48-9d8f-0c8d2f5b7a11' };
+    const results = await p.publish([
+      { id: 'order-7', destination: FIFO, key: 'g', body: 'again', republish },
+      { id: 'order-8', destination: FIFO, key: 'g', body: 'first' },
+      { id: 'order-9', destination: STD, key: 'g', body: 'again', republish },
+    ]);
+    expect(results.map((r) => r.ok)).toEqual([true, true, true]);
+    const fifo = calls.find((c) => c.input.QueueUrl === FIFO)!.input.Entries as Entry[];
+    expect(fifo[0]).toMatchObject({
+      MessageDeduplicationId: republish.deduplicationId,
+      MessageAttributes: { 'message-id': { DataType: 'String', StringValue: 'order-7' } },
+    });
+    expect(fifo[1]!.MessageDeduplicationId).toBe('order-8');
+    const std = (calls.find((c) => c.input.QueueUrl === STD)!.input.Entries as Entry[])[0]!;
+    expect(std.MessageDeduplicationId).toBeUndefined();
+    expect(std).toMatchObject({ MessageAttributes: { 'message-id': { StringValue: 'order-9' } } });
+  });
+
   it('retries entries that failed inside a successful response, not sender faults', async () => {
     let round = 0;
     const { client, calls } = fakeClient((c) => {
