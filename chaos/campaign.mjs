@@ -90,7 +90,10 @@ for (const broker of brokers) {
       `once dup ${s.once.duplicated} lost ${s.once.lost} order ${s.once.keysOutOfOrder} ` +
       `unsettled ${s.once.unsettledAtEnd} dead ${s.once.deadLetters}; ` +
       `naive dup ids ${s.naive.duplicatedIds}; ` +
-      `partitions (${p.via}${p.why ? `: ${p.why}` : ''}) ${p.counted}/${p.total} counted, ` +
+      `partitions (${p.via}${p.why ? `: ${p.why}` : ''}) ` +
+      (p.via === 'namespace'
+        ? `${p.counted}/${p.total} counted, `
+        : `${p.counted}/${p.total} with work in flight, none counted toward the goal, `) +
       `${p.recovered} recovered, recovery p99 ${fmtMs(p.recoveryP99Ms)} (statement bound ${fmtMs(p.statementBoundMs)}); ` +
       `${Math.round(s.wallMs / 1000)} s` +
       (s.ok ? '' : ` [${s.violations.join('; ')}]`);
