@@ -7,6 +7,7 @@ import pg from 'pg';
 import { brokerSide, KAFKA_PARTITIONS, proxyTarget } from './brokers.mjs';
 import { ConsumerChild } from './children.mjs';
 import { onExit } from './exit-cleanup.mjs';
+import { jsonText } from './json-text.mjs';
 import { NatsServer } from './nats-server.mjs';
 import { compactRecord, partitionReport } from './partition-report.mjs';
 import { openPartitions, PARTITION_TARGETS } from './partitions.mjs';
@@ -669,7 +670,7 @@ async function run(o, cleanups) {
     mkdirSync(RESULTS, { recursive: true });
     const base = join(RESULTS, `${o.broker}-${o.seed}`);
     writeFileSync(`${base}.jsonl`, records.map((r) => JSON.stringify({ commit, ...r })).join('\n') + '\n');
-    writeFileSync(`${base}.json`, `${JSON.stringify(summary, null, 2)}\n`);
+    writeFileSync(`${base}.json`, `${jsonText(summary)}\n`);
   }
 
   return summary;
