@@ -77,9 +77,9 @@ export function renderTable() {
     'was between claim and settle when it landed; **recovered** means every affected partition / message group /',
     'queue settled a new message afterwards; recovery is measured from the end of the fault (the SIGKILL, the',
     'SIGCONT, PostgreSQL accepting connections again, the partition healed) to that settle. A partition is one',
-    "consumer's network namespace losing its packets to PostgreSQL, the broker or both (nft drop rules on its",
-    'veth, no reset, no ICMP), both ways or one way; it counts when that consumer held a message between claim',
-    'and settle when the rules went in.',
+    "consumer's network namespace losing its packets to PostgreSQL, the broker or both (nft drop rules in the",
+    'namespace that links it to the host; no reset, no ICMP), both ways or one way; it counts when that consumer',
+    'held a message between claim and settle when the rules went in.',
     '',
     '| run | mode | commit | ids | once: dup / lost / out of order / unsettled / dead | naive: dup ids | SIGKILLs after COMMIT | verdict |',
     '|---|---|---|---:|---|---:|---:|---|',
@@ -114,7 +114,9 @@ export function renderTable() {
         // A partition that held nothing in flight was lifted at once: its recovery says nothing.
         const ms = recoveries(kind.startsWith('partition-') ? rs.filter((r) => r.counted) : rs);
         const what = kind.startsWith('partition-')
-          ? `${WHAT[kind]}, ${lengths(rs).map(fmt).join(' / ')}${proxy ? PROXY_NOTE : ''}`
+          ? `${WHAT[kind]}, ${lengths(rs.some((r) => r.counted) ? rs.filter((r) => r.counted) : rs)
+              .map(fmt)
+              .join(' / ')}${proxy ? PROXY_NOTE : ''}`
           : WHAT[kind];
         lines.push(
           `| ${what} | ${rs.filter((r) => r.counted).length} / ${rs.length} | ${rs.filter((r) => r.recovered).length} / ${rs.length} | ${fmt(quantile(ms, 0.5))} | ${fmt(quantile(ms, 0.99))} |`,
