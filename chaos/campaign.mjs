@@ -1,5 +1,8 @@
 // `npm run chaos -- --broker kafka|sqs|rabbitmq|nats|all [--injections N] [--seed S] [--short]`
 //   [--max-minutes M] stops injecting after M minutes; [--outage-ms MS] [--rate PER_S] override defaults.
+//   Partitions: [--partitions-only] every injection is a network partition (the long campaign);
+//   [--partitions N] how many the mixed plan holds; [--partition-ms A,B,C] their lengths;
+//   [--partition-mode auto|namespace|proxy]; [--bound-ms MS] the statement bound recovery is held against.
 // `npm run chaos -- --table`: regenerate the campaign table in docs/guarantees.md from chaos/results.
 // See chaos/README.md for what a run does and what it checks.
 import { parseArgs } from 'node:util';
@@ -16,8 +19,29 @@ const { values } = parseArgs({
     rate: { type: 'string' },
     'outage-ms': { type: 'string' },
     'max-minutes': { type: 'string' },
+    'partitions-only': { type: 'boolean', default: false },
+    partitions: { type: 'string' },
+    'partition-ms': { type: 'string' },
+    'partition-mode': { type: 'string', default: 'auto' },
+    'bound-ms': { type: 'string' },
   },
 });
+
+const positive = (flag, v) => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) {
+    process.stderr.write(`--${flag} takes a whole number >= 0, got '${v}'\n`);
+    process.exit(2);
+  }
+  return n;
+};
+if (!['auto', 'namespace', 'proxy'].includes(values['partition-mode'])) {
+  process.stderr.write(
+    `--partition-mode takes auto, namespace or proxy, got '${values['partition-mode']}'\n`,
+  );
+  process.exit(2);
+}
+const partitionMs = values['partition-ms']?.split(',').map((v) => positive('partition-ms', v));
 
 if (values.table) {
   const file = writeTable();
@@ -49,7 +73,14 @@ for (const broker of brokers) {
       // --short keeps all four brokers inside CI's 10 minutes: stop injecting after 100 s.
       ...(values.short ? { maxRunMs: 100_000 } : {}),
       ...(values['max-minutes'] ? { maxRunMs: Number(values['max-minutes']) * 60_000 } : {}),
+      partitionsOnly: values['partitions-only'],
+      partitionMode: values['partition-mode'],
+      ...(values.partitions ? { partitions: positive('partitions', values.partitions) } : {}),
+      ...(partitionMs ? { partitionMs } : {}),
+      ...(values['bound-ms'] ? { boundMs: positive('bound-ms', values['bound-ms']) } : {}),
     });
+    const p = s.partitions;
+    const fmtMs = (ms) => (ms === null ? '-' : `${(ms / 1000).toFixed(1)} s`);
     const inj = Object.values(s.injections);
     const counted = inj.reduce((n, k) => n + k.counted, 0);
     const total = inj.reduce((n, k) => n + k.total, 0);
@@ -58,7 +89,13 @@ for (const broker of brokers) {
       `injections ${counted}/${total} counted, ids ${s.produced.distinctIds}, ` +
       `once dup ${s.once.duplicated} lost ${s.once.lost} order ${s.once.keysOutOfOrder} ` +
       `unsettled ${s.once.unsettledAtEnd} dead ${s.once.deadLetters}; ` +
-      `naive dup ids ${s.naive.duplicatedIds}; ${Math.round(s.wallMs / 1000)} s` +
+      `naive dup ids ${s.naive.duplicatedIds}; ` +
+      `partitions (${p.via}${p.why ? `: ${p.why}` : ''}) ` +
+      (p.via === 'namespace'
+        ? `${p.counted}/${p.total} counted, `
+        : `${p.counted}/${p.total} with work in flight, none counted toward the goal, `) +
+      `${p.recovered} recovered, recovery p99 ${fmtMs(p.recoveryP99Ms)} (statement bound ${fmtMs(p.statementBoundMs)}); ` +
+      `${Math.round(s.wallMs / 1000)} s` +
       (s.ok ? '' : ` [${s.violations.join('; ')}]`);
     verdicts.push(line);
     if (!s.ok) failed = true;

@@ -1,6 +1,7 @@
 // Consumer child processes as the campaign sees them: started, killed, stopped, restarted, and
 // what each one holds between claim and settle, from the lines it prints (consumer.mjs).
 import { spawn } from 'node:child_process';
+import { appendFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { ROOT } from './support.mjs';
@@ -22,7 +23,11 @@ export class ConsumerChild {
   #stderr = '';
   #exited = Promise.resolve();
 
-  /** @param {{ name: string, mode: 'once'|'naive', config: object, onLine: Function, onUnexpectedExit: Function }} o */
+  /**
+   * `wrap`: a command prefix the child runs under (`ip netns exec <ns>`: it execs, so the pid
+   * signalled is the consumer's own). `logFile`: where every run's stderr is appended.
+   * @param {{ name: string, mode: 'once'|'naive', config: object, wrap?: string[], logFile?: string, onLine: Function, onUnexpectedExit: Function }} o
+   */
   constructor(o) {
     this.name = o.name;
     this.mode = o.mode;
@@ -45,7 +50,8 @@ export class ConsumerChild {
     this.inflight.clear();
     this.#expectExit = false;
     this.#stderr = '';
-    const p = spawn(process.execPath, [SCRIPT], {
+    const [cmd, ...args] = [...(this.o.wrap ?? []), process.execPath, SCRIPT];
+    const p = spawn(cmd, args, {
       env: {
         ...process.env,
         NODE_NO_WARNINGS: '1',
@@ -55,8 +61,12 @@ export class ConsumerChild {
     });
     this.#proc = p;
     p.stdin.on('error', () => {});
+    const logFile = this.o.logFile;
+    if (logFile)
+      appendFileSync(logFile, `--- run ${this.runs} (pid ${p.pid}) at ${new Date().toISOString()}\n`);
     p.stderr.on('data', (d) => {
       this.#stderr = (this.#stderr + d.toString()).slice(-4000);
+      if (logFile) appendFileSync(logFile, d);
     });
     createInterface({ input: p.stdout }).on('line', (text) => {
       let msg;

@@ -12,6 +12,8 @@
 //                                          upTo committed; SQS: ids deleted; RabbitMQ: ids acked)
 //   {t:'dying', id}                        armed kill: the process SIGKILLs itself after a COMMIT
 //   {t:'start-failed', error}              start() threw (PostgreSQL down); exits with code 6
+// Every line also carries `ts`, the child's Date.now() when it was written: a line is read some
+// milliseconds later, and a partition counts only for work not settled before its rules were in.
 // Commands on stdin, one per line: `arm-commit-kill`.
 // Config: JSON in CHAOS_CHILD (see run-broker.mjs: childConfig).
 import net from 'node:net';
@@ -19,7 +21,7 @@ import { createInterface } from 'node:readline';
 import pg from 'pg';
 
 const cfg = JSON.parse(process.env.CHAOS_CHILD ?? '{}');
-const say = (o) => process.stdout.write(`${JSON.stringify(o)}\n`);
+const say = (o) => process.stdout.write(`${JSON.stringify({ ...o, ts: Date.now() })}\n`);
 const pool = new pg.Pool({
   connectionString: cfg.databaseUrl,
   max: 8,

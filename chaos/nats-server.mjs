@@ -83,6 +83,11 @@ export class NatsServer {
     clearTimeout(hard);
   }
 
+  /** SIGKILL, for exit handlers (nothing asynchronous runs there). */
+  killSync() {
+    if (this.#child && this.#child.exitCode === null) this.#child.kill('SIGKILL');
+  }
+
   async destroy() {
     await this.stop();
     rmSync(this.#dir, { recursive: true, force: true });

@@ -1,7 +1,7 @@
 // The campaign's own PostgreSQL: a throwaway cluster in .cache/chaos/, on a free loopback port,
 // that the campaign may kill, restart and stop for a minute without touching the shared server.
-import { execFile } from 'node:child_process';
-import { chmodSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile, execFileSync } from 'node:child_process';
+import { appendFileSync, chmodSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -10,11 +10,12 @@ const run = promisify(execFile);
 const BIN = process.env.PG_BIN ?? '/usr/lib/postgresql/15/bin';
 const asRoot = process.getuid?.() === 0;
 
-/** Runs a PostgreSQL binary, as the `postgres` OS user when we are root (initdb refuses root). */
+/** The command line of a PostgreSQL binary, as the `postgres` OS user when we are root (initdb refuses root). */
+const commandOf = (bin, args) =>
+  asRoot ? ['runuser', ['-u', 'postgres', '--', join(BIN, bin), ...args]] : [join(BIN, bin), args];
+
 async function pg(bin, args) {
-  const [cmd, argv] = asRoot
-    ? ['runuser', ['-u', 'postgres', '--', join(BIN, bin), ...args]]
-    : [join(BIN, bin), args];
+  const [cmd, argv] = commandOf(bin, args);
   return run(cmd, argv, { timeout: 120_000 });
 }
 
@@ -45,8 +46,11 @@ export class PgCluster {
     return this.#port;
   }
 
-  /** initdb into `parent/<name>` and start on a free port. */
-  static async create(parent, name) {
+  /**
+   * initdb into `parent/<name>` and start on a free port. `listen`: addresses to listen on besides
+   * 127.0.0.1 (the root ends of the campaign's veths) and `trust`, the subnet they connect from.
+   */
+  static async create(parent, name, listen = { addresses: [], trust: undefined }) {
     const dir = join(parent, name);
     rmSync(dir, { recursive: true, force: true });
     mkdirSync(dir, { recursive: true });
@@ -69,7 +73,7 @@ export class PgCluster {
       join(dir, 'data', 'postgresql.auto.conf'),
       [
         `port = ${port}`,
-        "listen_addresses = '127.0.0.1'",
+        `listen_addresses = '${['127.0.0.1', ...listen.addresses].join(',')}'`,
         `unix_socket_directories = ''`,
         'max_connections = 120',
         'shared_buffers = 32MB',
@@ -80,6 +84,8 @@ export class PgCluster {
         '',
       ].join('\n'),
     );
+    if (listen.trust)
+      appendFileSync(join(dir, 'data', 'pg_hba.conf'), `host all all ${listen.trust} trust\n`);
     const cluster = new PgCluster(dir, port);
     await cluster.start();
     return cluster;
@@ -107,6 +113,25 @@ export class PgCluster {
   async restart() {
     await this.stop('immediate');
     await this.start();
+  }
+
+  /** An immediate stop that blocks: for exit handlers, where nothing asynchronous runs any more. */
+  stopSync() {
+    const [cmd, argv] = commandOf('pg_ctl', [
+      '-D',
+      join(this.#dir, 'data'),
+      '-m',
+      'immediate',
+      '-w',
+      '-t',
+      '20',
+      'stop',
+    ]);
+    try {
+      execFileSync(cmd, argv, { stdio: 'ignore', timeout: 30_000 });
+    } catch {
+      /* not running */
+    }
   }
 
   async destroy() {

@@ -12,7 +12,10 @@ export function rng(seed) {
   };
 }
 
-/** Every fault kind the campaign injects. `churn` is a consumer joining, or leaving if one joined. */
+/**
+ * Every fault kind the campaign injects. `churn` is a consumer joining, or leaving if one joined;
+ * `partition` is recorded as `partition-pg`, `partition-broker` or `partition-both`.
+ */
 export const KINDS = Object.freeze([
   'sigkill',
   'sigkill-commit',
@@ -23,6 +26,7 @@ export const KINDS = Object.freeze([
   'pg-restart',
   'pg-outage',
   'broker-stop',
+  'partition',
 ]);
 
 /** Share of the injections per kind; one pg-outage per run, at least one pg-restart. */
@@ -38,15 +42,19 @@ const SHARE = {
 
 /**
  * `n` injections in a seeded random order. `brokerStop`: one stop of the broker itself, for a
- * broker the run has a server of its own for (NATS); the others' plans are unchanged.
+ * broker the run has a server of its own for (NATS). `partitions`: how many network partitions
+ * the mix holds (they take the place of random SIGKILLs), or `'only'`: `n` partitions and nothing else.
  */
-export function planInjections(n, random, brokerStop = false) {
+export function planInjections(n, random, { brokerStop = false, partitions = 0 } = {}) {
+  if (partitions === 'only') return new Array(n).fill('partition');
   const bag = brokerStop ? ['pg-outage', 'broker-stop'] : ['pg-outage'];
+  for (let i = 0; i < partitions; i++) bag.push('partition');
   for (const [kind, share] of Object.entries(SHARE)) {
     const count = Math.max(1, Math.round(share * (n - 1)));
     for (let i = 0; i < count; i++) bag.push(kind);
   }
-  while (bag.length > n && bag.length > KINDS.length) bag.splice(bag.lastIndexOf('sigkill'), 1);
+  while (bag.length > n && bag.length > KINDS.length && bag.includes('sigkill'))
+    bag.splice(bag.lastIndexOf('sigkill'), 1);
   while (bag.length < n) bag.push('sigkill');
   for (let i = bag.length - 1; i > 0; i--) {
     const j = Math.floor(random() * (i + 1));

@@ -1,14 +1,19 @@
 // One campaign run against one broker: a private PostgreSQL, once consumers and a naive control
 // as child processes, a producer with re-sent ids, seeded fault injections, and the ledger check.
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
-import { BROKER_URLS, brokerSide, KAFKA_PARTITIONS, proxyTarget } from './brokers.mjs';
+import { brokerSide, KAFKA_PARTITIONS, proxyTarget } from './brokers.mjs';
 import { ConsumerChild } from './children.mjs';
+import { onExit } from './exit-cleanup.mjs';
+import { jsonText } from './json-text.mjs';
 import { NatsServer } from './nats-server.mjs';
+import { compactRecord, partitionReport } from './partition-report.mjs';
+import { openPartitions, PARTITION_TARGETS } from './partitions.mjs';
 import { PgCluster } from './pg-cluster.mjs';
 import { planInjections, rng } from './plan.mjs';
+import { SLOTS, wireSlots } from './slots.mjs';
 import { ROOT, testSupport } from './support.mjs';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -18,10 +23,26 @@ const RESULTS = join(ROOT, 'chaos', 'results');
 const ZOMBIE_MS = { kafka: 8_000, sqs: 6_000, rabbitmq: 13_000, nats: 8_000 };
 const KEYS = 12;
 const RESEND_SHARE = 0.2;
+/** How long a partition's recovery is waited for after the heal: TCP's retransmission backoff tops out at 2 min. */
+const PARTITION_RECOVERY_WAIT_MS = 240_000;
+/**
+ * Partition lengths: shorter than every broker's session, visibility or heartbeat timeout here
+ * (SQS visibility 3 s), longer than all of them (RabbitMQ closes after 2 missed 5 s heartbeats),
+ * and longer than once's statement bound (30 s).
+ */
+export const PARTITION_MS = Object.freeze([2_000, 15_000, 45_000]);
+/** The short CI run: one length, past every broker's timeout. */
+export const SHORT_PARTITION_MS = Object.freeze([12_000]);
+/** once's own bound on a statement, the figure a partition's recovery is reported against. */
+export const STATEMENT_BOUND_MS = 30_000;
 
 /**
  * @param {{ broker: string, seed: number, injections: number, short: boolean, ratePerS?: number,
- *   outageMs?: number, log?: (s: string) => void }} o
+ *   outageMs?: number, maxRunMs?: number, log?: (s: string) => void,
+ *   partitions?: number, partitionsOnly?: boolean, partitionMode?: 'auto'|'namespace'|'proxy',
+ *   partitionMs?: number[], boundMs?: number }} o
+ * `partitions`: how many the mixed plan holds (1 with `short`, else a tenth of the injections);
+ * `partitionsOnly`: every injection is a partition.
  */
 export async function runBroker(o) {
   const cleanups = [];
@@ -40,10 +61,26 @@ async function run(o, cleanups) {
   const name = `chaos-${o.broker}-${o.seed}-${Date.now().toString(36)}`;
   const outageMs = o.outageMs ?? (o.short ? 10_000 : 60_000);
   const ratePerS = o.ratePerS ?? 25;
+  const partitionMs = o.partitionMs ?? (o.short ? SHORT_PARTITION_MS : PARTITION_MS);
+  const boundMs = o.boundMs ?? STATEMENT_BOUND_MS;
 
-  // ---- PostgreSQL, broker, proxy ----
-  const cluster = await PgCluster.create(join(ROOT, '.cache', 'chaos'), `pg-${o.broker}-${o.seed}`);
-  cleanups.push(() => cluster.destroy());
+  // ---- partitions, PostgreSQL, broker, proxies ----
+  // Namespaces first: PostgreSQL listens on their veths' root ends.
+  const partitions = await openPartitions({ slots: SLOTS, mode: o.partitionMode, log });
+  cleanups.push(() => partitions.close());
+  log(
+    `partitions: ${partitions.via}${partitions.via === 'proxy' ? ` (stand-in: ${partitions.why}; not counted toward the goal)` : ''}`,
+  );
+  const cluster = await PgCluster.create(
+    join(ROOT, '.cache', 'chaos'),
+    `pg-${o.broker}-${o.seed}`,
+    partitions.pgListen,
+  );
+  const offCluster = onExit(() => cluster.stopSync());
+  cleanups.push(async () => {
+    offCluster();
+    await cluster.destroy();
+  });
   const pool = new pg.Pool({ connectionString: cluster.url, max: 3, application_name: 'chaos-campaign' });
   pool.on('error', () => {});
   cleanups.push(() => pool.end());
@@ -59,25 +96,29 @@ async function run(o, cleanups) {
     o.broker === 'nats'
       ? await NatsServer.create(join(ROOT, '.cache', 'chaos'), `nats-${o.seed}`)
       : undefined;
-  if (natsServer) cleanups.push(() => natsServer.destroy());
+  if (natsServer) {
+    const offNats = onExit(() => natsServer.killSync());
+    cleanups.push(async () => {
+      offNats();
+      await natsServer.destroy();
+    });
+  }
   const side = await brokerSide(o.broker, name, natsServer?.url);
   cleanups.push(() => side.close());
-  const proxy = await FaultProxy.start(proxyTarget(o.broker, natsServer?.url));
-  cleanups.push(() => proxy.close());
-  const brokerVia = {
-    kafkaProxy: proxy.address,
-    sqsEndpoint: proxy.url(BROKER_URLS.sqs),
-    // A 5 s heartbeat, so a stopped consumer's connection is closed by the server within seconds.
-    amqpUrl: `${proxy.url(BROKER_URLS.rabbitmq).replace(/\/$/, '')}?heartbeat=5`,
-    ...(natsServer ? { natsUrl: `nats://${proxy.address}` } : {}),
-  };
-  const configOf = (mode) => ({
+  // One fault proxy per slot, bound where that slot's children can reach it.
+  const wired = await wireSlots({
+    partitions,
+    FaultProxy,
+    target: proxyTarget(o.broker, natsServer?.url),
+    pgPort: cluster.port,
+  });
+  cleanups.push(() => wired.close());
+  const configOf = (mode, slot) => ({
     broker: o.broker,
-    databaseUrl: cluster.url,
     schema: 'once',
     effectsTable: mode === 'once' ? 'public.effects' : 'public.naive_effects',
     handlerDelayMs: 10,
-    ...brokerVia,
+    ...wired.endpoints.get(slot),
     ...side.childSettings(mode),
   });
 
@@ -85,6 +126,14 @@ async function run(o, cleanups) {
   const keyOf = new Map(); // id -> key
   const unitOfId = (id) => (o.broker === 'sqs' ? `g:${keyOf.get(id)}` : 'q');
   const lastSettle = new Map(); // unit -> ms
+  // id -> when its settle happened, on the child's clock (a line is read some ms after it was
+  // written): a partition counts only for work that had not settled before its rules were in.
+  const settledAt = new Map();
+  const markSettled = (id, ts) => {
+    settledAt.delete(id);
+    settledAt.set(id, ts);
+    if (settledAt.size > 20_000) settledAt.delete(settledAt.keys().next().value);
+  };
   const waiters = new Set();
   let settles = 0;
   const onLine = (child, msg, at) => {
@@ -100,17 +149,22 @@ async function run(o, cleanups) {
     } else if (msg.t === 'settle') {
       settles++;
       const units = new Set();
+      const ts = msg.ts ?? at;
       if (msg.upTo !== undefined) {
         units.add(msg.unit);
         for (const c of allOnce()) {
           for (const [id, f] of c.inflight) {
-            if (f.unit === msg.unit && BigInt(f.offset) <= BigInt(msg.upTo)) c.inflight.delete(id);
+            if (f.unit === msg.unit && BigInt(f.offset) <= BigInt(msg.upTo)) {
+              c.inflight.delete(id);
+              markSettled(id, ts);
+            }
           }
         }
       } else {
         for (const id of msg.ids ?? []) {
           units.add(child.inflight.get(id)?.unit ?? unitOfId(id));
           for (const c of allOnce()) c.inflight.delete(id);
+          markSettled(id, ts);
         }
       }
       // A killed run's last lines are read after the kill: they settled before it, not after.
@@ -135,14 +189,30 @@ async function run(o, cleanups) {
     }, 500);
   };
   let stopping = false;
+  // Each child's stderr (once's warnings and errors), kept until the next run of this broker.
+  const logDir = join(ROOT, '.cache', 'chaos', 'logs', o.broker);
+  rmSync(logDir, { recursive: true, force: true });
+  mkdirSync(logDir, { recursive: true });
   const make = (n, mode) =>
-    new ConsumerChild({ name: n, mode, config: configOf(mode), onLine, onUnexpectedExit });
+    new ConsumerChild({
+      name: n,
+      mode,
+      config: configOf(mode, n),
+      wrap: partitions.wrap(n),
+      logFile: join(logDir, `${n}.log`),
+      onLine,
+      onUnexpectedExit,
+    });
   consumers = [make('once-1', 'once').start(), make('once-2', 'once').start()];
   joiner = make('once-3', 'once');
   joiner.parked = true;
   const naive = make('naive', 'naive').start();
+  const offChildren = onExit(() => {
+    for (const c of [...allOnce(), naive]) c.signal('SIGKILL');
+  });
   cleanups.push(async () => {
     stopping = true;
+    offChildren();
     await Promise.all([...allOnce(), naive].map((c) => c.kill()));
   });
   const live = () => [...consumers, joiner].filter((c) => c.running && !c.parked);
@@ -197,7 +267,12 @@ async function run(o, cleanups) {
   log(`consumers up in ${Date.now() - started} ms; injecting ${o.injections}`);
 
   // ---- injections ----
-  const plan = planInjections(o.injections, random, o.broker === 'nats');
+  const plan = planInjections(o.injections, random, {
+    brokerStop: o.broker === 'nats' && !o.partitionsOnly,
+    partitions: o.partitionsOnly
+      ? 'only'
+      : (o.partitions ?? (o.short ? 1 : Math.max(1, Math.round(o.injections / 10)))),
+  });
   const records = [];
   const inflightOf = (cs) =>
     cs.flatMap((c) =>
@@ -241,10 +316,33 @@ async function run(o, cleanups) {
   // stays in the records (marked `reaimed`) and out of that share.
   const REAIM_MAX = 2;
   let reaimed = 0;
-  for (const [i, kind] of plan.entries()) {
+  // A partition that found nothing in flight when its rules went in is aimed again: up to twice
+  // the plan's own number of partitions with --partitions-only (whose goal is that many counted),
+  // 3 otherwise. A run that spent its time budget before its PostgreSQL restart, or before a
+  // planned partition counted, runs those (at most 4 more injections) before it drains: the
+  // verdict requires them, and the CI campaign promises a partition per broker.
+  const plannedPartitions = plan.filter((k) => k === 'partition').length;
+  // Where one consumer rarely holds more than a message (RabbitMQ, NATS), half the attempts count.
+  const partitionReaimMax = o.partitionsOnly ? 2 * plannedPartitions : 3;
+  let partitionReaims = 0;
+  let overtime = 0;
+  const partitionCounted = () => records.some((r) => r.kind.startsWith('partition-') && r.counted);
+  /** What the verdict requires and has not happened yet: it runs even past the time budget. */
+  const owed = () => {
+    if (!o.partitionsOnly && !records.some((r) => r.kind === 'pg-restart')) return 'pg-restart';
+    if (plannedPartitions > 0 && !partitionCounted()) return 'partition';
+    return undefined;
+  };
+  for (let i = 0; i < plan.length; i++) {
+    let kind = plan[i];
     if (Date.now() - started > (o.maxRunMs ?? Number.POSITIVE_INFINITY)) {
-      log(`time budget spent after ${i} injections`);
-      break;
+      kind = owed();
+      if (kind === undefined || overtime >= 4) {
+        log(`time budget spent after ${i} injections`);
+        break;
+      }
+      overtime++;
+      log(`time budget spent; one more ${kind}, which the verdict requires`);
     }
     const rec = await inject(kind);
     if (kind === 'sigkill-commit' && !rec.armed && reaimed < REAIM_MAX) {
@@ -252,19 +350,30 @@ async function run(o, cleanups) {
       rec.reaimed = true;
       plan.push('sigkill-commit');
     }
+    if (kind === 'partition' && !rec.counted && partitionReaims < partitionReaimMax) {
+      partitionReaims++;
+      rec.reaimed = true;
+      plan.push('partition');
+    }
     // A fault that held nothing in flight still must not stop progress: wait for any unit.
     const units = new Set(rec.inFlight.map((f) => f.unit));
     if (units.size === 0) units.add(o.broker === 'kafka' ? 'p0' : o.broker === 'sqs' ? 'g:k0' : 'q');
-    // Recovery counts from the end of the fault (the kill, the SIGCONT, PostgreSQL back up).
-    const ms = await waitRecovery(units, rec.clearedAt ?? rec.landedAt, 90_000);
+    // Recovery counts from the end of the fault (the kill, the SIGCONT, PostgreSQL back up, the
+    // partition healed). After a heal, TCP resends only when its backed-off retransmission timer
+    // fires (up to 2 min apart): a partition's wait is longer.
+    const ms = await waitRecovery(
+      units,
+      rec.clearedAt ?? rec.landedAt,
+      kind === 'partition' ? PARTITION_RECOVERY_WAIT_MS : 90_000,
+    );
     rec.recovered = ms !== undefined;
     rec.recoveryMs = ms;
     rec.units = [...units];
     delete rec.landedAt;
     delete rec.clearedAt;
-    records.push(rec);
+    records.push(compactRecord(rec));
     log(
-      `#${i} ${rec.kind}${rec.window ? `(${rec.window})` : ''}${rec.reaimed ? ' (aimed again)' : ''} counted=${rec.counted} inflight=${rec.inFlight.length} recovered=${rec.recovered} ${ms ?? '-'} ms`,
+      `#${i} ${rec.kind}${rec.window ? `(${rec.window})` : ''}${rec.direction ? `(${rec.direction}, ${rec.durationMs} ms, ${rec.via})` : ''}${rec.reaimed ? ' (aimed again)' : ''} counted=${rec.counted} inflight=${rec.inFlight.length} recovered=${rec.recovered} ${ms ?? '-'} ms`,
     );
     await sleep(300 + Math.floor(random() * 1200));
   }
@@ -353,6 +462,44 @@ async function run(o, cleanups) {
       await joiner.stop();
       return finish(fl, { kind: 'leave', child: joiner.name });
     }
+    if (kind === 'partition') {
+      // One once consumer's namespace loses its packets to PostgreSQL, to the broker, or to both,
+      // one way or both ways, for one of the configured durations; then the rules go.
+      await steer(anyInflight);
+      const victim = pick();
+      const target = PARTITION_TARGETS[Math.floor(random() * PARTITION_TARGETS.length)];
+      const direction = random() < 0.5 ? 'both' : random() < 0.5 ? 'to-target' : 'to-client';
+      const durationMs = partitionMs[Math.floor(random() * partitionMs.length)];
+      rec.kind = `partition-${target}`;
+      // Every once consumer restarting at once (a crash loop) leaves no one to partition.
+      if (!victim) return finish([], { via: partitions.via, direction, durationMs, liftedEarly: true });
+      const before = inflightOf([victim]);
+      await partitions.cut(victim.name, target, direction);
+      const inAt = Date.now();
+      rec.landedAt = inAt;
+      let fl = [];
+      let healedAt;
+      try {
+        // Lines the child wrote before the rules were in may still be on their way: let them in,
+        // then keep only what had not settled by then. A partition that holds nothing in flight
+        // does not count, and is lifted at once rather than waited out.
+        await sleep(Math.min(200, durationMs));
+        fl = before.filter((f) => !((settledAt.get(f.id) ?? Number.POSITIVE_INFINITY) < inAt));
+        if (fl.length > 0) await sleep(Math.max(0, durationMs - (Date.now() - inAt)));
+      } finally {
+        await partitions.heal(victim.name);
+        healedAt = Date.now();
+      }
+      return finish(fl, {
+        child: victim.name,
+        via: partitions.via,
+        direction,
+        durationMs,
+        faultMs: healedAt - inAt,
+        ...(fl.length === 0 ? { liftedEarly: true } : {}),
+        clearedAt: healedAt,
+      });
+    }
     if (kind === 'pg-terminate') {
       const fl = inflightOf(live());
       const { rows } = await pool.query(
@@ -362,8 +509,7 @@ async function run(o, cleanups) {
     }
     if (kind === 'broker-cut') {
       const fl = inflightOf(live());
-      const n = proxy.openCount;
-      proxy.cutAll();
+      const n = wired.cutAll();
       return finish(fl, { connections: n });
     }
     if (kind === 'pg-restart') {
@@ -444,19 +590,29 @@ async function run(o, cleanups) {
   if (unsettled !== 0) violations.push(`${unsettled} unsettled at the end`);
   if (deadLetters !== 0) violations.push(`${deadLetters} dead letters`);
   const pgRestarts = records.filter((r) => r.kind === 'pg-restart').length;
-  if (pgRestarts === 0) violations.push('no PostgreSQL restart ran');
+  if (pgRestarts === 0 && !o.partitionsOnly) violations.push('no PostgreSQL restart ran');
   const kills = records.filter((r) => r.kind.startsWith('sigkill') && !r.reaimed);
   const commitKills = kills.filter((r) => r.window === 'commit-settle').length;
   if (kills.length && commitKills / kills.length < 0.3)
     violations.push(`only ${commitKills}/${kills.length} SIGKILLs between COMMIT and settle`);
   if (naiveVerdict.duplicated.length === 0)
     violations.push('the naive control showed no duplicates (the campaign proves nothing)');
+  const partitioned = partitionReport(records, {
+    broker: o.broker,
+    via: partitions.via,
+    why: partitions.why,
+    partitionMs,
+    boundMs,
+    planned: plannedPartitions,
+    partitionsOnly: Boolean(o.partitionsOnly),
+  });
+  violations.push(...partitioned.violations);
 
   const commit = gitCommit();
   const summary = {
     broker: o.broker,
     seed: o.seed,
-    mode: o.short ? 'short' : 'long',
+    mode: o.short ? 'short' : o.partitionsOnly ? 'partitions' : 'long',
     commit,
     startedAt: new Date(started).toISOString(),
     wallMs: Date.now() - started,
@@ -480,6 +636,7 @@ async function run(o, cleanups) {
     },
     injections: byKind(records),
     sigkillsBetweenCommitAndSettle: `${commitKills}/${kills.length}`,
+    partitions: partitioned.report,
     startFailures,
     // The naive control exits on any error by design, and a once start that failed because
     // PostgreSQL was down exits 6: both are counted, not listed. What is left is news.
@@ -513,7 +670,7 @@ async function run(o, cleanups) {
     mkdirSync(RESULTS, { recursive: true });
     const base = join(RESULTS, `${o.broker}-${o.seed}`);
     writeFileSync(`${base}.jsonl`, records.map((r) => JSON.stringify({ commit, ...r })).join('\n') + '\n');
-    writeFileSync(`${base}.json`, `${JSON.stringify(summary, null, 2)}\n`);
+    writeFileSync(`${base}.json`, `${jsonText(summary)}\n`);
   }
 
   return summary;

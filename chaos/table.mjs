@@ -17,6 +17,9 @@ const ORDER = [
   'pg-restart',
   'pg-outage',
   'broker-stop',
+  'partition-pg',
+  'partition-broker',
+  'partition-both',
 ];
 const WHAT = {
   sigkill: 'SIGKILL of a consumer at a random moment (restarted)',
@@ -29,7 +32,14 @@ const WHAT = {
   'pg-restart': 'PostgreSQL crash restart (`pg_ctl -m immediate`)',
   'pg-outage': 'PostgreSQL stopped (60 s; 10 s in --short runs)',
   'broker-stop': "the broker stopped (NATS: the run's own nats-server, 60 s; 10 s in --short runs)",
+  'partition-pg': 'network partition, one consumer ↔ PostgreSQL (namespace, nft drop, one way or both)',
+  'partition-broker': 'network partition, one consumer ↔ broker (namespace, nft drop, one way or both)',
+  'partition-both': 'network partition, one consumer ↔ PostgreSQL and broker (namespace, nft drop)',
 };
+/** Partitions through the proxy stand-in are listed apart: they never count toward the goal. */
+const PROXY_NOTE = ' — proxy stand-in, not counted';
+const viaProxy = (r) => r.kind.startsWith('partition-') && r.via === 'proxy';
+const lengths = (rs) => [...new Set(rs.map((r) => r.durationMs))].sort((a, b) => a - b);
 
 const fmt = (ms) =>
   ms === null || ms === undefined
@@ -39,6 +49,13 @@ const fmt = (ms) =>
       : ms >= 1000
         ? `${(ms / 1000).toFixed(1)} s`
         : `${ms} ms`;
+
+/** Recovery times of the records that recovered, sorted. */
+const recoveries = (rs) =>
+  rs
+    .filter((r) => r.recovered)
+    .map((r) => r.recoveryMs)
+    .sort((a, b) => a - b);
 
 function quantile(sorted, q) {
   if (sorted.length === 0) return null;
@@ -59,7 +76,10 @@ export function renderTable() {
     'ack) read them while faults are injected in a seeded order. A fault **counts** when at least one message',
     'was between claim and settle when it landed; **recovered** means every affected partition / message group /',
     'queue settled a new message afterwards; recovery is measured from the end of the fault (the SIGKILL, the',
-    'SIGCONT, PostgreSQL accepting connections again) to that settle.',
+    'SIGCONT, PostgreSQL accepting connections again, the partition healed) to that settle. A partition is one',
+    "consumer's network namespace losing its packets to PostgreSQL, the broker or both (nft drop rules in the",
+    'namespace that links it to the host; no reset, no ICMP), both ways or one way; it counts when that consumer',
+    'held a message between claim and settle when the rules went in.',
     '',
     '| run | mode | commit | ids | once: dup / lost / out of order / unsettled / dead | naive: dup ids | SIGKILLs after COMMIT | verdict |',
     '|---|---|---|---:|---|---:|---:|---|',
@@ -88,14 +108,34 @@ export function renderTable() {
       '|---|---:|---:|---:|---:|',
     );
     for (const kind of ORDER) {
-      const rs = records.filter((r) => r.kind === kind);
-      if (!rs.length) continue;
-      const ms = rs
-        .filter((r) => r.recovered)
-        .map((r) => r.recoveryMs)
-        .sort((a, b) => a - b);
+      for (const proxy of [false, true]) {
+        const rs = records.filter((r) => r.kind === kind && viaProxy(r) === proxy);
+        if (!rs.length) continue;
+        // A partition that held nothing in flight was lifted at once: its recovery says nothing.
+        const ms = recoveries(kind.startsWith('partition-') ? rs.filter((r) => r.counted) : rs);
+        const what = kind.startsWith('partition-')
+          ? `${WHAT[kind]}, ${lengths(rs.some((r) => r.counted) ? rs.filter((r) => r.counted) : rs)
+              .map(fmt)
+              .join(' / ')}${proxy ? PROXY_NOTE : ''}`
+          : WHAT[kind];
+        lines.push(
+          `| ${what} | ${rs.filter((r) => r.counted).length} / ${rs.length} | ${rs.filter((r) => r.recovered).length} / ${rs.length} | ${fmt(quantile(ms, 0.5))} | ${fmt(quantile(ms, 0.99))} |`,
+        );
+      }
+    }
+    const parts = records.filter((r) => r.kind.startsWith('partition-') && !viaProxy(r) && r.counted);
+    if (parts.length) {
+      const bounds = [...new Set(mine.map(({ s }) => s.partitions?.statementBoundMs).filter(Boolean))];
+      const byLength = lengths(parts)
+        .map(
+          (len) =>
+            `${fmt(len)}: ${fmt(quantile(recoveries(parts.filter((r) => r.durationMs === len)), 0.99))}`,
+        )
+        .join(', ');
       lines.push(
-        `| ${WHAT[kind]} | ${rs.filter((r) => r.counted).length} / ${rs.length} | ${ms.length} / ${rs.length} | ${fmt(quantile(ms, 0.5))} | ${fmt(quantile(ms, 0.99))} |`,
+        '',
+        `Namespace partitions: ${parts.length} counted; recovery p99 ${fmt(quantile(recoveries(parts), 0.99))} ` +
+          `(by length ${byLength}) against a statement bound of ${bounds.map(fmt).join(' / ') || '–'}.`,
       );
     }
   }

@@ -28,6 +28,7 @@ interface Pair {
 export class FaultProxy {
   readonly #server: net.Server;
   readonly #target: FaultProxyTarget;
+  readonly #host: string;
   readonly #pairs = new Set<Pair>();
   readonly #timers = new Set<NodeJS.Timeout>();
   #refusing = false;
@@ -35,19 +36,27 @@ export class FaultProxy {
   #accepted = 0;
   #port = 0;
 
-  private constructor(server: net.Server, target: FaultProxyTarget) {
+  private constructor(server: net.Server, target: FaultProxyTarget, host: string) {
     this.#server = server;
     this.#target = target;
+    this.#host = host;
     server.on('connection', (client) => this.#accept(client));
   }
 
-  /** Listens on an ephemeral loopback port; `target` may be `{host, port}` or `'host:port'`. */
-  static async start(target: FaultProxyTarget | string): Promise<FaultProxy> {
+  /**
+   * Listens on an ephemeral port; `target` may be `{host, port}` or `'host:port'`. `host` is the
+   * address to listen on: loopback by default, or one end of a veth whose other end is in a
+   * network namespace (the fault campaign's partitions).
+   */
+  static async start(
+    target: FaultProxyTarget | string,
+    { host = '127.0.0.1' }: { host?: string } = {},
+  ): Promise<FaultProxy> {
     const server = net.createServer();
-    const proxy = new FaultProxy(server, typeof target === 'string' ? parseHostPort(target) : target);
+    const proxy = new FaultProxy(server, typeof target === 'string' ? parseHostPort(target) : target, host);
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(0, '127.0.0.1', () => resolve());
+      server.listen(0, host, () => resolve());
     });
     proxy.#port = (server.address() as net.AddressInfo).port;
     return proxy;
@@ -58,9 +67,9 @@ export class FaultProxy {
     return this.#port;
   }
 
-  /** `127.0.0.1:<port>`, e.g. for kafkajs `brokers`. */
+  /** `<host>:<port>` (`127.0.0.1:<port>` by default), e.g. for kafkajs `brokers`. */
   get address(): string {
-    return `127.0.0.1:${this.port}`;
+    return `${this.#host}:${this.port}`;
   }
 
   /** Connections accepted so far (refused ones included), to assert that a client reconnected. */
@@ -80,7 +89,7 @@ export class FaultProxy {
   url(original: string): string {
     if (!original.includes('://')) return this.address;
     const u = new URL(original);
-    u.hostname = '127.0.0.1';
+    u.hostname = this.#host;
     u.port = String(this.port);
     return u.toString();
   }
