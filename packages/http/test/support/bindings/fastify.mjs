@@ -1,18 +1,34 @@
 // The test application on the Fastify binding (@once/http/fastify), for the in-process tests and
 // the two-server crash tests (server.mjs). Same routes as fetch.mjs, plus routes that stream or
 // hijack, which an idempotent route must refuse.
+import { createServer } from 'node:http';
 import { Readable } from 'node:stream';
 import { fastifyIdempotency } from '@once/http/fastify';
 import Fastify from 'fastify';
 import { encode, principalOf, steerOf } from '../routes.mjs';
 
-/** Serves `routes` on 127.0.0.1 (port 0 unless given); resolves with `{ port, close }`. */
-export async function listen({ engine, leaseEngine, routes, port = 0, onResult }) {
-  const app = Fastify({ logger: false });
+/**
+ * Serves `routes` on 127.0.0.1 (port 0 unless given); resolves with `{ port, close, server }`.
+ * `serverOptions` go to `http.createServer`, `timeouts` onto the server.
+ */
+export async function listen({
+  engine,
+  leaseEngine,
+  routes,
+  port = 0,
+  onResult,
+  serverOptions = {},
+  timeouts = {},
+}) {
+  const app = Fastify({
+    logger: false,
+    serverFactory: (handler) => Object.assign(createServer(serverOptions, handler), timeouts),
+  });
   const scope = (request) => principalOf(request.headers);
   const inputOf = (request) => ({
     principal: principalOf(request.headers),
-    key: request.idempotent.key,
+    key: request.idempotent.key || undefined,
+    request: request.headers['x-request-id'],
     steer: steerOf(request.headers),
     body: request.body ?? {},
   });
@@ -29,6 +45,20 @@ export async function listen({ engine, leaseEngine, routes, port = 0, onResult }
     await scoped.register(fastifyIdempotency, { idempotency: engine, scope, onResult });
     scoped.post('/charges', { config }, async (request, reply) =>
       send(reply, await routes.charge(request.idempotent, inputOf(request))),
+    );
+    scoped.post('/accounts/:id/charges', { config }, async (request, reply) =>
+      send(reply, await routes.charge(request.idempotent, inputOf(request))),
+    );
+    const optional = { idempotent: { required: false } };
+    // Answers, then writes two rows before the handler ends: they commit with the key, both.
+    scoped.post('/after-response', { config: optional }, async (request, reply) => {
+      const input = inputOf(request);
+      send(reply, await routes.answerFirst(request.idempotent, input));
+      await routes.writePair(request.idempotent, input);
+      return reply;
+    });
+    scoped.post('/swallow', { config: optional }, async (request, reply) =>
+      send(reply, await routes.swallow(request.idempotent, inputOf(request))),
     );
     scoped.post('/throw-404', { config }, async (request) => {
       await routes.charge(request.idempotent, inputOf(request));
@@ -73,5 +103,5 @@ export async function listen({ engine, leaseEngine, routes, port = 0, onResult }
     ),
   );
   await app.listen({ host: '127.0.0.1', port });
-  return { port: app.server.address().port, close: () => app.close() };
+  return { server: app.server, port: app.server.address().port, close: () => app.close() };
 }
