@@ -61,7 +61,14 @@ export async function startBinding(
   const server = await LISTEN[name]({
     engine: createIdempotency({ pool, schema, consumer: 'http.test', logger: false, ...engine }),
     routes: createRoutes({ pool, schema }),
-    onResult: (r: HandleResult) => results.push(r),
+    onResult: (r: HandleResult, request: { headers: unknown }) => {
+      results.push(r);
+      // x-throw-in-on-result: the hook throws, which must change nothing
+      const h = request.headers as { get?: (n: string) => string | null } & Record<string, unknown>;
+      if ((typeof h.get === 'function' ? h.get('x-throw-in-on-result') : h['x-throw-in-on-result']) === '1') {
+        throw new Error('onResult threw on purpose');
+      }
+    },
   });
   const base = `http://127.0.0.1:${server.port}`;
   return {
