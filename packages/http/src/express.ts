@@ -13,6 +13,7 @@ import type { HandleResult, HttpResponseData, IdempotentContext, RouteOptions } 
 export { keepRawBody } from './express-body.js';
 export { BindingErrorCode } from './fastify-express-errors.js';
 export type { BindingOptions } from './fastify-express-options.js';
+export type { HttpProblem, ProblemDetails } from './problem-details.js';
 export type {
   HandleResult,
   HandleStatus,

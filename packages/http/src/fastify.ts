@@ -19,6 +19,7 @@ import type { IdempotentContext, RouteOptions } from './types.js';
 
 export { BindingErrorCode } from './fastify-express-errors.js';
 export type { BindingOptions } from './fastify-express-options.js';
+export type { HttpProblem, ProblemDetails } from './problem-details.js';
 export type {
   HandleResult,
   HandleStatus,

@@ -19,6 +19,7 @@ import { formatProblem, HttpProblem, problemResponse } from './problem.js';
 import { endableContext } from './route-end.js';
 import type { HandleResult, HttpResponseData, IdempotentContext, RouteOptions } from './types.js';
 
+export type { HttpProblem, ProblemDetails } from './problem-details.js';
 export type {
   HandleResult,
   HandleStatus,
@@ -121,7 +122,7 @@ export function idempotentFetch(
  * The request target (path and query, as the URL holds them) of an absolute URL: what follows
  * the authority, without the fragment. `?` stays even when the query is empty.
  */
-export function targetOf(url: string): string {
+function targetOf(url: string): string {
   const authority = url.indexOf('//');
   const start = authority < 0 ? 0 : url.indexOf('/', authority + 2);
   if (start < 0) {

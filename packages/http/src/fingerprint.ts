@@ -42,7 +42,7 @@ export function fingerprintInput(request: IdempotentRequest, headers: readonly s
 
 /**
  * The body as the fingerprint hashes it: a body that is one JSON value in valid UTF-8 with no
- * repeated keys ({@link canonicalJson}), whatever its Content-Type, as `J` and its canonical
+ * repeated keys, whatever its Content-Type, as `J` and its canonical
  * text, so whitespace, key order, string escapes and the spelling of numbers (`1`, `1.0`, `1e0`)
  * do not matter; any other body as `B` and its bytes. The tag keeps a canonical text from ever
  * equalling some other body's bytes.

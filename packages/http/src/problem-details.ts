@@ -11,13 +11,13 @@ export type HttpProblem = (typeof HttpProblem)[keyof typeof HttpProblem];
 
 /**
  * An answer `@once/http` writes itself (a refused key, a key in flight or reused, a failed or
- * unavailable request), as {@link ProblemFormat} receives it. The status and headers of the
+ * unavailable request), as the `formatProblem` option receives it. The status and headers of the
  * answer (`Retry-After`) are fixed; the format chooses only the body and its media type.
  */
 export interface ProblemDetails {
   /** The answer's status: 400, 409, 422, 500 or 503. */
   readonly status: number;
-  /** What went wrong, one of {@link HttpProblem}. */
+  /** What went wrong: `key-missing`, `key-invalid`, `key-in-flight`, `key-mismatch`, `handler-failed` or `unavailable`. */
   readonly problem: HttpProblem;
   /** The problem type URI (RFC 9457 `type`): docs/http.md with the problem as its anchor. */
   readonly type: string;
@@ -37,6 +37,6 @@ export interface FormattedProblem {
 
 /**
  * Writes the body of the answers `@once/http` writes itself, for clients that expect another error
- * shape than RFC 9457 problem+json (e.g. {@link stripeProblemFormat} for Stripe's SDKs).
+ * shape than RFC 9457 problem+json (e.g. `stripeProblemFormat` for Stripe's SDKs).
  */
 export type ProblemFormat = (problem: ProblemDetails) => FormattedProblem;

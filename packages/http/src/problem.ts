@@ -19,7 +19,7 @@ const CONTROL = /[\u0000-\u0008\u000a-\u001f\u007f]/;
 
 /**
  * A problem+json response (RFC 9457) of `status`, with extra headers (`Retry-After`). It carries
- * its {@link ProblemDetails} as `problem`, for {@link formatProblem}.
+ * its {@link ProblemDetails} as `problem`, from which the `formatProblem` option writes another body.
  */
 export function problemResponse(
   status: number,
