@@ -38,8 +38,14 @@ const report = (seq: string | null) => ({
   rows: Array.from({ length: 200 }, (_, i) => ({ i, label: `row ${i} of the report`, ok: i % 2 === 0 })),
 });
 
+/**
+ * The application, with @fastify/etag registered before the plugin or after it; @fastify/compress
+ * goes first in the first case and last in the second (its hooks are route-level: the plugin's
+ * answer is taken before them either way).
+ */
 async function app(etagFirst: boolean): Promise<{ port: number; close: () => Promise<void> }> {
   const a: FastifyInstance = Fastify({ logger: false });
+  if (!etagFirst) await a.register(fastifyCompress, { global: true, threshold: 1024 });
   await a.register(fastifyCors, { origin: true });
   if (etagFirst) await a.register(fastifyEtag);
   await a.register(fastifyIdempotency, {
@@ -47,7 +53,7 @@ async function app(etagFirst: boolean): Promise<{ port: number; close: () => Pro
     scope: () => 'acct',
   });
   if (!etagFirst) await a.register(fastifyEtag);
-  await a.register(fastifyCompress, { global: true, threshold: 1024 });
+  if (etagFirst) await a.register(fastifyCompress, { global: true, threshold: 1024 });
   a.post('/reports', { config: { idempotent: true } }, async (request, reply) => {
     const { rows } = await request.idempotent.tx.query<{ seq: string }>(
       `INSERT INTO "${schema}".reports (key) VALUES ($1) RETURNING seq`,
@@ -105,7 +111,7 @@ const storedRow = async (consumer: string, key: string) =>
 let n = 0;
 const newKey = () => `plug-${++n}-${Math.random().toString(36).slice(2, 8)}`;
 
-describe('@once/http/fastify registered before @fastify/etag, with @fastify/compress and @fastify/cors', () => {
+describe('@fastify/compress and @fastify/cors registered first, @fastify/etag after @once/http/fastify', () => {
   let server: { port: number; close: () => Promise<void> };
   beforeAll(async () => {
     server = await app(false);
@@ -173,13 +179,25 @@ describe('@once/http/fastify registered before @fastify/etag, with @fastify/comp
   });
 });
 
-describe('@fastify/etag registered before @once/http/fastify', () => {
+describe('@fastify/etag registered before @once/http/fastify, @fastify/compress last', () => {
   let server: { port: number; close: () => Promise<void> };
   beforeAll(async () => {
     server = await app(true);
   });
   afterAll(async () => {
     await server?.close();
+  });
+
+  it('stores the uncompressed answer there too', async () => {
+    const key = newKey();
+    const first = await post(server.port, key, { 'accept-encoding': 'gzip' });
+    expect(first.headers['content-encoding']).toBe('gzip');
+    const plain = await post(server.port, key);
+    expect(plain.headers['idempotent-replayed']).toBe('true');
+    expect(plain.headers['content-encoding']).toBeUndefined();
+    expect(JSON.parse(plain.body.toString('utf8'))).toEqual(
+      JSON.parse(gunzipSync(first.body).toString('utf8')),
+    );
   });
 
   it('never stores the 304 @fastify/etag made of the first answer: the retry without the condition runs', async () => {
