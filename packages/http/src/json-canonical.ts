@@ -23,11 +23,8 @@ export const MAX_JSON_DEPTH = 512;
 export function canonicalJson(bytes: Uint8Array): string | undefined {
   if (bytes.length === 0 || !isUtf8(bytes)) return undefined;
   const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
-  const parser = new Parser(text);
   try {
-    const value = parser.value(0);
-    parser.whitespace();
-    return parser.atEnd() ? value : undefined;
+    return parse(text);
   } catch (err) {
     if (err === NOT_JSON) return undefined;
     throw err;
@@ -38,7 +35,9 @@ export function canonicalJson(bytes: Uint8Array): string | undefined {
 const NOT_JSON = Symbol('not JSON');
 
 const NUMBER = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y;
-// biome-ignore lint/suspicious/noControlCharactersInRegex: a raw control character ends the run (RFC 8259 §7)
+// biome-ignore lint/suspicious/noControlCharactersInRegex: a raw control character ends a string (RFC 8259 §7)
+const NEEDS_WORK = /[\\\u0000-\u001f]/;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: a raw control character ends a string (RFC 8259 §7)
 const PLAIN_RUN = /[^"\\\u0000-\u001f]*/y;
 const HEX4 = /^[0-9A-Fa-f]{4}$/;
 const ESCAPES: Record<string, string> = {
@@ -52,130 +51,139 @@ const ESCAPES: Record<string, string> = {
   t: '\t',
 };
 
-class Parser {
-  readonly #text: string;
-  #at = 0;
+/** The canonical text of `text`, one JSON value with whitespace around it; throws NOT_JSON. */
+function parse(text: string): string {
+  const end = text.length;
+  let at = 0;
 
-  constructor(text: string) {
-    this.#text = text;
-  }
-
-  atEnd(): boolean {
-    return this.#at === this.#text.length;
-  }
-
-  whitespace(): void {
-    const t = this.#text;
-    let i = this.#at;
+  const whitespace = () => {
     for (;;) {
-      const c = t.charCodeAt(i);
-      if (c !== 0x20 && c !== 0x09 && c !== 0x0a && c !== 0x0d) break;
-      i++;
+      const c = text.charCodeAt(at);
+      if (c !== 0x20 && c !== 0x09 && c !== 0x0a && c !== 0x0d) return;
+      at++;
     }
-    this.#at = i;
-  }
+  };
 
-  /** One value at the current position (after whitespace), as canonical text. */
-  value(depth: number): string {
-    this.whitespace();
-    const t = this.#text;
-    const c = t[this.#at];
-    if (c === '{') return this.#object(depth + 1);
-    if (c === '[') return this.#array(depth + 1);
-    if (c === '"') return JSON.stringify(this.#string());
-    if (c === 't') return this.#literal('true');
-    if (c === 'f') return this.#literal('false');
-    if (c === 'n') return this.#literal('null');
-    NUMBER.lastIndex = this.#at;
-    const m = NUMBER.exec(t);
-    if (m === null) throw NOT_JSON;
-    this.#at += m[0].length;
-    return canonicalNumber(m[0]);
-  }
-
-  #literal(word: string): string {
-    if (!this.#text.startsWith(word, this.#at)) throw NOT_JSON;
-    this.#at += word.length;
-    return word;
-  }
-
-  #object(depth: number): string {
-    if (depth > MAX_JSON_DEPTH) throw NOT_JSON;
-    this.#at++; // {
-    const members = new Map<string, string>();
-    this.whitespace();
-    if (this.#text[this.#at] === '}') {
-      this.#at++;
-      return '{}';
+  /** A string token (at its opening quote), unescaped. */
+  const string = (): string => {
+    const start = ++at;
+    const close = text.indexOf('"', start);
+    if (close < 0) throw NOT_JSON;
+    const plain = text.slice(start, close);
+    if (!NEEDS_WORK.test(plain)) {
+      at = close + 1;
+      return plain;
     }
-    for (;;) {
-      this.whitespace();
-      if (this.#text[this.#at] !== '"') throw NOT_JSON;
-      const key = this.#string();
-      if (members.has(key)) throw NOT_JSON;
-      this.whitespace();
-      if (this.#text[this.#at] !== ':') throw NOT_JSON;
-      this.#at++;
-      members.set(key, this.value(depth));
-      this.whitespace();
-      const next = this.#text[this.#at++];
-      if (next === '}') break;
-      if (next !== ',') throw NOT_JSON;
-    }
-    // Sorted by UTF-16 code units (the default sort): one order for every spelling of the object.
-    const keys = [...members.keys()].sort();
-    return `{${keys.map((k) => `${JSON.stringify(k)}:${members.get(k)}`).join(',')}}`;
-  }
-
-  #array(depth: number): string {
-    if (depth > MAX_JSON_DEPTH) throw NOT_JSON;
-    this.#at++; // [
-    this.whitespace();
-    if (this.#text[this.#at] === ']') {
-      this.#at++;
-      return '[]';
-    }
-    const items: string[] = [];
-    for (;;) {
-      items.push(this.value(depth));
-      this.whitespace();
-      const next = this.#text[this.#at++];
-      if (next === ']') break;
-      if (next !== ',') throw NOT_JSON;
-    }
-    return `[${items.join(',')}]`;
-  }
-
-  /** A string token at the current position (on its opening quote), unescaped. */
-  #string(): string {
-    const t = this.#text;
-    this.#at++; // "
     let out = '';
     for (;;) {
-      PLAIN_RUN.lastIndex = this.#at;
-      const run = PLAIN_RUN.exec(t) as RegExpExecArray;
+      PLAIN_RUN.lastIndex = at;
+      const run = PLAIN_RUN.exec(text) as RegExpExecArray;
       out += run[0];
-      this.#at += run[0].length;
-      const c = t[this.#at];
+      at += run[0].length;
+      const c = text[at];
       if (c === '"') {
-        this.#at++;
+        at++;
         return out;
       }
       if (c !== '\\') throw NOT_JSON; // the end of the text, or a control character
-      const e = t[this.#at + 1];
+      const e = text[at + 1];
       if (e === 'u') {
-        const hex = t.slice(this.#at + 2, this.#at + 6);
+        const hex = text.slice(at + 2, at + 6);
         if (!HEX4.test(hex)) throw NOT_JSON;
         // One UTF-16 code unit per escape: a pair written as two escapes joins here, and a lone
         // surrogate stays one (JSON.stringify writes it back escaped, so it is never lost).
         out += String.fromCharCode(Number.parseInt(hex, 16));
-        this.#at += 6;
+        at += 6;
         continue;
       }
-      const plain = e === undefined ? undefined : ESCAPES[e];
-      if (plain === undefined) throw NOT_JSON;
-      out += plain;
-      this.#at += 2;
+      const plainChar = e === undefined ? undefined : ESCAPES[e];
+      if (plainChar === undefined) throw NOT_JSON;
+      out += plainChar;
+      at += 2;
     }
-  }
+  };
+
+  const value = (depth: number): string => {
+    whitespace();
+    const c = text.charCodeAt(at);
+    if (c === 0x22) return JSON.stringify(string()); // "
+    if (c === 0x7b) return object(depth + 1); // {
+    if (c === 0x5b) return array(depth + 1); // [
+    if (c === 0x74) return literal('true');
+    if (c === 0x66) return literal('false');
+    if (c === 0x6e) return literal('null');
+    NUMBER.lastIndex = at;
+    const m = NUMBER.exec(text);
+    if (m === null) throw NOT_JSON;
+    at += m[0].length;
+    return canonicalNumber(m[0]);
+  };
+
+  const literal = (word: string): string => {
+    if (!text.startsWith(word, at)) throw NOT_JSON;
+    at += word.length;
+    return word;
+  };
+
+  const object = (depth: number): string => {
+    if (depth > MAX_JSON_DEPTH) throw NOT_JSON;
+    at++; // {
+    whitespace();
+    if (text.charCodeAt(at) === 0x7d) {
+      at++;
+      return '{}';
+    }
+    const members: Array<[string, string]> = [];
+    for (;;) {
+      whitespace();
+      if (text.charCodeAt(at) !== 0x22) throw NOT_JSON;
+      const key = string();
+      whitespace();
+      if (text.charCodeAt(at) !== 0x3a) throw NOT_JSON; // :
+      at++;
+      members.push([key, value(depth)]);
+      whitespace();
+      const next = text.charCodeAt(at++);
+      if (next === 0x7d) break; // }
+      if (next !== 0x2c) throw NOT_JSON; // ,
+    }
+    // Sorted by UTF-16 code units: one order for every spelling of the object; a repeated key
+    // (after unescaping) sits next to its twin.
+    members.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+    let out = '{';
+    for (let i = 0; i < members.length; i++) {
+      const [key, v] = members[i] as [string, string];
+      if (i > 0) {
+        if (key === (members[i - 1] as [string, string])[0]) throw NOT_JSON;
+        out += ',';
+      }
+      out += `${JSON.stringify(key)}:${v}`;
+    }
+    return `${out}}`;
+  };
+
+  const array = (depth: number): string => {
+    if (depth > MAX_JSON_DEPTH) throw NOT_JSON;
+    at++; // [
+    whitespace();
+    if (text.charCodeAt(at) === 0x5d) {
+      at++;
+      return '[]';
+    }
+    let out = '[';
+    for (let first = true; ; first = false) {
+      if (!first) out += ',';
+      out += value(depth);
+      whitespace();
+      const next = text.charCodeAt(at++);
+      if (next === 0x5d) break; // ]
+      if (next !== 0x2c) throw NOT_JSON; // ,
+    }
+    return `${out}]`;
+  };
+
+  const out = value(0);
+  whitespace();
+  if (at !== end) throw NOT_JSON;
+  return out;
 }

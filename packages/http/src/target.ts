@@ -17,6 +17,9 @@
  * fragment, which clients never send, is dropped; the asterisk form (`*`) stays as it is.
  */
 export function canonicalTarget(target: string): string {
+  // Most targets need nothing: only characters a URI holds as they are, no percent-encoding, no
+  // dot segment, no fragment.
+  if (SIMPLE.test(target) && !DOT_SEGMENT.test(target)) return target;
   if (target === '*') return target;
   const raw = originForm(cutFragment(target));
   const q = raw.indexOf('?');
@@ -29,6 +32,8 @@ export function canonicalTarget(target: string): string {
 const UNRESERVED = /^[A-Za-z0-9\-._~]$/;
 const ALLOWED = /^[A-Za-z0-9\-._~:/?[\]@!$&'()*+,;=]$/;
 const HEX2 = /^[0-9A-Fa-f]{2}$/;
+const SIMPLE = /^\/[A-Za-z0-9\-._~:/?[\]@!$&'()*+,;=]*$/;
+const DOT_SEGMENT = /\/\.\.?(?:[/?]|$)/;
 const SCHEME_AUTHORITY = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?]*/;
 
 function cutFragment(target: string): string {
