@@ -73,6 +73,26 @@ describe.each(BINDING_NAMES)('%s binding: writes after the response', (name) => 
     for (const key of keys.slice(0, 20)) expect(await app.effects(key)).toBe(1);
   });
 
+  if (name === 'fastify') {
+    it('refuses the late writes of a handler that already ended (a timer after `return reply.send()`)', async () => {
+      const keys = Array.from({ length: 50 }, (_, i) => `ret-${i}-${Math.random().toString(36).slice(2, 8)}`);
+      await inParallel(keys, CONCURRENCY, async (key) => {
+        const res = await app.post('/after-return', key, { headers: { 'x-after-ms': '5' } });
+        expect(res.status).toBe(201);
+        await res.arrayBuffer();
+      });
+      const until = Date.now() + 60_000;
+      while (keys.some((k) => !pairs.has(k)) && Date.now() < until)
+        await new Promise((r) => setTimeout(r, 20));
+      expect(new Set(keys.map((k) => pairs.get(k)))).toEqual(new Set(['TX_REVOKED']));
+      const { rows } = await app.pool.query(
+        `SELECT count(*)::int AS n FROM "${app.schema}".http_pairs WHERE key = ANY($1)`,
+        [keys],
+      );
+      expect(rows[0].n).toBe(0);
+    });
+  }
+
   it(`never commits half of them without a key either (${UNKEYED} requests)`, async () => {
     const ids = Array.from(
       { length: UNKEYED },

@@ -57,6 +57,14 @@ export async function listen({
       await routes.writePair(request.idempotent, input);
       return reply;
     });
+    // Answers and returns, then writes two rows from a timer: after the handler's end, refused.
+    scoped.post('/after-return', { config: optional }, async (request, reply) => {
+      const input = inputOf(request);
+      const ctx = request.idempotent;
+      const answer = await routes.answerFirst(ctx, input);
+      setTimeout(() => void routes.writePair(ctx, input), 0);
+      return send(reply, answer);
+    });
     scoped.post('/swallow', { config: optional }, async (request, reply) =>
       send(reply, await routes.swallow(request.idempotent, inputOf(request))),
     );
