@@ -160,7 +160,8 @@ export class Idempotency {
       id: messageIdOf(scope, key),
       body: fingerprinted,
       headers: {},
-      source: { broker: 'http', queue: request.route ?? request.target },
+      // The route's name, else its path: never the query, which may carry what logs must not.
+      source: { broker: 'http', queue: request.route ?? (request.target.split('?')[0] as string) },
       attempt: 1,
       redelivered: false,
     };
