@@ -394,6 +394,29 @@ describe.each(BINDINGS)('%s binding', (name, listen) => {
       expect(await effects(key)).toBe(1);
     });
 
+    it('sends the answer once for a handler that calls reply.send() without returning the reply', async () => {
+      const key = newKey();
+      const first = await post(key, { path: '/no-return' });
+      expect(first.status).toBe(201);
+      const again = await post(key, { path: '/no-return' });
+      expect(again.status).toBe(201);
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      expect(await again.text()).toBe(await first.text());
+      expect(await effects(key)).toBe(1);
+    });
+
+    it("rolls back a handler that throws after reply.send(): the error handler's answer, nothing stored", async () => {
+      const key = newKey();
+      const first = await post(key, { path: '/send-then-throw' });
+      expect(first.status).toBe(503);
+      expect(await effects(key)).toBe(0);
+      expect(await stored(key)).toBe(false);
+      const again = await post(key, { path: '/send-then-throw' });
+      expect(again.status).toBe(503);
+      expect(again.headers.get('idempotent-replayed')).toBeNull();
+      expect(await effects(key)).toBe(0);
+    });
+
     it('throws HTTP_NOT_IDEMPOTENT for request.idempotent on a route not marked idempotent', async () => {
       const res = await post(newKey(), { path: '/plain' });
       expect(res.status).toBe(500);

@@ -68,6 +68,18 @@ export async function listen({
     scoped.post('/swallow', { config: optional }, async (request, reply) =>
       send(reply, await routes.swallow(request.idempotent, inputOf(request))),
     );
+    // Sends without `return reply`: Fastify sends `undefined` again when the handler resolves.
+    scoped.post('/no-return', { config }, async (request, reply) => {
+      const r = encode(await routes.charge(request.idempotent, inputOf(request)));
+      reply.code(r.status).header('content-type', 'application/json').send(r.body);
+    });
+    // Sends, then throws: rolled back, and the client gets the error handler's answer.
+    scoped.post('/send-then-throw', { config }, async (request, reply) => {
+      const r = encode(await routes.charge(request.idempotent, inputOf(request)));
+      reply.code(r.status).header('content-type', 'application/json').send(r.body);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      throw Object.assign(new Error('thrown after the answer'), { statusCode: 503 });
+    });
     scoped.post('/throw-404', { config }, async (request) => {
       await routes.charge(request.idempotent, inputOf(request));
       throw Object.assign(new Error('no such thing'), { statusCode: 404 });
