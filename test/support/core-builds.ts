@@ -44,6 +44,57 @@ export async function coreAtCommit(commit: string): Promise<CoreBuild> {
   });
 }
 
+/** One @once/http release's entry points, as its dist/ exports them (the caller knows their types). */
+export interface HttpBuild {
+  readonly core: CoreBuild;
+  readonly http: Record<string, unknown>;
+  readonly fetch: Record<string, unknown>;
+  readonly node: Record<string, unknown>;
+  readonly fastify: Record<string, unknown>;
+  readonly express: Record<string, unknown>;
+}
+
+/**
+ * @once/http as of `commit`, built with the @once/core of that commit (resolved through a
+ * `node_modules/@once/core` link inside the copy), for tests that serve a key with one release
+ * and its retry with another.
+ */
+export async function httpAtCommit(commit: string): Promise<HttpBuild> {
+  const dir = join(BUILDS, `http-commit-${commit}`);
+  const inputs = [
+    ...INPUTS,
+    'packages/http/src',
+    'packages/http/package.json',
+    'packages/http/tsconfig.json',
+  ];
+  const core = await build(
+    dir,
+    `http at commit ${commit}`,
+    async () => {
+      const tar = join(BUILDS, `http-commit-${commit}.tar`);
+      await exec('git', ['-C', ROOT, 'archive', '--format=tar', '-o', tar, commit, ...inputs]);
+      await exec('tar', ['-xf', tar, '-C', dir]);
+      await rm(tar);
+      await mkdir(join(dir, 'node_modules', '@once'), { recursive: true });
+      await symlink('../../packages/core', join(dir, 'node_modules', '@once', 'core'));
+    },
+    'packages/http',
+  );
+  const load = async (entry: string) =>
+    (await import(pathToFileURL(join(dir, 'packages/http/dist', `${entry}.js`)).href)) as Record<
+      string,
+      unknown
+    >;
+  return {
+    core,
+    http: await load('index'),
+    fetch: await load('fetch'),
+    node: await load('node'),
+    fastify: await load('fastify'),
+    express: await load('express'),
+  };
+}
+
 /**
  * This tree's @once/core with `extra` appended to its migrations: what the next release would be
  * if those were its new migrations. `name` names the copy in .cache/core-builds/.
@@ -65,8 +116,13 @@ export async function coreWithMigrations(name: string, extra: readonly ExtraMigr
   });
 }
 
-async function build(dir: string, stamp: string, fill: () => Promise<void>): Promise<CoreBuild> {
-  await compile(dir, stamp, fill, 'packages/core');
+async function build(
+  dir: string,
+  stamp: string,
+  fill: () => Promise<void>,
+  project = 'packages/core',
+): Promise<CoreBuild> {
+  await compile(dir, stamp, fill, project);
   return (await import(pathToFileURL(join(dir, 'packages/core/dist/index.js')).href)) as CoreBuild;
 }
 

@@ -11,6 +11,7 @@ import {
 } from '@once/core';
 import { HttpResponseStore } from '@once/core/adapter';
 import { fingerprintInput } from './fingerprint.js';
+import { legacyInputOf } from './fingerprint-upgrade.js';
 import { parseIdempotencyKey } from './key.js';
 import {
   checkHeaderNames,
@@ -18,7 +19,7 @@ import {
   type ResolvedIdempotencyOptions,
   resolveIdempotencyOptions,
 } from './options.js';
-import { HttpProblem, problemResponse } from './problem.js';
+import { formatProblem, HttpProblem, problemResponse } from './problem.js';
 import { checkResponse, isStorable, replayOf, storableHeaders } from './response.js';
 import { messageIdOf, scopeProblem } from './scope.js';
 import type {
@@ -110,6 +111,20 @@ export class Idempotency {
     run: RunHandler,
     route: RouteOptions = {},
   ): Promise<HandleResult> {
+    const result = await this.#handle(request, scope, run, route);
+    // The answers once writes itself, in the user's format (formatProblem); the handler's own as they are.
+    const response = formatProblem(result.response, this.options.formatProblem, (err) =>
+      this.#log?.warn({ consumer: this.options.consumer, err }, 'formatProblem threw; answered problem+json'),
+    );
+    return response === result.response ? result : { ...result, response };
+  }
+
+  async #handle(
+    request: IdempotentRequest,
+    scope: string,
+    run: RunHandler,
+    route: RouteOptions,
+  ): Promise<HandleResult> {
     const o = this.options;
     const header = request.headers['idempotency-key'];
     const required = route.required ?? o.required;
@@ -134,22 +149,41 @@ export class Idempotency {
     const bad = scopeProblem(scope);
     if (bad) return this.#failed(key, new Error(bad));
     const headers = route.fingerprintHeaders ?? o.fingerprintHeaders;
+    let fingerprinted: Buffer;
     try {
       if (route.fingerprintHeaders) checkHeaderNames('fingerprintHeaders', headers);
+      fingerprinted = fingerprintInput(request, headers);
     } catch (err) {
       return this.#failed(key, err);
     }
     const envelope: Envelope = {
       id: messageIdOf(scope, key),
-      body: fingerprintInput(request, headers),
+      body: fingerprinted,
       headers: {},
-      source: { broker: 'http', queue: request.route },
+      // The route's name, else its path: never the query, which may carry what logs must not.
+      source: { broker: 'http', queue: request.route ?? (request.target.split('?')[0] as string) },
       attempt: 1,
       redelivered: false,
     };
     const job: Job = { run, key, scope };
     this.#jobs.set(envelope, job);
-    const outcome = await this.#inbox.process(envelope);
+    let outcome = await this.#inbox.process(envelope);
+    if (outcome.status === 'conflict') {
+      // Maybe a key a build of fingerprint version 1 stored for this very request (docs/http.md,
+      // "Upgrades"): then processed again under that build's fingerprint, so the inbox decides as
+      // it did then (a replay, a 409 while a lease is held, a takeover); else the 422 stands.
+      let legacy: Buffer | undefined;
+      try {
+        legacy = await legacyInputOf(o.pool, o.schema, o.consumer, messageIdOf(scope, key), request, headers);
+      } catch (err) {
+        return this.#failed(key, err);
+      }
+      if (legacy !== undefined) {
+        const again: Envelope = { ...envelope, body: legacy };
+        this.#jobs.set(again, job);
+        outcome = await this.#inbox.process(again);
+      }
+    }
     return this.#answer(outcome, job);
   }
 

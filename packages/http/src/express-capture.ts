@@ -1,6 +1,6 @@
 import type { OutgoingHttpHeader, OutgoingHttpHeaders, ServerResponse } from 'node:http';
-import { headerPairs } from './fastify-response.js';
-import type { HttpResponseData } from './types.js';
+import { headerPairs, headersSince, setHeaderPairs } from './fastify-response.js';
+import type { HeaderPairs, HttpResponseData } from './types.js';
 
 /** The methods of a response that would put bytes on the wire, replaced while the handler runs. */
 const INTERCEPTED = ['writeHead', 'write', 'end', 'flushHeaders'] as const;
@@ -17,17 +17,27 @@ export type CaptureOutcome =
  * it, and `write` or `flushHeaders` (a stream, `res.sendFile`, a pipe) is reported as streaming,
  * which an idempotent route refuses. Nothing reaches the socket until {@link send} is called,
  * after COMMIT; calls after the outcome are ignored (a late error handler, the rest of a pipe).
+ *
+ * The headers the response held when the capture began (set by middleware before the route:
+ * CORS, request ids, `X-Powered-By`) belong to this request, not to its answer: they are left
+ * out of the captured response unless the handler changed them, and kept on whatever is sent,
+ * replays included. `onAnswered` runs synchronously when the route answers (or streams): the
+ * binding ends the route's writes there.
  */
 export class ResponseCapture {
   readonly #res: ServerResponse;
+  readonly #early: HeaderPairs;
+  readonly #onAnswered: () => void;
   readonly #saved = new Map<Intercepted, PropertyDescriptor | undefined>();
   readonly #finishCallbacks: Array<() => void> = [];
   readonly outcome: Promise<CaptureOutcome>;
   #settle!: (outcome: CaptureOutcome) => void;
   #settled = false;
 
-  constructor(res: ServerResponse) {
+  constructor(res: ServerResponse, onAnswered: () => void) {
     this.#res = res;
+    this.#early = headerPairs(res.getHeaders());
+    this.#onAnswered = onAnswered;
     this.outcome = new Promise((resolve) => {
       this.#settle = resolve;
     });
@@ -61,7 +71,7 @@ export class ResponseCapture {
               : Buffer.from(chunk as Uint8Array);
         self.#finish({
           kind: 'response',
-          response: { status: this.statusCode, headers: headerPairs(this.getHeaders()), body },
+          response: { status: this.statusCode, headers: headersSince(this.getHeaders(), self.#early), body },
         });
       }
       return this;
@@ -89,6 +99,7 @@ export class ResponseCapture {
   #finish(outcome: CaptureOutcome): void {
     if (this.#settled) return;
     this.#settled = true;
+    this.#onAnswered();
     this.#settle(outcome);
   }
 
@@ -100,14 +111,9 @@ export class ResponseCapture {
     if (res.headersSent || res.destroyed) return; // a client gone before COMMIT: nothing to send to
     for (const name of res.getHeaderNames()) res.removeHeader(name);
     res.statusCode = response.status;
-    const grouped = new Map<string, string[]>();
-    for (const [name, value] of response.headers) {
-      const values = grouped.get(name) ?? [];
-      values.push(value);
-      grouped.set(name, values);
-    }
-    for (const [name, values] of grouped)
-      res.setHeader(name, values.length === 1 ? (values[0] as string) : values);
+    const set = res.setHeader.bind(res);
+    setHeaderPairs(set, this.#early);
+    setHeaderPairs(set, response.headers);
     for (const cb of this.#finishCallbacks) res.once('finish', cb);
     res.end(response.body);
   }

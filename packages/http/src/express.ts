@@ -1,15 +1,19 @@
 import { invalidOption } from '@once/core/adapter';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { reportResult } from './binding-log.js';
 import type { Idempotency } from './engine.js';
 import { readRawBody } from './express-body.js';
 import { ResponseCapture } from './express-capture.js';
 import { BindingErrorCode, bindingError } from './fastify-express-errors.js';
 import { type BindingOptions, checkBindingOptions } from './fastify-express-options.js';
+import { setHeaderPairs } from './fastify-response.js';
+import { endableContext } from './route-end.js';
 import type { HandleResult, HttpResponseData, IdempotentContext, RouteOptions } from './types.js';
 
 export { keepRawBody } from './express-body.js';
 export { BindingErrorCode } from './fastify-express-errors.js';
 export type { BindingOptions } from './fastify-express-options.js';
+export type { HttpProblem, ProblemDetails } from './problem-details.js';
 export type {
   HandleResult,
   HandleStatus,
@@ -107,8 +111,11 @@ async function run(
   let capture: ResponseCapture | undefined;
   let result: HandleResult;
   async function runRoute(ctx: IdempotentContext): Promise<HttpResponseData> {
-    Object.defineProperty(req, 'idempotent', { value: ctx, configurable: true, enumerable: false });
-    const c = new ResponseCapture(res);
+    // The response is the end of the route's writes: ended the moment res.end (or a streaming
+    // call) is made, before the key's COMMIT is even sent.
+    const route = endableContext(ctx, `res.end on ${req.method} ${req.originalUrl}`);
+    Object.defineProperty(req, 'idempotent', { value: route.ctx, configurable: true, enumerable: false });
+    const c = new ResponseCapture(res, route.end);
     capture = c;
     // The rest of the route runs in the key's transaction; only its response is awaited.
     next();
@@ -125,6 +132,7 @@ async function run(
     result = await idempotency.handle(
       {
         method: req.method,
+        target: req.originalUrl,
         route: routeOf(req),
         headers: req.headers as Record<string, string | undefined>,
         body: raw.bytes,
@@ -151,23 +159,28 @@ async function run(
     });
     return;
   }
-  onResult?.(result, req);
+  reportResult(idempotency, onResult, result, req);
   if (capture) capture.send(result.response);
   else sendDirect(res, result);
 }
 
-/** The route pattern, as the fingerprint names it (`/charges/:id`), else the path. */
+/**
+ * The route's pattern with its router's mount path (`/accounts/:id/charges`): a name the identity
+ * adds beside the target, and what fingerprint version 1 took instead of it.
+ */
 function routeOf(req: Request): string {
   const path = req.route?.path;
   return `${req.baseUrl}${typeof path === 'string' ? path : req.path}`;
 }
 
+/**
+ * Sends an answer of the engine's when the route did not run (a replay, 400, 409, 422, 503): its
+ * headers over those earlier middleware set for this request (CORS, request ids), which stay.
+ */
 function sendDirect(res: Response, result: HandleResult): void {
   const r = result.response;
-  const grouped = new Map<string, string[]>();
-  for (const [name, value] of r.headers) grouped.set(name, [...(grouped.get(name) ?? []), value]);
+  if (res.headersSent || res.destroyed) return;
   res.status(r.status);
-  for (const [name, values] of grouped)
-    res.setHeader(name, values.length === 1 ? (values[0] as string) : values);
+  setHeaderPairs(res.setHeader.bind(res), r.headers);
   res.end(Buffer.from(r.body.buffer, r.body.byteOffset, r.body.byteLength));
 }

@@ -17,6 +17,38 @@ export function headerPairs(
   return pairs;
 }
 
+/**
+ * The headers of `now` that were not in `before` with the same value: what was set since a
+ * snapshot (the route's own headers, as against those earlier hooks or middleware set for this
+ * request). A header whose value changed counts as set.
+ */
+export function headersSince(
+  now: Readonly<Record<string, OutgoingHttpHeader | undefined>>,
+  before: HeaderPairs,
+): [string, string][] {
+  const earlier = groupHeaders(before);
+  const out: [string, string][] = [];
+  for (const [name, values] of groupHeaders(headerPairs(now))) {
+    const prior = earlier.get(name);
+    if (prior !== undefined && prior.length === values.length && prior.every((v, i) => v === values[i]))
+      continue;
+    for (const v of values) out.push([name, v]);
+  }
+  return out;
+}
+
+/**
+ * Sets `pairs` through `set` (a Node response's `setHeader`, a Fastify reply's `header`), a
+ * repeated name's values as one array; a name set here replaces what was held under it.
+ */
+export function setHeaderPairs(
+  set: (name: string, value: string | string[]) => unknown,
+  pairs: HeaderPairs,
+): void {
+  for (const [name, values] of groupHeaders(pairs))
+    set(name, values.length === 1 ? (values[0] as string) : values);
+}
+
 /** Pairs grouped by lower-case name, a repeated name's values kept in order (for `setHeader`). */
 export function groupHeaders(pairs: HeaderPairs): Map<string, string[]> {
   const grouped = new Map<string, string[]>();

@@ -13,10 +13,13 @@
  * });
  * ```
  */
+import { bindingWarn, reportResult } from './binding-log.js';
 import type { Idempotency } from './engine.js';
-import { HttpProblem, problemResponse } from './problem.js';
+import { formatProblem, HttpProblem, problemResponse } from './problem.js';
+import { endableContext } from './route-end.js';
 import type { HandleResult, HttpResponseData, IdempotentContext, RouteOptions } from './types.js';
 
+export type { HttpProblem, ProblemDetails } from './problem-details.js';
 export type {
   HandleResult,
   HandleStatus,
@@ -35,11 +38,18 @@ export interface IdempotentFetchOptions extends RouteOptions {
    * chooses freely. Required.
    */
   scope: (request: Request) => string | Promise<string>;
-  /** The route's handler: its writes go through `ctx.tx`, its messages through `ctx.publish`. */
+  /**
+   * The route's handler: its writes go through `ctx.tx`, its messages through `ctx.publish`. The
+   * Response it returns is the end of its writes: `ctx.tx`, `ctx.publish` and `ctx.step` used after
+   * it returned (a query not awaited, a timer) reject with `TX_REVOKED` and reach nothing.
+   */
   handler: (request: Request, ctx: IdempotentContext) => Response | Promise<Response>;
-  /** The route's name in the fingerprint. @default the request URL's path */
+  /**
+   * A name for the route, added to the request's identity beside its target (path and query),
+   * never instead of it. @default none: the target alone
+   */
   route?: string | undefined;
-  /** Called with every request's result (for logs and tests). @default none */
+  /** Called with every request's result (for logs and tests); a throw is logged and ignored. @default none */
   onResult?: ((result: HandleResult, request: Request) => void) | undefined;
 }
 
@@ -65,16 +75,19 @@ export function idempotentFetch(
     try {
       scope = await options.scope(request);
     } catch (err) {
+      const failed = problemResponse(
+        500,
+        HttpProblem.HandlerFailed,
+        'the scope of the request could not be determined',
+      );
       result = {
         status: 'failed',
         error: err,
-        response: problemResponse(
-          500,
-          HttpProblem.HandlerFailed,
-          'the scope of the request could not be determined',
+        response: formatProblem(failed, idempotency.options.formatProblem, (e) =>
+          bindingWarn(idempotency, { err: e }, '@once/http: formatProblem threw; answered problem+json'),
         ),
       };
-      options.onResult?.(result, request);
+      reportResult(idempotency, options.onResult, result, request);
       return toResponse(result.response);
     }
     // The handler still gets the original request (with its body): the engine hashes a copy.
@@ -82,17 +95,46 @@ export function idempotentFetch(
     result = await idempotency.handle(
       {
         method: request.method,
-        route: options.route ?? new URL(request.url).pathname,
+        target: targetOf(request.url),
+        route: options.route,
         headers: Object.fromEntries(request.headers),
         body,
       },
       scope,
-      async (ctx) => fromResponse(await options.handler(request, ctx)),
+      async (ctx) => {
+        const route = endableContext(ctx, 'the Fetch handler returned');
+        let response: Response;
+        try {
+          response = await options.handler(request, route.ctx);
+        } finally {
+          route.end();
+        }
+        return fromResponse(response);
+      },
       route,
     );
-    options.onResult?.(result, request);
+    reportResult(idempotency, options.onResult, result, request);
     return toResponse(result.response);
   };
+}
+
+/**
+ * The request target (path and query, as the URL holds them) of an absolute URL: what follows
+ * the authority, without the fragment. `?` stays even when the query is empty.
+ */
+function targetOf(url: string): string {
+  const authority = url.indexOf('//');
+  const start = authority < 0 ? 0 : url.indexOf('/', authority + 2);
+  if (start < 0) {
+    const q = url.indexOf('?', authority + 2);
+    return q < 0 ? '/' : `/${cutHash(url.slice(q))}`;
+  }
+  return cutHash(url.slice(start));
+}
+
+function cutHash(s: string): string {
+  const hash = s.indexOf('#');
+  return hash < 0 ? s : s.slice(0, hash);
 }
 
 /** Buffers a handler's Response (streaming is not possible: the bytes are stored before they are sent). */

@@ -12,7 +12,7 @@
  * ```
  */
 export { createIdempotency, Idempotency } from './engine.js';
-export { canonicalBody, fingerprintInput } from './fingerprint.js';
+export { canonicalBody, FINGERPRINT_VERSION, fingerprintInput } from './fingerprint.js';
 export { type KeyProblem, type ParsedKey, parseIdempotencyKey } from './key.js';
 export {
   DEFAULT_IDEMPOTENCY_OPTIONS,
@@ -20,9 +20,11 @@ export {
   MAX_KEY_LENGTH,
   type ResolvedIdempotencyOptions,
 } from './options.js';
-export { HttpProblem, problemResponse } from './problem.js';
+export { HttpProblem, problemResponse, stripeProblemFormat } from './problem.js';
+export type { FormattedProblem, ProblemDetails, ProblemFormat } from './problem-details.js';
 export { isStorable, storableHeaders } from './response.js';
 export { MAX_ENCODED_SCOPE_LENGTH, messageIdOf } from './scope.js';
+export { canonicalTarget } from './target.js';
 export type {
   HandleResult,
   HandleStatus,

@@ -8,18 +8,21 @@ export type ParsedKey =
   | { readonly ok: true; readonly key: string }
   | { readonly ok: false; readonly problem: KeyProblem; readonly detail: string };
 
-// An RFC 9110 token: what Stripe's clients send bare (a UUID does not start with a letter, so it
-// is not a structured-field token, but it is an HTTP token).
-const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+// A bare key: printable ASCII, as Stripe accepts, but for the comma: HTTP joins two fields of one
+// name with a comma (RFC 9110 §5.3), so `a, b` may be two keys and is refused; a key holding a
+// comma is sent quoted (`"a,b"`).
+const BARE = /^[\x20-\x2b\x2d-\x7e]+$/;
 // obs-text (RFC 9110 §5.5): bytes 0x80-0xFF, which Node hands over as latin1 characters.
 const OBS_TEXT = /[\u0080-\u00ff]/;
 const OWS = /^[ \t]+|[ \t]+$/g;
 
 /**
  * Parses an `Idempotency-Key` field value as draft-ietf-httpapi-idempotency-key-header-07 defines
- * it (a structured-field String, RFC 9651 §3.3.3, parameters ignored), and also as a bare RFC
- * 9110 token, which is what Stripe's clients send. Both forms give the same key: `"abc-1"` and
- * `abc-1` are one key. The key is at most `maxLength` characters of printable ASCII.
+ * it (a structured-field String, RFC 9651 §3.3.3, parameters ignored), and also bare, as Stripe's
+ * clients send it: any printable ASCII but a comma (`order:42`, `a b`, `x/y=z@w`). Both forms give
+ * the same key: `"abc-1"` and `abc-1` are one key. A value that starts with `"` is the quoted form.
+ * Whitespace around the value is not part of the key (HTTP strips it before anyone sees it). The
+ * key is at most `maxLength` characters of printable ASCII.
  */
 export function parseIdempotencyKey(value: string, maxLength: number): ParsedKey {
   const raw = value.replace(OWS, '');
@@ -37,7 +40,7 @@ export function parseIdempotencyKey(value: string, maxLength: number): ParsedKey
     } catch {
       return refuse(
         'invalid',
-        'the Idempotency-Key header is not a valid structured-field string (RFC 9651)',
+        'the Idempotency-Key header starts with a quote but is not a valid structured-field string (RFC 9651)',
       );
     }
     if (typeof item[0] !== 'string') {
@@ -46,12 +49,17 @@ export function parseIdempotencyKey(value: string, maxLength: number): ParsedKey
     key = item[0];
   } else if (raw === '') {
     key = '';
-  } else if (TOKEN.test(raw)) {
+  } else if (BARE.test(raw)) {
     key = raw;
+  } else if (raw.includes(',')) {
+    return refuse(
+      'invalid',
+      'the Idempotency-Key header holds a comma: two keys, or a list (send one key; quote a key that holds a comma: "a,b")',
+    );
   } else {
     return refuse(
       'invalid',
-      'the Idempotency-Key header is neither a quoted structured-field string nor a token (one key per request)',
+      'the Idempotency-Key header holds control characters or characters outside ASCII; use printable ASCII',
     );
   }
   if (key.length === 0) return refuse('empty', 'the Idempotency-Key header is empty');

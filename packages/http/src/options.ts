@@ -2,11 +2,13 @@ import type { InboxMode, Logger, Outbox, PgPoolLike } from '@once/core';
 import {
   checkBoolean,
   checkDurationMs,
+  checkFunction,
   checkInteger,
   checkName,
   checkOneOf,
   invalidOption,
 } from '@once/core/adapter';
+import type { ProblemFormat } from './problem-details.js';
 
 /** Options of {@link createIdempotency}. */
 export interface IdempotencyOptions {
@@ -50,6 +52,15 @@ export interface IdempotencyOptions {
   replayHeader?: string | false | undefined;
   /** Where failures are logged, `(fields, message)`; `false` silences. @default console.warn for handler errors */
   logger?: Logger | false | undefined;
+  /**
+   * Writes the body of the answers `@once/http` writes itself (400 `key-missing`/`key-invalid`,
+   * 409 `key-in-flight`, 422 `key-mismatch`, 500 `handler-failed`, 503 `unavailable`) on every
+   * binding, for clients that expect another error shape: `stripeProblemFormat` gives Stripe's
+   * (`{"error":{...}}`), which Stripe's SDKs throw for. Their status and headers (`Retry-After`)
+   * stay. A format that throws leaves the default answer and is logged.
+   * @default RFC 9457 `application/problem+json`
+   */
+  formatProblem?: ProblemFormat | undefined;
 }
 
 /** The defaults of {@link IdempotencyOptions}. */
@@ -89,6 +100,7 @@ export interface ResolvedIdempotencyOptions {
   readonly fingerprintHeaders: readonly string[];
   readonly replayHeader: string | false;
   readonly logger: Logger | false | undefined;
+  readonly formatProblem: ProblemFormat | undefined;
 }
 
 /** Applies the defaults and validates every field, naming the bad one. */
@@ -121,6 +133,10 @@ export function resolveIdempotencyOptions(o: IdempotencyOptions): ResolvedIdempo
     fingerprintHeaders: Object.freeze([...headers]),
     replayHeader,
     logger: o.logger,
+    formatProblem:
+      o.formatProblem === undefined
+        ? undefined
+        : checkFunction<ProblemFormat>('formatProblem', o.formatProblem),
   });
 }
 

@@ -19,10 +19,14 @@ const NOT_STORED = new Set([
   'content-length',
 ]);
 
-/** Statuses never stored although below 500: the request may well succeed if simply sent again. */
-const NEVER_STORED = new Set([408, 409, 425, 429]);
+/**
+ * Statuses never stored although below 500: 408, 409, 425 and 429 say the request may well
+ * succeed if simply sent again; 304 answers this request's condition (`If-None-Match`, which
+ * @fastify/etag honours), not the request, and has no body to replay to a retry without it.
+ */
+const NEVER_STORED = new Set([304, 408, 409, 425, 429]);
 
-/** Whether a response of `status` is kept with its key and replayed (2xx, 3xx and 4xx but 408/409/425/429). */
+/** Whether a response of `status` is kept with its key and replayed (2xx, 3xx but 304, 4xx but 408/409/425/429). */
 export function isStorable(status: number): boolean {
   return status < 500 && !NEVER_STORED.has(status);
 }

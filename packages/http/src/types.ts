@@ -1,4 +1,5 @@
 import type { PublishOptions, StepFn, Tx } from '@once/core';
+import type { ProblemDetails } from './problem-details.js';
 
 /**
  * Response headers as name/value pairs, in order. A name may repeat (`set-cookie`). Names are
@@ -11,13 +12,23 @@ export type HeaderPairs = ReadonlyArray<readonly [name: string, value: string]>;
  * reads the whole body before calling (the fingerprint hashes it).
  */
 export interface IdempotentRequest {
-  /** The HTTP method, upper-case (`POST`). */
+  /** The HTTP method as sent (`POST`); methods are case-sensitive (RFC 9110 §9.1). */
   readonly method: string;
   /**
-   * The route the request matched, as the application names it: the pattern (`/charges/:id`)
-   * where the framework knows it, else the path without the query. Part of the fingerprint.
+   * The request target as the client sent it: the path and the query (`/accounts/A/charges?x=1`),
+   * e.g. Node's `req.url`, Express's `req.originalUrl`, or a Fetch request URL's path and search.
+   * Part of the request's identity, compared as RFC 3986 §6.2.2 compares URIs
+   * ({@link canonicalTarget}): the same key on another resource, or with other query parameters,
+   * is a 422.
    */
-  readonly route: string;
+  readonly target: string;
+  /**
+   * A name for the route, added to the identity beside the target (never instead of it): the
+   * pattern the framework matched (`/charges/:id`, on Fastify and Express) or the Fetch binding's
+   * `route` option. Also what the first fingerprint version (`once-http/1`) named the route by, so
+   * a key stored by a build that used it is still recognised (docs/http.md, "Upgrades"). @default none
+   */
+  readonly route?: string | undefined;
   /**
    * The request headers, names lower-case; a repeated header joined with `, ` as RFC 9110 allows
    * (Node's `IncomingMessage.headers` and `Object.fromEntries(request.headers)` both fit).
@@ -32,6 +43,11 @@ export interface HttpResponseData {
   readonly status: number;
   readonly headers: HeaderPairs;
   readonly body: Uint8Array;
+  /**
+   * Set on the answers `@once/http` writes itself (400, 409, 422, 500, 503): what the answer
+   * says, from which `formatProblem` writes its body. Never stored with a key.
+   */
+  readonly problem?: ProblemDetails | undefined;
 }
 
 /**
@@ -77,7 +93,7 @@ export type RunHandler = (ctx: IdempotentContext) => Promise<HttpResponseData>;
  * How a request ended, for the binding's logs and tests; the binding sends `response` either way.
  * - `processed`: the handler ran and its response committed with the key (2xx/3xx, or a stored 4xx);
  * - `replayed`: the key was complete; `response` is the stored one, marked as a replay;
- * - `not-stored`: the handler answered 5xx, 408, 409, 425 or 429: sent as it is, nothing kept,
+ * - `not-stored`: the handler answered 5xx, 304, 408, 409, 425 or 429: sent as it is, nothing kept,
  *   its writes rolled back, so a retry runs again;
  * - `failed`: the handler threw, or COMMIT failed (a deferred constraint): a 500 problem, nothing kept;
  * - `in-flight`: another request holds the key: 409 with `Retry-After`;

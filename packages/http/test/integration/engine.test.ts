@@ -23,7 +23,7 @@ afterAll(async () => {
 
 const request = (key: string | undefined): IdempotentRequest => ({
   method: 'POST',
-  route: '/notes',
+  target: '/notes',
   headers: key === undefined ? {} : { 'idempotency-key': key },
   body: Buffer.from('{}'),
 });

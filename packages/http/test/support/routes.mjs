@@ -18,6 +18,9 @@ export async function createTestTables(pool, schema) {
   await pool.query(
     `INSERT INTO ${s}.http_deferred (v) SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM ${s}.http_deferred)`,
   );
+  // The two rows a route writes after it answered (/after-response): both or neither may commit.
+  await pool.query(`CREATE TABLE IF NOT EXISTS ${s}.http_pairs (
+    seq bigserial PRIMARY KEY, key text NOT NULL, part text NOT NULL)`);
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -28,14 +31,16 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
  * `input.steer` (headers outside the fingerprint, see steerOf) steers the handler: `status`
  * answers that status after the write, `throw` throws after it, `deferred` breaks the deferred
  * constraint, `holdMs` holds the claim that long, `publish` writes an outbox row, `dieAfterCommit`
- * (server.mjs only) SIGKILLs the process after a success's COMMIT, before its response.
+ * (server.mjs only) SIGKILLs the process after a success's COMMIT, before its response,
+ * `swallow` swallows a failed query (/swallow), `afterMs` spaces the late writes of /after-response.
+ * `input.request` is the `x-request-id` header: what names a request without a key.
  */
 export function createRoutes({ pool, schema }) {
   const s = `"${schema}"`;
   const effect = (q, route, input, attempt = 1) =>
     q.query(
       `INSERT INTO ${s}.http_effects (route, principal, key, attempt) VALUES ($1, $2, $3, $4) RETURNING seq`,
-      [route, input.principal, input.key ?? '', attempt],
+      [route, input.principal, input.key || input.request || '', attempt],
     );
   return {
     /** POST /charges: one effect in the key's transaction. */
@@ -62,6 +67,51 @@ export function createRoutes({ pool, schema }) {
           amount: input.body.amount ?? null,
         },
       };
+    },
+    /**
+     * POST /swallow: one effect; with `x-swallow: 1` a query fails and the handler swallows the
+     * error (its transaction is aborted, so nothing of it may commit), then answers 201 anyway.
+     */
+    async swallow(ctx, input) {
+      const { rows } = await effect(ctx.tx, 'swallow', input);
+      if (input.steer.swallow) await ctx.tx.query('SELECT 1/0').catch(() => undefined);
+      return {
+        status: 201,
+        headers: [],
+        json: { charge: rows[0].seq, key: input.key ?? null, request: input.request ?? null },
+      };
+    },
+    /**
+     * The answer of POST /after-response before its late writes: one effect, 201. The binding
+     * sends it and then calls writePair.
+     */
+    async answerFirst(ctx, input) {
+      const { rows } = await effect(ctx.tx, 'after-response', input);
+      return {
+        status: 201,
+        headers: [],
+        json: { charge: rows[0].seq, key: input.key ?? null, request: input.request ?? null },
+      };
+    },
+    /**
+     * The two writes of a pair, after the route answered, each after a random delay of up to
+     * `x-after-ms`; resolves with 'written' or the error code that stopped them (TX_REVOKED when
+     * the binding ended the route at its answer). Also recorded in `pairOutcomes`.
+     */
+    async writePair(ctx, input) {
+      const id = input.key || input.request || '';
+      const max = input.steer.afterMs ?? 0;
+      let outcome = 'written';
+      try {
+        await sleep(Math.random() * max);
+        await ctx.tx.query(`INSERT INTO ${s}.http_pairs (key, part) VALUES ($1, 'a')`, [id]);
+        await sleep(Math.random() * max);
+        await ctx.tx.query(`INSERT INTO ${s}.http_pairs (key, part) VALUES ($1, 'b')`, [id]);
+      } catch (err) {
+        outcome = err?.code ?? String(err);
+      }
+      pairOutcomes.set(id, outcome);
+      return outcome;
     },
     /** POST /naive: the same effect with no key at all (the control that duplicates). */
     async naive(input) {
@@ -105,6 +155,9 @@ export function createRoutes({ pool, schema }) {
   };
 }
 
+/** How each /after-response request's late writes ended, by key (or x-request-id): in-process tests read it. */
+export const pairOutcomes = new Map();
+
 /** The request's principal: the test's stand-in for authentication. */
 export function principalOf(headers) {
   const get = typeof headers.get === 'function' ? (n) => headers.get(n) : (n) => headers[n];
@@ -123,6 +176,8 @@ export function steerOf(headers) {
     holdMs: num('x-hold-ms'),
     holdAfterA: num('x-hold-after-a'),
     dieAfterCommit: get('x-die-after-commit') === '1',
+    swallow: get('x-swallow') === '1',
+    afterMs: num('x-after-ms'),
   };
 }
 

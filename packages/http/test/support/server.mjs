@@ -9,6 +9,12 @@ import { createIdempotency } from '@once/http';
 import pg from 'pg';
 import { createRoutes, steerOf } from './routes.mjs';
 
+for (const kind of ['unhandledRejection', 'uncaughtException']) {
+  process.on(kind, (err) => {
+    console.log(JSON.stringify({ event: 'fault', kind, error: String(err?.stack ?? err) }));
+  });
+}
+
 const binding = process.argv[2];
 const schema = process.env.HTTP_SCHEMA;
 if (!binding || !schema) throw new Error('usage: HTTP_SCHEMA=... node server.mjs <binding>');
@@ -23,15 +29,25 @@ const leaseEngine = createIdempotency({
   leaseMs: Number(process.env.HTTP_LEASE_MS ?? 2000),
 });
 const { listen } = await import(`./bindings/${binding}.mjs`);
+const ms = (name) => (process.env[name] ? Number(process.env[name]) : undefined);
+const timeouts = Object.fromEntries(
+  [
+    ['headersTimeout', ms('HTTP_HEADERS_TIMEOUT_MS')],
+    ['requestTimeout', ms('HTTP_REQUEST_TIMEOUT_MS')],
+  ].filter(([, v]) => v !== undefined),
+);
+const check = ms('HTTP_CHECK_INTERVAL_MS');
 const server = await listen({
   engine,
   leaseEngine,
   routes: createRoutes({ pool, schema }),
   port: Number(process.env.HTTP_PORT ?? 0),
+  serverOptions: check === undefined ? {} : { connectionsCheckingInterval: check },
+  timeouts,
   onResult: (result, request) => {
     if (result.status === 'processed' && steerOf(request.headers).dieAfterCommit) {
       process.kill(process.pid, 'SIGKILL');
     }
   },
 });
-console.log(JSON.stringify({ event: 'listening', port: server.port }));
+console.log(JSON.stringify({ event: 'listening', port: server.port, pid: process.pid }));

@@ -106,10 +106,90 @@ export interface CrashCampaignOptions {
    * effect for the key only, so the retry runs the effect again and answers. @default none
    */
   readonly dieAfterCommit?: (index: number, tries: number) => boolean;
+  /** More headers for one try of one key (e.g. `x-swallow` on the first try only). @default none */
+  readonly headersFor?: (index: number, tries: number) => Record<string, string>;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const pick = <T>(xs: readonly T[]): T => xs[Math.floor(Math.random() * xs.length)]!;
+
+/** SIGKILLs a server picked at random and starts it again, `count` times, spaced by `everyMs`. */
+function startKiller(
+  servers: readonly TestServer[],
+  count: number,
+  everyMs: readonly [number, number],
+): { done: Promise<void>; kills: () => number } {
+  let kills = 0;
+  const done = (async () => {
+    while (kills < count) {
+      await sleep(everyMs[0] + Math.random() * (everyMs[1] - everyMs[0]));
+      const server = pick(servers);
+      await server.ensureUp(); // kill a server that is serving, not one still starting
+      await server.kill();
+      kills++;
+      await server.ensureUp();
+    }
+  })();
+  return { done, kills: () => kills };
+}
+
+/** What one request without a key got: no answer (its server died), or a status and body. */
+export interface UnkeyedAnswer {
+  readonly id: string;
+  readonly status: number | 'no answer';
+  readonly json?: { charge?: string; request?: string | null };
+}
+
+/**
+ * Sends `ids.length` requests without a key to `path`, each once (a request without a key is
+ * not retried: a retry would be another request), `x-request-id` naming each, while a killer
+ * SIGKILLs and restarts the servers; resolves with every request's answer.
+ */
+export async function runUnkeyedCampaign(o: {
+  readonly servers: readonly TestServer[];
+  readonly path: string;
+  readonly ids: readonly string[];
+  readonly concurrency: number;
+  readonly kills: number;
+  readonly killEveryMs: readonly [number, number];
+  readonly headers?: Record<string, string>;
+}): Promise<{ answers: UnkeyedAnswer[]; kills: number }> {
+  const killer = startKiller(o.servers, o.kills, o.killEveryMs);
+  const answers: UnkeyedAnswer[] = [];
+  const queue = [...o.ids];
+  const client = async () => {
+    for (let id = queue.shift(); id !== undefined; id = queue.shift()) {
+      await pick(o.servers).ensureUp();
+      try {
+        const res = await fetch(`${pick(o.servers).url}${o.path}`, {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            'x-principal': 'unkeyed',
+            'x-request-id': id,
+            ...o.headers,
+          },
+          body: JSON.stringify({ amount: 100 }),
+          signal: AbortSignal.timeout(10_000),
+        });
+        const text = await res.text();
+        let json: UnkeyedAnswer['json'];
+        try {
+          json = JSON.parse(text);
+        } catch {
+          json = undefined;
+        }
+        answers.push({ id, status: res.status, ...(json === undefined ? {} : { json }) });
+      } catch {
+        answers.push({ id, status: 'no answer' });
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: o.concurrency }, client));
+  await killer.done;
+  await Promise.all(o.servers.map((s) => s.ensureUp()));
+  return { answers, kills: killer.kills() };
+}
 
 /**
  * Sends one request per key through retrying clients while a killer SIGKILLs and restarts the
@@ -120,7 +200,6 @@ const pick = <T>(xs: readonly T[]): T => xs[Math.floor(Math.random() * xs.length
 export async function runCrashCampaign(
   o: CrashCampaignOptions,
 ): Promise<{ answers: FinalAnswer[]; kills: number }> {
-  let kills = 0;
   let running = true;
   // Brings back servers that died by themselves (x-die-after-commit) as well as killed ones.
   const supervisor = (async () => {
@@ -129,16 +208,7 @@ export async function runCrashCampaign(
       await sleep(25);
     }
   })();
-  const killer = (async () => {
-    while (kills < o.kills) {
-      await sleep(o.killEveryMs[0] + Math.random() * (o.killEveryMs[1] - o.killEveryMs[0]));
-      const server = pick(o.servers);
-      await server.ensureUp(); // kill a server that is serving, not one still starting
-      await server.kill();
-      kills++;
-      await server.ensureUp();
-    }
-  })();
+  const killer = startKiller(o.servers, o.kills, o.killEveryMs);
   const answers: FinalAnswer[] = [];
   const queue = o.keys.map((key, index) => ({ key, index }));
   const client = async () => {
@@ -148,13 +218,13 @@ export async function runCrashCampaign(
   };
   try {
     await Promise.all(Array.from({ length: o.concurrency }, client));
-    await killer;
+    await killer.done;
   } finally {
     running = false;
     await supervisor;
   }
   await Promise.all(o.servers.map((s) => s.ensureUp()));
-  return { answers, kills };
+  return { answers, kills: killer.kills() };
 }
 
 async function untilAnswered(o: CrashCampaignOptions, key: string, index: number): Promise<FinalAnswer> {
@@ -171,6 +241,7 @@ async function untilAnswered(o: CrashCampaignOptions, key: string, index: number
           'content-type': 'application/json',
           ...o.headers,
           ...(o.dieAfterCommit?.(index, tries) ? { 'x-die-after-commit': '1' } : {}),
+          ...o.headersFor?.(index, tries),
         },
         body: JSON.stringify({ amount: 100 }),
         signal: AbortSignal.timeout(10_000),

@@ -18,6 +18,24 @@ describe('parseIdempotencyKey', () => {
     expect(parseIdempotencyKey('"abc";v=1', 255)).toEqual({ ok: true, key: 'abc' });
   });
 
+  it.each(['order:42', 'a b', 'x/y=z@w', 'abc;x=1', '?1', "it's {fine} <here> [too] \\ | ^ `", 'a"b'])(
+    'takes the bare key %j as it is (printable ASCII but a comma, as Stripe accepts)',
+    (value) => {
+      expect(parseIdempotencyKey(value, 255)).toEqual({ ok: true, key: value });
+    },
+  );
+
+  it('takes every printable ASCII character but the comma in a bare key', () => {
+    const all = Array.from({ length: 0x7f - 0x21 }, (_, i) => String.fromCharCode(0x21 + i))
+      .filter((c) => c !== ',')
+      .join('');
+    expect(parseIdempotencyKey(`x ${all} x`, 255)).toEqual({ ok: true, key: `x ${all} x` });
+  });
+
+  it('takes a key with a comma when it is quoted', () => {
+    expect(parseIdempotencyKey('"a,b"', 255)).toEqual({ ok: true, key: 'a,b' });
+  });
+
   it.each([
     ['', 'empty'],
     ['""', 'empty'],
@@ -25,10 +43,11 @@ describe('parseIdempotencyKey', () => {
     ['"abc', 'invalid'],
     ['"a", "b"', 'invalid'],
     ['a, b', 'invalid'],
-    ['a b', 'invalid'],
-    ['abc;x=1', 'invalid'],
+    ['a,b', 'invalid'],
     ['"tab\there"', 'invalid'],
-    ['?1', 'invalid'],
+    ['tab\there', 'invalid'],
+    ['nul\u0000', 'invalid'],
+    ['del\u007f', 'invalid'],
     ['"caf\u00e9"', 'obs-text'],
     ['caf\u00e9', 'obs-text'],
   ])('refuses %j as %s', (value, problem) => {

@@ -2,20 +2,33 @@
 // the two-server crash tests (server.mjs). Same routes as fetch.mjs, plus routes that stream
 // (res.write, a pipe, flushHeaders), which an idempotent route must refuse, and one without a
 // body parser (the middleware reads the body itself).
+import { createServer } from 'node:http';
 import { Readable } from 'node:stream';
 import { expressIdempotency, keepRawBody } from '@once/http/express';
 import express from 'express';
 import { encode, principalOf, steerOf } from '../routes.mjs';
 
-/** Serves `routes` on 127.0.0.1 (port 0 unless given); resolves with `{ port, close }`. */
-export async function listen({ engine, leaseEngine, routes, port = 0, onResult }) {
+/**
+ * Serves `routes` on 127.0.0.1 (port 0 unless given); resolves with `{ port, close, server }`.
+ * `serverOptions` go to `http.createServer`, `timeouts` onto the server.
+ */
+export async function listen({
+  engine,
+  leaseEngine,
+  routes,
+  port = 0,
+  onResult,
+  serverOptions = {},
+  timeouts = {},
+}) {
   const app = express();
   const scope = (req) => principalOf(req.headers);
   const idempotent = expressIdempotency({ idempotency: engine, scope, onResult });
   const json = express.json({ verify: keepRawBody });
   const inputOf = (req) => ({
     principal: principalOf(req.headers),
-    key: req.idempotent?.key ?? req.headers['idempotency-key'],
+    key: req.idempotent?.key || undefined,
+    request: req.headers['x-request-id'],
     steer: steerOf(req.headers),
     body: Buffer.isBuffer(req.body) ? {} : (req.body ?? {}),
   });
@@ -27,6 +40,24 @@ export async function listen({ engine, leaseEngine, routes, port = 0, onResult }
   };
   app.post('/charges', json, idempotent(), async (req, res) =>
     send(res, await routes.charge(req.idempotent, inputOf(req))),
+  );
+  app.post('/accounts/:id/charges', json, idempotent(), async (req, res) =>
+    send(res, await routes.charge(req.idempotent, inputOf(req))),
+  );
+  // The same route in a Router mounted at a prefix: its pattern is /accounts/:id/charges too.
+  const api = express.Router();
+  api.post('/accounts/:id/charges', json, idempotent(), async (req, res) =>
+    send(res, await routes.charge(req.idempotent, inputOf(req))),
+  );
+  app.use('/api', api);
+  // Answers, then writes two rows: refused at the answer (res.end), both of them.
+  app.post('/after-response', json, idempotent({ required: false }), async (req, res) => {
+    const input = inputOf(req);
+    send(res, await routes.answerFirst(req.idempotent, input));
+    await routes.writePair(req.idempotent, input);
+  });
+  app.post('/swallow', json, idempotent({ required: false }), async (req, res) =>
+    send(res, await routes.swallow(req.idempotent, inputOf(req))),
   );
   app.post('/unparsed', idempotent(), async (req, res) => {
     const input = inputOf(req);
@@ -72,15 +103,18 @@ export async function listen({ engine, leaseEngine, routes, port = 0, onResult }
       send(res, await routes.leaseCharge(req.idempotent, inputOf(req))),
     );
   }
-  app.post('/naive', json, async (req, res) => send(res, await routes.naive(inputOf(req))));
+  app.post('/naive', json, async (req, res) =>
+    send(res, await routes.naive({ ...inputOf(req), key: req.headers['idempotency-key'] })),
+  );
   // Errors as JSON (Express's own page is HTML).
   app.use((err, _req, res, _next) => {
     res.status(err.status ?? 500).json({ error: err.message, code: err.code });
   });
-  const server = await new Promise((resolve) => {
-    const s = app.listen(port, '127.0.0.1', () => resolve(s));
-  });
+  const server = createServer(serverOptions, app);
+  Object.assign(server, timeouts);
+  await new Promise((resolve) => server.listen(port, '127.0.0.1', resolve));
   return {
+    server,
     port: server.address().port,
     close: () =>
       new Promise((resolve) => {

@@ -1,18 +1,34 @@
 // The test application on the Fastify binding (@once/http/fastify), for the in-process tests and
 // the two-server crash tests (server.mjs). Same routes as fetch.mjs, plus routes that stream or
 // hijack, which an idempotent route must refuse.
+import { createServer } from 'node:http';
 import { Readable } from 'node:stream';
 import { fastifyIdempotency } from '@once/http/fastify';
 import Fastify from 'fastify';
 import { encode, principalOf, steerOf } from '../routes.mjs';
 
-/** Serves `routes` on 127.0.0.1 (port 0 unless given); resolves with `{ port, close }`. */
-export async function listen({ engine, leaseEngine, routes, port = 0, onResult }) {
-  const app = Fastify({ logger: false });
+/**
+ * Serves `routes` on 127.0.0.1 (port 0 unless given); resolves with `{ port, close, server }`.
+ * `serverOptions` go to `http.createServer`, `timeouts` onto the server.
+ */
+export async function listen({
+  engine,
+  leaseEngine,
+  routes,
+  port = 0,
+  onResult,
+  serverOptions = {},
+  timeouts = {},
+}) {
+  const app = Fastify({
+    logger: false,
+    serverFactory: (handler) => Object.assign(createServer(serverOptions, handler), timeouts),
+  });
   const scope = (request) => principalOf(request.headers);
   const inputOf = (request) => ({
     principal: principalOf(request.headers),
-    key: request.idempotent.key,
+    key: request.idempotent.key || undefined,
+    request: request.headers['x-request-id'],
     steer: steerOf(request.headers),
     body: request.body ?? {},
   });
@@ -30,6 +46,40 @@ export async function listen({ engine, leaseEngine, routes, port = 0, onResult }
     scoped.post('/charges', { config }, async (request, reply) =>
       send(reply, await routes.charge(request.idempotent, inputOf(request))),
     );
+    scoped.post('/accounts/:id/charges', { config }, async (request, reply) =>
+      send(reply, await routes.charge(request.idempotent, inputOf(request))),
+    );
+    const optional = { idempotent: { required: false } };
+    // Answers, then writes two rows before the handler ends: they commit with the key, both.
+    scoped.post('/after-response', { config: optional }, async (request, reply) => {
+      const input = inputOf(request);
+      send(reply, await routes.answerFirst(request.idempotent, input));
+      await routes.writePair(request.idempotent, input);
+      return reply;
+    });
+    // Answers and returns, then writes two rows from a timer: after the handler's end, refused.
+    scoped.post('/after-return', { config: optional }, async (request, reply) => {
+      const input = inputOf(request);
+      const ctx = request.idempotent;
+      const answer = await routes.answerFirst(ctx, input);
+      setTimeout(() => void routes.writePair(ctx, input), 0);
+      return send(reply, answer);
+    });
+    scoped.post('/swallow', { config: optional }, async (request, reply) =>
+      send(reply, await routes.swallow(request.idempotent, inputOf(request))),
+    );
+    // Sends without `return reply`: Fastify sends `undefined` again when the handler resolves.
+    scoped.post('/no-return', { config }, async (request, reply) => {
+      const r = encode(await routes.charge(request.idempotent, inputOf(request)));
+      reply.code(r.status).header('content-type', 'application/json').send(r.body);
+    });
+    // Sends, then throws: rolled back, and the client gets the error handler's answer.
+    scoped.post('/send-then-throw', { config }, async (request, reply) => {
+      const r = encode(await routes.charge(request.idempotent, inputOf(request)));
+      reply.code(r.status).header('content-type', 'application/json').send(r.body);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      throw Object.assign(new Error('thrown after the answer'), { statusCode: 503 });
+    });
     scoped.post('/throw-404', { config }, async (request) => {
       await routes.charge(request.idempotent, inputOf(request));
       throw Object.assign(new Error('no such thing'), { statusCode: 404 });
@@ -73,5 +123,5 @@ export async function listen({ engine, leaseEngine, routes, port = 0, onResult }
     ),
   );
   await app.listen({ host: '127.0.0.1', port });
-  return { port: app.server.address().port, close: () => app.close() };
+  return { server: app.server, port: app.server.address().port, close: () => app.close() };
 }
