@@ -206,7 +206,7 @@ export class Inbox<R = unknown> {
     emitOutcome(this.#events, this.options.consumer, o, started);
     // Only a conflict or a failure has a line (see failure-lines.ts): no lookup for the rest.
     if ((o.status === 'conflict' || o.status === 'failed') && logsOwnFailureLines(this))
-      logFailureOutcome(this.options.failureLogger, this.options.consumer, o);
+      logFailureOutcome(this.options.failureLogger, this.options.consumer, o, this.options.recordFailed);
   }
 }
 

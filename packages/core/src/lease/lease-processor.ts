@@ -73,7 +73,9 @@ export class LeaseProcessor<R = unknown> {
     const owner = `${this.#o.workerId}/${randomUUID()}`;
     const claim = await this.#claim.take(item, owner);
     if (!('owner' in claim)) return claim;
-    if (claim.attempt > this.#o.maxAttempts) {
+    // With recordFailed off nothing is given up on for good, so the claim count ends nothing
+    // either: the redelivery runs (see InboxOptions.recordFailed).
+    if (claim.attempt > this.#o.maxAttempts && this.#o.recordFailed) {
       // Claimed maxAttempts times without an outcome: the handler crashed the process, ran out of
       // time or lost its lease every time. Running it again would not end differently.
       const error = new Error(
@@ -239,15 +241,18 @@ export class LeaseProcessor<R = unknown> {
       classify: (e) => (isPermanentLeaseError(e) ? 'permanent' : this.#out.classify(e)),
       isolation: o.isolation,
     });
-    if (verdict.kind === 'fail') return this.#recordFailed(c, verdict.reason, error);
+    if (verdict.kind === 'fail' && o.recordFailed) return this.#recordFailed(c, verdict.reason, error);
     if (error instanceof DeadlineError) {
       // The abandoned handler may still be inside a step: keep the lease until it runs out, so a
       // step that completes late can still record its result (fenced) and no other worker runs
       // the same step meanwhile. A redelivery before then would only meet `busy`.
+      if (verdict.kind === 'fail') return this.#out.failed(envelope, id, verdict.reason, error);
       const r = this.#out.retry(envelope, id, error, true);
       return { ...r, delayMs: Math.max(r.delayMs, o.leaseMs) };
     }
     await this.#release(c);
+    // recordFailed off: given back, not written down; the redelivery takes it over and runs.
+    if (verdict.kind === 'fail') return this.#out.failed(envelope, id, verdict.reason, error);
     // A fault of the environment is not the message's: it spends no attempt (the claim count still rises).
     return this.#out.retry(envelope, id, error, verdict.kind === 'retry' && verdict.spent);
   }
