@@ -9,7 +9,7 @@ import {
   silentLogger,
   type Tx,
 } from '@once/core';
-import { HttpResponseStore } from '@once/core/adapter';
+import { HttpResponseStore, UnclaimedTx } from '@once/core/adapter';
 import { fingerprintInput } from './fingerprint.js';
 import { parseIdempotencyKey } from './key.js';
 import {
@@ -67,6 +67,8 @@ export class Idempotency {
   readonly options: ResolvedIdempotencyOptions;
   readonly #inbox: Inbox<void>;
   readonly #store: HttpResponseStore;
+  /** Requests without a key: the inbox's transaction settings, no claim. */
+  readonly #unclaimed: UnclaimedTx;
   readonly #jobs = new WeakMap<Envelope, Job>();
   readonly #log: Logger | undefined;
 
@@ -92,6 +94,7 @@ export class Idempotency {
       logger: options.logger === undefined ? false : options.logger,
       handler: (envelope, ctx) => this.#runJob(envelope, ctx),
     });
+    this.#unclaimed = new UnclaimedTx(this.#inbox.options);
   }
 
   /** The inbox behind the keys (for events: `inbox.on('message:processed', ...)`, and `@once/otel`). */
@@ -124,7 +127,7 @@ export class Idempotency {
           ),
         };
       }
-      return runUnkeyed(o, request, scope, run, this.#log);
+      return runUnkeyed(this.#unclaimed, o, request, scope, run, this.#log);
     }
     const parsed = parseIdempotencyKey(header, o.maxKeyLength);
     if (!parsed.ok) {

@@ -11,7 +11,9 @@
  * state; `untilAborted`; `checkMessageId` and `settledResults`), the check of an id the client decoded as text (`decodedIdCheck`), and the helpers
  * adapters share with core (`resolveId`, `fingerprint`, `serializeError`, `TypedEmitter`,
  * `warnIfRetentionShort`, `checkNumber`), `HttpResponseStore`, the SQL of `@once/http`'s stored
- * responses, and `inTransaction` (BEGIN, a body, COMMIT or ROLLBACK on a pool connection). It names no broker.
+ * responses, `inTransaction` (BEGIN, a body, COMMIT or ROLLBACK on a pool connection), and
+ * `UnclaimedTx` (a handler in once's transaction that claims nothing: `@once/http`'s requests
+ * without a key). It names no broker.
  * See docs/adapters.md. Stability: 0.x, like every package here; a minor version may change it,
  * and each change is listed in CHANGELOG.md.
  *
@@ -21,6 +23,7 @@
  * ```
  */
 
+export { type UnclaimedOutcome, UnclaimedTx } from '../engine/unclaimed-tx.js';
 export { resolveId } from '../envelope.js';
 export { serializeError } from '../errors.js';
 export { TypedEmitter } from '../events.js';
