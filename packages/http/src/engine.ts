@@ -5,7 +5,6 @@ import {
   type Inbox,
   type Logger,
   type Outcome,
-  PermanentError,
   silentLogger,
   type Tx,
 } from '@once/core';
@@ -86,9 +85,9 @@ export class Idempotency {
       retentionMs: options.retentionMs,
       lockTimeoutMs: options.lockTimeoutMs,
       handlerTimeoutMs: options.handlerTimeoutMs,
-      // A request is never dead-lettered: whatever the handler threw, the client's retry runs it again.
-      classify: () => 'transient',
-      maxAttempts: 1_000_000,
+      // A request is never recorded failed: whatever the handler threw (a PermanentError, a
+      // lease-mode step mistake, its deadline), nothing is kept and the client's retry runs again.
+      recordFailed: false,
       conflictPolicy: 'reject',
       // 422s and 409s are the client's business: the engine logs only handler failures.
       logger: options.logger === undefined ? false : options.logger,
@@ -187,6 +186,8 @@ export class Idempotency {
         };
       }
       case 'retry':
+      case 'failed':
+        // 'failed' is recorded nowhere (recordFailed is off): the retry runs again.
         if (job.unstored) return { status: 'not-stored', key, response: job.unstored };
         return this.#failed(key, outcome.error);
       case 'not-run':
@@ -198,8 +199,6 @@ export class Idempotency {
             ['retry-after', String(Math.max(1, Math.ceil(outcome.delayMs / 1000)))],
           ]),
         };
-      case 'failed':
-        return this.#failed(key, outcome.error);
     }
   }
 
@@ -271,16 +270,7 @@ export class Idempotency {
       attempt: ctx.attempt,
       signal: ctx.signal,
     };
-    let answered: HttpResponseData;
-    try {
-      answered = await job.run(hctx);
-    } catch (error) {
-      // Core's inbox records a PermanentError as a failed row, which would answer every retry of
-      // the key with the failure until it is purged. A request is never dead-lettered: whatever
-      // the handler threw, nothing is stored and the client's retry runs it again.
-      if (PermanentError.is(error)) throw new Error(error.message, { cause: error });
-      throw error;
-    }
+    const answered = await job.run(hctx);
     const bad = checkResponse(answered);
     if (bad) throw new TypeError(bad);
     if (!isStorable(answered.status)) {
