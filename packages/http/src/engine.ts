@@ -1,14 +1,18 @@
 import {
-  createInbox,
   type Envelope,
   type HandlerContext,
   type Inbox,
   type Logger,
   type Outcome,
   silentLogger,
-  type Tx,
 } from '@once/core';
-import { HttpResponseStore, UnclaimedTx } from '@once/core/adapter';
+import {
+  createHttpInbox,
+  HttpResponseStore,
+  type HttpResponseToStore,
+  type StoredHttpResponse,
+  UnclaimedTx,
+} from '@once/core/adapter';
 import { fingerprintInput } from './fingerprint.js';
 import { parseIdempotencyKey } from './key.js';
 import {
@@ -64,7 +68,7 @@ class NotStored extends Error {}
  */
 export class Idempotency {
   readonly options: ResolvedIdempotencyOptions;
-  readonly #inbox: Inbox<void>;
+  readonly #inbox: Inbox<StoredHttpResponse>;
   readonly #store: HttpResponseStore;
   /** Requests without a key: the inbox's transaction settings, no claim. */
   readonly #unclaimed: UnclaimedTx;
@@ -75,7 +79,7 @@ export class Idempotency {
     this.options = options;
     this.#store = new HttpResponseStore(options.schema);
     this.#log = options.logger === false ? undefined : (options.logger ?? consoleWarn);
-    this.#inbox = createInbox<void>({
+    this.#inbox = createHttpInbox({
       pool: options.pool,
       consumer: options.consumer,
       schema: options.schema,
@@ -97,7 +101,7 @@ export class Idempotency {
   }
 
   /** The inbox behind the keys (for events: `inbox.on('message:processed', ...)`, and `@once/otel`). */
-  get inbox(): Inbox<void> {
+  get inbox(): Inbox<unknown> {
     return this.#inbox;
   }
 
@@ -155,13 +159,14 @@ export class Idempotency {
     return this.#answer(outcome, job);
   }
 
-  async #answer(outcome: Outcome<void>, job: Job): Promise<HandleResult> {
+  async #answer(outcome: Outcome<StoredHttpResponse>, job: Job): Promise<HandleResult> {
     const key = job.key;
     switch (outcome.status) {
       case 'processed':
         return { status: 'processed', key, response: job.answered! };
       case 'duplicate':
-        return this.#replay(outcome.id, key);
+        // Lease mode's duplicates come without the response: read it.
+        return outcome.result ? this.#replayOf(outcome.result, key) : this.#replay(outcome.id, key);
       case 'conflict':
         return {
           status: 'mismatch',
@@ -213,7 +218,10 @@ export class Idempotency {
       // Purged between the claim and this read, or a row some non-HTTP consumer of the same name wrote.
       return this.#failed(key, new Error(`key ${id} has no stored response (${row.state})`));
     }
-    const r = row.response;
+    return this.#replayOf(row.response, key);
+  }
+
+  #replayOf(r: StoredHttpResponse, key: string): HandleResult {
     return {
       status: 'replayed',
       key,
@@ -238,37 +246,26 @@ export class Idempotency {
     };
   }
 
-  /** The inbox's handler: runs the route in the key's transaction and stores what it answered. */
-  async #runJob(envelope: Envelope, ctx: HandlerContext): Promise<void> {
+  /**
+   * The inbox's handler: runs the route in the key's transaction and hands core what to store with
+   * the key (core sends it with COMMIT). A 4xx is stored with the handler's writes undone, to the
+   * savepoint taken with the claim; a status that is never stored rolls everything back.
+   */
+  async #runJob(envelope: Envelope, ctx: HandlerContext): Promise<HttpResponseToStore> {
     const job = this.#jobs.get(envelope);
     if (!job) throw new Error('@once/http: a request reached the inbox without its job');
-    const store = this.#store;
-    // The savepoint goes before the handler's first statement (lazily: in lease mode ctx.tx opens
-    // on first use), so a 4xx can undo the handler's writes and keep the claim.
-    let marked = false;
-    const mark = async () => {
-      if (marked) return;
-      marked = true;
-      await store.savepoint(ctx.tx);
-    };
-    const tx: Tx = {
-      query: (async (text: Parameters<Tx['query']>[0], values?: unknown[]) => {
-        await mark();
-        return ctx.tx.query(text as unknown as string, values);
-      }) as Tx['query'],
-    };
     const hctx: IdempotentContext = {
-      tx,
-      publish: async (destination, body, options) => {
-        await mark();
-        return ctx.publish(destination, body, options);
-      },
+      tx: ctx.tx,
+      publish: ctx.publish,
       step: (name, fn) => ctx.step(name, fn),
       idempotencyKey: (step) => ctx.idempotencyKey(step),
       key: job.key,
       scope: job.scope,
       attempt: ctx.attempt,
-      signal: ctx.signal,
+      // Read through: core makes the AbortController only when the handler asks for it.
+      get signal() {
+        return ctx.signal;
+      },
     };
     const answered = await job.run(hctx);
     const bad = checkResponse(answered);
@@ -277,13 +274,13 @@ export class Idempotency {
       job.unstored = answered;
       throw new NotStored(`status ${answered.status} is not stored`);
     }
-    if (answered.status >= 400 && marked) await store.rollbackToSavepoint(ctx.tx);
-    await store.store(ctx.tx, ctx.consumer, ctx.id, {
+    job.answered = answered;
+    return {
       status: answered.status,
       headers: storableHeaders(answered.headers),
       body: Buffer.from(answered.body.buffer, answered.body.byteOffset, answered.body.byteLength),
-    });
-    job.answered = answered;
+      undoWrites: answered.status >= 400,
+    };
   }
 }
 

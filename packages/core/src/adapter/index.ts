@@ -10,8 +10,8 @@
  * `sleep`, the publishers' pieces (`Connector`, the connect-once and reconnect-after-drop
  * state; `untilAborted`; `checkMessageId` and `settledResults`), the check of an id the client decoded as text (`decodedIdCheck`), and the helpers
  * adapters share with core (`resolveId`, `fingerprint`, `serializeError`, `TypedEmitter`,
- * `warnIfRetentionShort`, `checkNumber`), `HttpResponseStore`, the SQL of `@once/http`'s stored
- * responses, `inTransaction` (BEGIN, a body, COMMIT or ROLLBACK on a pool connection), and
+ * `warnIfRetentionShort`, `checkNumber`), `createHttpInbox` and `HttpResponseStore` (the
+ * inbox of `@once/http`'s keys, and the read of their stored responses), `inTransaction` (BEGIN, a body, COMMIT or ROLLBACK on a pool connection), and
  * `UnclaimedTx` (a handler in once's transaction that claims nothing: `@once/http`'s requests
  * without a key). It names no broker.
  * See docs/adapters.md. Stability: 0.x, like every package here; a minor version may change it,
@@ -29,7 +29,13 @@ export { serializeError } from '../errors.js';
 export { TypedEmitter } from '../events.js';
 export { type FenceRecord, readFence } from '../fence.js';
 export { fingerprint } from '../fingerprint.js';
-export { HttpResponseStore, type StoredHttpResponse, type StoredHttpRow } from '../http-response-store.js';
+export { createHttpInbox } from '../http-inbox.js';
+export {
+  HttpResponseStore,
+  type HttpResponseToStore,
+  type StoredHttpResponse,
+  type StoredHttpRow,
+} from '../http-response-store.js';
 export { checkNumber } from '../options.js';
 export { type RetentionCheck, warnIfRetentionShort } from '../retention.js';
 export { fromJsonb, isJsonbSafeString, toJsonb } from '../sql/jsonb.js';

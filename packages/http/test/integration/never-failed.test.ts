@@ -141,7 +141,9 @@ describe('lease mode: a handler mistake records nothing', () => {
     });
     const never = new Promise<HttpResponseData>(() => {});
     let failures = 0;
-    for (let i = 0; i < 40 && failures < 6; i++) {
+    // A hang guard, not a timing: every 409 waits for the short lease to run out.
+    const until = Date.now() + 60_000;
+    while (failures < 6 && Date.now() < until) {
       const r = await engine.handle(request('k-deadline-5'), 'p', () => never);
       if (r.status === 'failed') failures++;
       else await new Promise((res) => setTimeout(res, 30));
@@ -149,7 +151,7 @@ describe('lease mode: a handler mistake records nothing', () => {
     expect(failures).toBe(6);
     expect(await statusOf(consumer, 'k-deadline-5')).not.toBe('failed');
     let fixed = await engine.handle(request('k-deadline-5'), 'p', async () => created);
-    for (let i = 0; i < 100 && fixed.status === 'in-flight'; i++) {
+    while (fixed.status === 'in-flight' && Date.now() < until + 10_000) {
       await new Promise((r) => setTimeout(r, 30));
       fixed = await engine.handle(request('k-deadline-5'), 'p', async () => created);
     }
