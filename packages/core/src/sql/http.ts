@@ -5,11 +5,10 @@ import { byteaHexLiteral, byteaLiteral, integerLiteral, quoteLiteral } from './l
 /** Where a stored 4xx rolls the handler's writes back to: taken in the claim's own round trip. */
 const SAVEPOINT = 'once_http_handler';
 
-/** What the HTTP claim statement returns: `claimed` 1, or 0 with the row in the way when visible. */
-export interface HttpClaimRow {
-  claimed: number;
-  status: 'done' | 'failed' | 'in_progress' | null;
-  fingerprint: Buffer | null;
+/** The row of an HTTP key as the claim's round trip reads it. */
+export interface HttpKeyRow {
+  status: 'done' | 'failed' | 'in_progress';
+  fingerprint: Buffer;
   result: unknown;
   response_status: number | null;
   response_headers: Array<[string, string]> | null;
@@ -27,32 +26,30 @@ export function httpSql(schema: string) {
   const responseCols = 'response_status, response_headers, response_body';
   return Object.freeze({
     /**
-     * One round trip before the handler runs: BEGIN, the claim, and the savepoint a stored 4xx
-     * rolls back to. The claim inserts the key's row as a message's claim does (its settings
-     * pinned before the insert can wait, see sql/inbox.ts) and returns one row: `claimed` 1 when
-     * it inserted, else 0 with the row that stood in the way, read in the same statement so a
-     * replay needs no second read. That read sees the statement's snapshot only: a rival that
-     * committed while the insert waited on it is not in it (the columns come back NULL), and the
-     * caller reads the row again in a new statement. The third result is the savepoint's.
+     * One round trip before the handler runs, four statements: BEGIN; the claim, which inserts the
+     * key's row as a message's claim does (its settings pinned before the insert can wait, see
+     * sql/inbox.ts; rowCount 1 when claimed); a read of the key's row, so a replay needs no second
+     * round trip; and the savepoint a stored 4xx rolls back to. The read is a statement of its
+     * own, never part of the claim's: under READ COMMITTED it takes a new snapshot, which holds a
+     * rival that committed while the claim waited on it (a claim and read in one statement would
+     * miss it). After a claim it reads the new row itself, with no response. Results: BEGIN's, the
+     * claim's, the read's, the savepoint's.
      */
-    beginAndClaim: (isolation: IsolationLevel, lockTimeoutMs: number) => {
+    beginClaimAndRead: (isolation: IsolationLevel, lockTimeoutMs: number) => {
       const begin = `BEGIN ISOLATION LEVEL ${isolation.toUpperCase()}`;
       const pin = `(SELECT set_config('synchronous_commit', 'on', true), set_config('lock_timeout', '${Math.floor(lockTimeoutMs)}', true)) AS pin`;
       return (consumer: string, id: string, fpHex: FingerprintHex, retentionMs: number): string => {
         const c = quoteLiteral(consumer);
         const m = quoteLiteral(id);
-        return `${begin}; WITH claim AS (INSERT INTO ${inbox} (consumer, message_id, fingerprint, status, expires_at) SELECT ${c}, ${m}, ${byteaHexLiteral(fpHex)}, 'done', now() + ${Math.floor(retentionMs)} * interval '1 millisecond' FROM ${pin} ON CONFLICT DO NOTHING RETURNING 1) SELECT (SELECT count(*) FROM claim)::int AS claimed, i.status, i.fingerprint, i.result, i.response_status, i.response_headers, i.response_body FROM (SELECT 1) AS one LEFT JOIN ${inbox} AS i ON NOT EXISTS (SELECT 1 FROM claim) AND i.consumer = ${c} AND i.message_id = ${m}; SAVEPOINT ${SAVEPOINT}`;
+        return `${begin}; INSERT INTO ${inbox} (consumer, message_id, fingerprint, status, expires_at) SELECT ${c}, ${m}, ${byteaHexLiteral(fpHex)}, 'done', now() + ${Math.floor(retentionMs)} * interval '1 millisecond' FROM ${pin} ON CONFLICT DO NOTHING; SELECT status, fingerprint, result, ${responseCols} FROM ${inbox} WHERE consumer = ${c} AND message_id = ${m}; SAVEPOINT ${SAVEPOINT}`;
       };
     },
-    /** The row a claim did not get, read in a new statement (so it sees a rival that just committed). $1 consumer, $2 id. */
-    readRow: `SELECT 0 AS claimed, status, fingerprint, result, ${responseCols} FROM ${inbox}
-      WHERE consumer = $1 AND message_id = $2`,
     /**
      * One round trip after the handler: for a 4xx the rollback of its writes and outbox rows to
-     * the claim's savepoint, the response stored on the key's row, and COMMIT. A row that is not
-     * there (it cannot be: the claim inserted it in this transaction and holds its lock) fails the
-     * statement (division by zero) rather than committing a key without its response; after an
-     * error the rest of the string is skipped, COMMIT included. The last result is COMMIT's.
+     * the claim's savepoint, the response stored on the key's row, and COMMIT. The row is there:
+     * the claim inserted it in this transaction and holds its lock (only the handler's own SQL
+     * could delete it; the caller checks the UPDATE's count after). Results: [the rollback's,] the
+     * UPDATE's, COMMIT's.
      */
     storeAndCommit: (
       consumer: string,
@@ -62,7 +59,7 @@ export function httpSql(schema: string) {
       body: Buffer,
       undoWrites: boolean,
     ): string =>
-      `${undoWrites ? `ROLLBACK TO SAVEPOINT ${SAVEPOINT}; ` : ''}WITH stored AS (UPDATE ${inbox} SET response_status = ${integerLiteral(status)}, response_headers = ${quoteLiteral(headersJson)}::jsonb, response_body = ${byteaLiteral(body)} WHERE consumer = ${quoteLiteral(consumer)} AND message_id = ${quoteLiteral(id)} RETURNING 1) SELECT 1 / count(*)::int AS stored FROM stored; COMMIT`,
+      `${undoWrites ? `ROLLBACK TO SAVEPOINT ${SAVEPOINT}; ` : ''}UPDATE ${inbox} SET response_status = ${integerLiteral(status)}, response_headers = ${quoteLiteral(headersJson)}::jsonb, response_body = ${byteaLiteral(body)} WHERE consumer = ${quoteLiteral(consumer)} AND message_id = ${quoteLiteral(id)}; COMMIT`,
     /** Lease mode: opened with `ctx.tx`'s BEGIN, where a stored 4xx rolls the handler's writes back to. */
     savepoint: `SAVEPOINT ${SAVEPOINT}`,
     rollbackToSavepoint: `ROLLBACK TO SAVEPOINT ${SAVEPOINT}`,

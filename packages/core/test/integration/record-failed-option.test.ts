@@ -185,7 +185,7 @@ describe('recordFailed: false, lease mode', () => {
     let runs = 0;
     const ib = lease({
       maxAttempts: 1,
-      leaseMs: 100,
+      leaseMs: 300,
       handlerTimeoutMs: 20,
       handler: async (e, ctx) => {
         runs++;
@@ -201,7 +201,8 @@ describe('recordFailed: false, lease mode', () => {
       again = await ib.process(envelope('l-3', { redelivered: true, attempt: 2 }));
     }
     expect(again.status).toBe('processed');
-    expect(runs).toBe(2);
+    // At least once more (a loaded machine may lose a lease and run it a third time), never given up on.
+    expect(runs).toBeGreaterThanOrEqual(2);
     expect(await rowOf(ib.consumer, 'l-3')).toMatchObject({ status: 'done' });
   });
 
