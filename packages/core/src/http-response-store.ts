@@ -15,6 +15,7 @@ export interface StoredHttpResponse {
  * taken with the claim (a 4xx is kept as the answer to the request, but not its writes).
  */
 export interface HttpResponseToStore extends StoredHttpResponse {
+  /** Roll the handler's writes and outbox rows back to the claim's savepoint before storing (a 4xx). */
   undoWrites: boolean;
 }
 

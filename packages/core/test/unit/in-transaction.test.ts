@@ -24,7 +24,7 @@ function scripted(script: Script) {
         return { rows: [], rowCount: null, command: script.commit.command };
       }
       if (text === 'ROLLBACK' && script.rollback) throw script.rollback.error;
-      return { rows: [], rowCount: 0, command: text.split(' ')[0] };
+      return { rows: [], rowCount: 0, command: text.split(' ')[0] ?? text };
     },
     release(err?: Error | boolean) {
       released.push(err);
