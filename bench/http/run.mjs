@@ -1,4 +1,4 @@
-// HTTP benchmark (issue #16, item 5): an idempotent route (@once/http's Fetch binding over
+// HTTP benchmark (issue #16, item 5; issue #26, Speed): an idempotent route (@once/http's Fetch binding over
 // node:http) against the same handler without a key, over real HTTP on 127.0.0.1 with a keep-alive
 // client (undici, one connection per client). Every variant is served by the same node:http server
 // through the same Fetch adapter (@once/http/node), so only the idempotency layer differs:
@@ -12,9 +12,14 @@
 // Each at c=1 (one client, request after request) and c=16 (16 concurrent clients), every
 // request with a new key (but replay). Interleaved repetitions (rotating order); per variant the
 // median; ratios the median of per-repetition paired ratios with min–max (bench/support/report.mjs).
+// Beside each ratio: the PostgreSQL round trips per request of both sides (medians) and the
+// 1-minute load average while its pairs ran (median [min–max] of the repetitions; the machine is
+// shared, and a ratio means little without it).
 // Size: BENCH_N1 requests per c=1 run (default 400), BENCH_N16 per c=16 run (default 1600),
 // BENCH_REPS (default 7), BENCH_ONLY=name,name.
+import { readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
+import os from 'node:os';
 import { migrate } from '@once/core';
 import { createIdempotency } from '@once/http';
 import { idempotentFetch } from '@once/http/fetch';
@@ -22,7 +27,7 @@ import { nodeListener } from '@once/http/node';
 import pg from 'pg';
 import { Pool as HttpPool } from 'undici';
 import { countingPool } from '../support/counting-pool.mjs';
-import { closeBench } from '../support/report.mjs';
+import { closeBench, median } from '../support/report.mjs';
 
 const N1 = Number(process.env.BENCH_N1 ?? 400);
 const N16 = Number(process.env.BENCH_N16 ?? 1600);
@@ -139,6 +144,7 @@ const client = new HttpPool(origin, { connections: 16, pipelining: 1, keepAliveT
  */
 async function drive(name, path, c, n, prefix, replay = false) {
   if (global.gc) global.gc();
+  const load0 = os.loadavg()[0];
   const rt0 = counter.trips;
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
@@ -174,9 +180,10 @@ async function drive(name, path, c, n, prefix, replay = false) {
     roundTripsPerMsg: (counter.trips - rt0) / n,
     cpuUsPerMsg: (cpu.user + cpu.system) / n,
     rssMiB: process.memoryUsage().rss / 2 ** 20,
+    loadavg: (load0 + os.loadavg()[0]) / 2,
   };
   console.log(
-    `  ${name.padEnd(11)} ${r.msgsPerSec.toFixed(0).padStart(7)} req/s  ${r.roundTripsPerMsg.toFixed(2)} rt/req  ${r.cpuUsPerMsg.toFixed(0)} µs cpu/req`,
+    `  ${name.padEnd(11)} ${r.msgsPerSec.toFixed(0).padStart(7)} req/s  ${r.roundTripsPerMsg.toFixed(2)} rt/req  ${r.cpuUsPerMsg.toFixed(0)} µs cpu/req  load ${r.loadavg.toFixed(1)}`,
   );
   return r;
 }
@@ -231,13 +238,33 @@ for (let rep = 0; rep < REPS; rep++) {
     if (r) runs[r].push(await replays[r](rep));
   }
 }
+const resultsFile = new URL('../results/http.json', import.meta.url);
 closeBench({
   runs,
   reps: REPS,
   checks: CHECKS,
-  file: new URL('../results/http.json', import.meta.url),
+  file: resultsFile,
   meta: { requestsC1: N1, requestsC16: N16, reps: REPS, concurrency: [1, 16] },
 });
+// Round trips and load beside each ratio, printed and added to the results file.
+const saved = JSON.parse(readFileSync(resultsFile, 'utf8'));
+console.log(
+  '\n  ratio                                  rt/req (a ÷ b)   load average while paired, median [min–max]',
+);
+for (const [label, a, b] of CHECKS) {
+  const n = Math.min(runs[a]?.length ?? 0, runs[b]?.length ?? 0);
+  if (n === 0) continue;
+  const loads = Array.from({ length: n }, (_, i) => (runs[a][i].loadavg + runs[b][i].loadavg) / 2);
+  const rt = (v) => median(runs[v].map((r) => r.roundTripsPerMsg));
+  const load = { median: median(loads), min: Math.min(...loads), max: Math.max(...loads) };
+  const trips = `${rt(a).toFixed(2)} ÷ ${rt(b).toFixed(2)}`;
+  console.log(
+    `  ${label.padEnd(38)} ${trips.padEnd(16)} ${load.median.toFixed(1)} [${load.min.toFixed(1)}–${load.max.toFixed(1)}]`,
+  );
+  if (saved.ratios[label]) Object.assign(saved.ratios[label], { roundTrips: [rt(a), rt(b)], loadavg: load });
+}
+writeFileSync(resultsFile, `${JSON.stringify(saved, null, 2)}\n`);
+
 const dupes = await raw.query(
   `SELECT variant, count(*)::int AS n FROM (SELECT variant, key FROM ${SCHEMA}.effects GROUP BY 1, 2 HAVING count(*) > 1) d GROUP BY 1`,
 );

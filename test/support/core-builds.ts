@@ -80,6 +80,7 @@ export async function httpAtCommit(commit: string): Promise<HttpBuild> {
     },
     'packages/http',
   );
+  await pinCoreImports(join(dir, 'packages/http/dist'), join(dir, 'packages/core/dist'));
   const load = async (entry: string) =>
     (await import(pathToFileURL(join(dir, 'packages/http/dist', `${entry}.js`)).href)) as Record<
       string,
@@ -93,6 +94,28 @@ export async function httpAtCommit(commit: string): Promise<HttpBuild> {
     fastify: await load('fastify'),
     express: await load('express'),
   };
+}
+
+/**
+ * Points every `@once/core[/sub]` import of the built files under `dist` at the copy's own core
+ * (`coreDist`) by file URL. Inside vitest the workspace aliases would otherwise hand an old
+ * @once/http this tree's @once/core, whose internals it was not built against. Idempotent.
+ */
+async function pinCoreImports(dist: string, coreDist: string): Promise<void> {
+  const files = (await readdir(dist, { recursive: true, withFileTypes: true }))
+    .filter((e) => e.isFile() && e.name.endsWith('.js'))
+    .map((e) => join(e.parentPath, e.name));
+  for (const file of files) {
+    const text = await readFile(file, 'utf8');
+    const pinned = text.replace(
+      /(from\s+|import\(\s*)'@once\/core(?:\/([a-z-]+))?'/g,
+      (_m, lead: string, sub?: string) => {
+        const target = pathToFileURL(join(coreDist, sub ?? '', 'index.js')).href;
+        return `${lead}'${target}'`;
+      },
+    );
+    if (pinned !== text) await writeFile(file, pinned);
+  }
 }
 
 /**

@@ -4,6 +4,7 @@ import { BatchTx } from './engine/batch-tx.js';
 import { type EngineContext, engineContext } from './engine/context.js';
 import { logFailureOutcome, logsOwnFailureLines } from './engine/failure-lines.js';
 import { FencedBatchTx } from './engine/fenced-batch-tx.js';
+import { HttpTx } from './engine/http-tx.js';
 import { type Item, prepare } from './engine/item.js';
 import { forgetStart, noteStart } from './engine/note-start.js';
 import { emitOutcome } from './engine/outcome-events.js';
@@ -33,8 +34,11 @@ export class Inbox<R = unknown> {
   readonly #ctx: EngineContext<R>;
   readonly #pause: BatchPause;
   readonly #single: SingleTx<R>;
-  /** Set with `options.transactions`: every message runs alone in the caller's library's transaction. */
-  readonly #owned: OwnedTx<R> | undefined;
+  /**
+   * Set with `options.transactions`: every message runs alone in the caller's library's
+   * transaction. Or, for an inbox made by `createHttpInbox`, in an HTTP key's transaction.
+   */
+  readonly #own: OwnedTx<R> | HttpTx<R> | undefined;
   readonly #batch: BatchTx<R>;
   readonly #fenced: FencedBatchTx<R>;
   /** Set in lease mode, which processes every message through it. */
@@ -48,7 +52,11 @@ export class Inbox<R = unknown> {
     this.#ctx = engineContext(options, this.#events, this.#readiness.fault);
     this.#pause = new BatchPause(options.logger, options.consumer);
     this.#single = new SingleTx(this.#ctx);
-    this.#owned = options.transactions ? new OwnedTx(this.#ctx, options.transactions) : undefined;
+    this.#own = options.transactions
+      ? new OwnedTx(this.#ctx, options.transactions)
+      : options.httpResponses
+        ? new HttpTx(this.#ctx)
+        : undefined;
     const one = (item: Item) => this.#single.one(item);
     this.#batch = new BatchTx(this.#ctx, one, this.#pause);
     this.#fenced = new FencedBatchTx(this.#ctx, one, this.#pause);
@@ -158,7 +166,7 @@ export class Inbox<R = unknown> {
     }
     if (this.#lease) return (await this.#lease.processAll([envelope]))[0]!;
     const prepared = prepare(envelope, this.options);
-    if (prepared.kind === 'item') return (this.#owned ?? this.#single).one(prepared.item);
+    if (prepared.kind === 'item') return (this.#own ?? this.#single).one(prepared.item);
     return (await runInOrder(planRuns([prepared], false), this.#exec, this.#notRun))[0]!;
   }
 
@@ -175,7 +183,7 @@ export class Inbox<R = unknown> {
     if (this.#lease) return this.#lease.processAll(envelopes);
     // After a batch deadlocked on the handlers' own rows, batches run one message per transaction
     // for a while (see engine/batch-pause.ts).
-    const batched = wantBatch && this.#pause.open && !this.#owned;
+    const batched = wantBatch && this.#pause.open && !this.#own;
     const runs = planRuns(
       envelopes.map((e) => prepare(e, this.options)),
       batched,
@@ -189,7 +197,7 @@ export class Inbox<R = unknown> {
   readonly #exec = (run: Run): Promise<Outcome<R>[]> | Outcome<R>[] => {
     switch (run.kind) {
       case 'one':
-        return (this.#owned ?? this.#single).one(run.item).then((o) => [o]);
+        return (this.#own ?? this.#single).one(run.item).then((o) => [o]);
       case 'batch':
         return this.#batch.run(run.items);
       case 'fenced':
@@ -206,7 +214,7 @@ export class Inbox<R = unknown> {
     emitOutcome(this.#events, this.options.consumer, o, started);
     // Only a conflict or a failure has a line (see failure-lines.ts): no lookup for the rest.
     if ((o.status === 'conflict' || o.status === 'failed') && logsOwnFailureLines(this))
-      logFailureOutcome(this.options.failureLogger, this.options.consumer, o);
+      logFailureOutcome(this.options.failureLogger, this.options.consumer, o, this.options.recordFailed);
   }
 }
 

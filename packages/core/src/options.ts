@@ -38,6 +38,18 @@ export interface InboxOptions<R = unknown> extends LeaseOptions {
   conflictPolicy?: ConflictPolicy | undefined;
   /** Store the handler's JSON result and return it to duplicates. @default false */
   storeResult?: boolean | undefined;
+  /**
+   * `false`: never write a `failed` row. Where the inbox would record a message failed (a
+   * permanent error, `maxAttempts` reached, a lease-mode step mistake, a throwing
+   * `fingerprintOf`), it gives the claim back instead (rolled back; in lease mode released, its
+   * recorded steps kept) and still answers `failed`, so the adapter dead-letters it as before; a
+   * later delivery of the id runs the handler again, from its recorded steps in lease mode. In
+   * lease mode the count of claims then no longer ends a message that keeps crashing its process:
+   * the broker's own redelivery limit must. `@once/http` sets it: a request is never recorded
+   * failed, its client's retry runs again.
+   * @default true
+   */
+  recordFailed?: boolean | undefined;
   /** Attempts before a transient failure becomes `failed`. @default 5 */
   maxAttempts?: number | undefined;
   /** How long a claim waits for another worker holding the same id before `busy`, in ms. @default 5000 */
@@ -106,6 +118,11 @@ export interface ResolvedInboxOptions<R = unknown>
     >
   > {
   readonly transactions: CallerTransactions | undefined;
+  /**
+   * Keep an HTTP response with each processed id: set by `createHttpInbox` (`@once/core/adapter`)
+   * for `@once/http`, false for every other inbox.
+   */
+  readonly httpResponses: boolean;
   /** Every log line goes here (silent without a `logger` option, or with `false`). */
   readonly logger: Logger;
   /** The failure lines go here: the given logger, console.warn without one, nothing with `false`. */
@@ -125,6 +142,7 @@ export const DEFAULT_INBOX_OPTIONS = Object.freeze({
   schema: 'once',
   conflictPolicy: 'reject' as ConflictPolicy,
   storeResult: false,
+  recordFailed: true,
   maxAttempts: 5,
   lockTimeoutMs: 5_000,
   handlerTimeoutMs: 60_000,
@@ -220,6 +238,8 @@ export function resolveInboxOptions<R>(options: InboxOptions<R>): ResolvedInboxO
     fingerprintOf: o.fingerprintOf,
     conflictPolicy: checkOneOf('conflictPolicy', o.conflictPolicy, ['reject', 'warn', 'ignore']),
     storeResult: checkBoolean('storeResult', o.storeResult),
+    recordFailed: checkBoolean('recordFailed', o.recordFailed),
+    httpResponses: false,
     maxAttempts: checkNumber('maxAttempts', o.maxAttempts, 1),
     lockTimeoutMs: checkNumber('lockTimeoutMs', o.lockTimeoutMs, 1),
     handlerTimeoutMs: checkNumber('handlerTimeoutMs', o.handlerTimeoutMs, 1),

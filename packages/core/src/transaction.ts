@@ -1,27 +1,38 @@
+import { Connection } from './connection.js';
+import { rollback, rolledBackError } from './engine/tx.js';
 import type { PgClientLike, PgPoolLike } from './pg-like.js';
 
 /**
  * Runs `body` in one transaction on a connection of `pool`: COMMIT when it resolves, ROLLBACK
- * when it throws (the error is rethrown). A connection whose ROLLBACK failed is destroyed, not
- * returned to the pool.
+ * when it throws (the error is rethrown). Rejects with COMMIT_ROLLED_BACK when PostgreSQL answers
+ * COMMIT with ROLLBACK (a statement inside had failed and the body carried on): nothing was
+ * written. A connection whose state is in doubt (COMMIT or ROLLBACK threw, the socket reported an
+ * error while held) is destroyed, not returned to the pool. Used by `migrate()` and
+ * `grantRuntime()`; no settings are pinned (a message's transaction is the engine's).
  */
 export async function inTransaction<T>(
   pool: PgPoolLike,
   body: (client: PgClientLike) => Promise<T>,
 ): Promise<T> {
-  const client = await pool.connect();
-  let broken: Error | undefined;
+  const conn = await Connection.open(pool);
+  let result: T;
   try {
-    await client.query('BEGIN');
-    const result = await body(client);
-    await client.query('COMMIT');
-    return result;
+    await conn.client.query('BEGIN');
+    result = await body(conn.client);
   } catch (err) {
-    await client.query('ROLLBACK').catch((e: Error) => {
-      broken = e;
-    });
+    await rollback(conn, err);
     throw err;
-  } finally {
-    client.release(broken);
   }
+  let commit: Awaited<ReturnType<PgClientLike['query']>>;
+  try {
+    commit = await conn.client.query('COMMIT');
+  } catch (err) {
+    // A deferred constraint ended the transaction, or the connection went with COMMIT's answer:
+    // which one is not worth telling apart here. The connection is closed either way.
+    conn.destroy(err);
+    throw err;
+  }
+  conn.release();
+  if (commit.command === 'ROLLBACK') throw rolledBackError();
+  return result;
 }

@@ -1,15 +1,18 @@
 import {
-  createInbox,
   type Envelope,
   type HandlerContext,
   type Inbox,
   type Logger,
   type Outcome,
-  PermanentError,
   silentLogger,
-  type Tx,
 } from '@once/core';
-import { HttpResponseStore } from '@once/core/adapter';
+import {
+  createHttpInbox,
+  HttpResponseStore,
+  type HttpResponseToStore,
+  type StoredHttpResponse,
+  UnclaimedTx,
+} from '@once/core/adapter';
 import { fingerprintInput } from './fingerprint.js';
 import { legacyInputOf } from './fingerprint-upgrade.js';
 import { parseIdempotencyKey } from './key.js';
@@ -66,8 +69,10 @@ class NotStored extends Error {}
  */
 export class Idempotency {
   readonly options: ResolvedIdempotencyOptions;
-  readonly #inbox: Inbox<void>;
+  readonly #inbox: Inbox<StoredHttpResponse>;
   readonly #store: HttpResponseStore;
+  /** Requests without a key: the inbox's transaction settings, no claim. */
+  readonly #unclaimed: UnclaimedTx;
   readonly #jobs = new WeakMap<Envelope, Job>();
   readonly #log: Logger | undefined;
 
@@ -75,7 +80,7 @@ export class Idempotency {
     this.options = options;
     this.#store = new HttpResponseStore(options.schema);
     this.#log = options.logger === false ? undefined : (options.logger ?? consoleWarn);
-    this.#inbox = createInbox<void>({
+    this.#inbox = createHttpInbox({
       pool: options.pool,
       consumer: options.consumer,
       schema: options.schema,
@@ -85,18 +90,19 @@ export class Idempotency {
       retentionMs: options.retentionMs,
       lockTimeoutMs: options.lockTimeoutMs,
       handlerTimeoutMs: options.handlerTimeoutMs,
-      // A request is never dead-lettered: whatever the handler threw, the client's retry runs it again.
-      classify: () => 'transient',
-      maxAttempts: 1_000_000,
+      // A request is never recorded failed: whatever the handler threw (a PermanentError, a
+      // lease-mode step mistake, its deadline), nothing is kept and the client's retry runs again.
+      recordFailed: false,
       conflictPolicy: 'reject',
       // 422s and 409s are the client's business: the engine logs only handler failures.
       logger: options.logger === undefined ? false : options.logger,
       handler: (envelope, ctx) => this.#runJob(envelope, ctx),
     });
+    this.#unclaimed = new UnclaimedTx(this.#inbox.options);
   }
 
   /** The inbox behind the keys (for events: `inbox.on('message:processed', ...)`, and `@once/otel`). */
-  get inbox(): Inbox<void> {
+  get inbox(): Inbox<unknown> {
     return this.#inbox;
   }
 
@@ -139,7 +145,7 @@ export class Idempotency {
           ),
         };
       }
-      return runUnkeyed(o, request, scope, run, this.#log);
+      return runUnkeyed(this.#unclaimed, o, request, scope, run, this.#log);
     }
     const parsed = parseIdempotencyKey(header, o.maxKeyLength);
     if (!parsed.ok) {
@@ -187,13 +193,14 @@ export class Idempotency {
     return this.#answer(outcome, job);
   }
 
-  async #answer(outcome: Outcome<void>, job: Job): Promise<HandleResult> {
+  async #answer(outcome: Outcome<StoredHttpResponse>, job: Job): Promise<HandleResult> {
     const key = job.key;
     switch (outcome.status) {
       case 'processed':
         return { status: 'processed', key, response: job.answered! };
       case 'duplicate':
-        return this.#replay(outcome.id, key);
+        // Lease mode's duplicates come without the response: read it.
+        return outcome.result ? this.#replayOf(outcome.result, key) : this.#replay(outcome.id, key);
       case 'conflict':
         return {
           status: 'mismatch',
@@ -218,6 +225,8 @@ export class Idempotency {
         };
       }
       case 'retry':
+      case 'failed':
+        // 'failed' is recorded nowhere (recordFailed is off): the retry runs again.
         if (job.unstored) return { status: 'not-stored', key, response: job.unstored };
         return this.#failed(key, outcome.error);
       case 'not-run':
@@ -229,8 +238,6 @@ export class Idempotency {
             ['retry-after', String(Math.max(1, Math.ceil(outcome.delayMs / 1000)))],
           ]),
         };
-      case 'failed':
-        return this.#failed(key, outcome.error);
     }
   }
 
@@ -245,7 +252,10 @@ export class Idempotency {
       // Purged between the claim and this read, or a row some non-HTTP consumer of the same name wrote.
       return this.#failed(key, new Error(`key ${id} has no stored response (${row.state})`));
     }
-    const r = row.response;
+    return this.#replayOf(row.response, key);
+  }
+
+  #replayOf(r: StoredHttpResponse, key: string): HandleResult {
     return {
       status: 'replayed',
       key,
@@ -270,61 +280,41 @@ export class Idempotency {
     };
   }
 
-  /** The inbox's handler: runs the route in the key's transaction and stores what it answered. */
-  async #runJob(envelope: Envelope, ctx: HandlerContext): Promise<void> {
+  /**
+   * The inbox's handler: runs the route in the key's transaction and hands core what to store with
+   * the key (core sends it with COMMIT). A 4xx is stored with the handler's writes undone, to the
+   * savepoint taken with the claim; a status that is never stored rolls everything back.
+   */
+  async #runJob(envelope: Envelope, ctx: HandlerContext): Promise<HttpResponseToStore> {
     const job = this.#jobs.get(envelope);
     if (!job) throw new Error('@once/http: a request reached the inbox without its job');
-    const store = this.#store;
-    // The savepoint goes before the handler's first statement (lazily: in lease mode ctx.tx opens
-    // on first use), so a 4xx can undo the handler's writes and keep the claim.
-    let marked = false;
-    const mark = async () => {
-      if (marked) return;
-      marked = true;
-      await store.savepoint(ctx.tx);
-    };
-    const tx: Tx = {
-      query: (async (text: Parameters<Tx['query']>[0], values?: unknown[]) => {
-        await mark();
-        return ctx.tx.query(text as unknown as string, values);
-      }) as Tx['query'],
-    };
     const hctx: IdempotentContext = {
-      tx,
-      publish: async (destination, body, options) => {
-        await mark();
-        return ctx.publish(destination, body, options);
-      },
+      tx: ctx.tx,
+      publish: ctx.publish,
       step: (name, fn) => ctx.step(name, fn),
       idempotencyKey: (step) => ctx.idempotencyKey(step),
       key: job.key,
       scope: job.scope,
       attempt: ctx.attempt,
-      signal: ctx.signal,
+      // Read through: core makes the AbortController only when the handler asks for it.
+      get signal() {
+        return ctx.signal;
+      },
     };
-    let answered: HttpResponseData;
-    try {
-      answered = await job.run(hctx);
-    } catch (error) {
-      // Core's inbox records a PermanentError as a failed row, which would answer every retry of
-      // the key with the failure until it is purged. A request is never dead-lettered: whatever
-      // the handler threw, nothing is stored and the client's retry runs it again.
-      if (PermanentError.is(error)) throw new Error(error.message, { cause: error });
-      throw error;
-    }
+    const answered = await job.run(hctx);
     const bad = checkResponse(answered);
     if (bad) throw new TypeError(bad);
     if (!isStorable(answered.status)) {
       job.unstored = answered;
       throw new NotStored(`status ${answered.status} is not stored`);
     }
-    if (answered.status >= 400 && marked) await store.rollbackToSavepoint(ctx.tx);
-    await store.store(ctx.tx, ctx.consumer, ctx.id, {
+    job.answered = answered;
+    return {
       status: answered.status,
       headers: storableHeaders(answered.headers),
       body: Buffer.from(answered.body.buffer, answered.body.byteOffset, answered.body.byteLength),
-    });
-    job.answered = answered;
+      undoWrites: answered.status >= 400,
+    };
   }
 }
 

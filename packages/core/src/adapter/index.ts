@@ -10,8 +10,10 @@
  * `sleep`, the publishers' pieces (`Connector`, the connect-once and reconnect-after-drop
  * state; `untilAborted`; `checkMessageId` and `settledResults`), the check of an id the client decoded as text (`decodedIdCheck`), and the helpers
  * adapters share with core (`resolveId`, `fingerprint`, `serializeError`, `TypedEmitter`,
- * `warnIfRetentionShort`, `checkNumber`), `HttpResponseStore`, the SQL of `@once/http`'s stored
- * responses, and `inTransaction` (BEGIN, a body, COMMIT or ROLLBACK on a pool connection). It names no broker.
+ * `warnIfRetentionShort`, `checkNumber`), `createHttpInbox` and `HttpResponseStore` (the
+ * inbox of `@once/http`'s keys, and the read of their stored responses), `inTransaction` (BEGIN, a body, COMMIT or ROLLBACK on a pool connection), and
+ * `UnclaimedTx` (a handler in once's transaction that claims nothing: `@once/http`'s requests
+ * without a key). It names no broker.
  * See docs/adapters.md. Stability: 0.x, like every package here; a minor version may change it,
  * and each change is listed in CHANGELOG.md.
  *
@@ -21,12 +23,19 @@
  * ```
  */
 
+export { type UnclaimedOutcome, UnclaimedTx } from '../engine/unclaimed-tx.js';
 export { resolveId } from '../envelope.js';
 export { serializeError } from '../errors.js';
 export { TypedEmitter } from '../events.js';
 export { type FenceRecord, readFence } from '../fence.js';
 export { fingerprint } from '../fingerprint.js';
-export { HttpResponseStore, type StoredHttpResponse, type StoredHttpRow } from '../http-response-store.js';
+export { createHttpInbox } from '../http-inbox.js';
+export {
+  HttpResponseStore,
+  type HttpResponseToStore,
+  type StoredHttpResponse,
+  type StoredHttpRow,
+} from '../http-response-store.js';
 export { checkNumber } from '../options.js';
 export { type RetentionCheck, warnIfRetentionShort } from '../retention.js';
 export { fromJsonb, isJsonbSafeString, toJsonb } from '../sql/jsonb.js';

@@ -13,6 +13,7 @@ const INBOX_KEY_SET: Record<keyof InboxOptions, true> = {
   fingerprintOf: true,
   conflictPolicy: true,
   storeResult: true,
+  recordFailed: true,
   maxAttempts: true,
   lockTimeoutMs: true,
   handlerTimeoutMs: true,

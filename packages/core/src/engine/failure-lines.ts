@@ -23,8 +23,11 @@ export function logsOwnFailureLines(inbox: object): boolean {
   return !handedOver.has(inbox);
 }
 
-/** Logs `o` when it is one of the four failures; used by a bare inbox (no adapter). */
-export function logFailureOutcome(logger: Logger, consumer: string, o: Outcome): void {
+/**
+ * Logs `o` when it is one of the four failures; used by a bare inbox (no adapter). `recorded`:
+ * the inbox writes failed rows (its `recordFailed` option).
+ */
+export function logFailureOutcome(logger: Logger, consumer: string, o: Outcome, recorded = true): void {
   if (o.status === 'conflict') {
     logger.warn(
       { consumer, id: o.id, reason: 'conflict', destination: 'not recorded (the id is processed)' },
@@ -36,7 +39,12 @@ export function logFailureOutcome(logger: Logger, consumer: string, o: Outcome):
         consumer,
         id: o.id,
         reason: o.reason,
-        destination: o.reason === 'invalid-id' ? 'not recorded (no id)' : 'recorded only',
+        destination:
+          o.reason === 'invalid-id'
+            ? 'not recorded (no id)'
+            : recorded
+              ? 'recorded only'
+              : 'not recorded (recordFailed is off)',
         error: o.error.message,
       },
       o.reason === 'invalid-id' ? 'once: message without a usable id' : 'once: attempts exhausted',

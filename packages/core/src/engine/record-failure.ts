@@ -1,6 +1,8 @@
 /**
  * Recording failures. Owns one decision: how a message that failed for good is written down so
- * its redeliveries are recognised at once (`failed` again, dead-lettered again). The record is
+ * its redeliveries are recognised at once (`failed` again, dead-lettered again), or, with
+ * `recordFailed: false`, that it is not: nothing is written, the claim is given back, and a
+ * redelivery runs the handler again. The record is
  * an autocommit write that pins synchronous_commit itself (see PIN_SYNC_COMMIT in sql/inbox.ts):
  * the broker is settled on it. When the full record is refused, a minimal one is written; only
  * an unreachable database makes the message `retry` (unspent) instead.
@@ -35,6 +37,8 @@ export async function recordFailed<R>(
   const { pool, consumer, retentionMs, failedBodyMaxBytes } = ctx.o;
   const { envelope, id, fence } = item;
   const out = ctx.out;
+  // The claim went with the rolled-back transaction; a fenced message's fence stays below it.
+  if (!ctx.o.recordFailed) return out.failed(envelope, id, reason, error);
   const serialized = serializeError(error);
   const insert = (
     errorJson: string | null,
@@ -108,7 +112,8 @@ export async function recordFailed<R>(
 
 /**
  * Savepoint batches: the handler's work was rolled back to its savepoint and its claim is still
- * held; the claim becomes the failed record, committed with the batch.
+ * held; the claim becomes the failed record, committed with the batch (with `recordFailed:
+ * false`, the claim is deleted instead, so the batch commits no claim for it).
  */
 export async function markFailedInTx<R>(
   ctx: EngineContext<R>,
@@ -117,6 +122,10 @@ export async function markFailedInTx<R>(
   reason: FailReason,
   error: unknown,
 ): Promise<Outcome<R>> {
+  if (!ctx.o.recordFailed) {
+    await stmt(conn.client.query(ctx.sql.unclaim, [ctx.o.consumer, [item.id]]));
+    return ctx.out.failed(item.envelope, item.id, reason, error);
+  }
   const max = ctx.o.failedBodyMaxBytes;
   await stmt(
     conn.client.query(ctx.sql.markFailed, [

@@ -6,10 +6,12 @@ import { type Envelope, originOf, resolveId } from '../envelope.js';
 import { ErrorCode, OnceError, serializeError } from '../errors.js';
 import type { Events } from '../events.js';
 import { fingerprintHex } from '../fingerprint.js';
+import { type HttpResponseToStore, httpResponseProblem } from '../http-response-store.js';
 import type { ResolvedInboxOptions } from '../options.js';
 import type { FailReason, Outcome } from '../outcome.js';
 import { Outcomes } from '../outcomes.js';
 import { DeadlineError } from '../run-handler.js';
+import { type HttpSql, httpSql } from '../sql/http.js';
 import { toJsonb } from '../sql/jsonb.js';
 import { type LeaseSql, leaseSql } from '../sql/lease.js';
 import { verdictOf } from '../verdict.js';
@@ -30,6 +32,8 @@ export class LeaseProcessor<R = unknown> {
   readonly #sql: LeaseSql;
   readonly #claim: LeaseClaim<R>;
   readonly #txBegin: string;
+  /** Set for an inbox of `createHttpInbox`: `done` stores the handler's response. */
+  readonly #http: HttpSql | undefined;
   readonly #out: Outcomes<R>;
   readonly #events: Events;
 
@@ -37,7 +41,10 @@ export class LeaseProcessor<R = unknown> {
     this.#o = options;
     this.#events = events;
     this.#sql = leaseSql(options.quotedSchema);
-    this.#txBegin = this.#sql.begin(options.isolation, options.lockTimeoutMs);
+    // An HTTP key's ctx.tx opens with the savepoint a stored 4xx rolls its writes back to.
+    const begin = this.#sql.begin(options.isolation, options.lockTimeoutMs);
+    this.#http = options.httpResponses ? httpSql(options.quotedSchema) : undefined;
+    this.#txBegin = this.#http ? `${begin}; ${this.#http.savepoint}` : begin;
     this.#out = new Outcomes(options);
     this.#claim = new LeaseClaim(options, this.#sql, this.#out, events);
   }
@@ -73,7 +80,9 @@ export class LeaseProcessor<R = unknown> {
     const owner = `${this.#o.workerId}/${randomUUID()}`;
     const claim = await this.#claim.take(item, owner);
     if (!('owner' in claim)) return claim;
-    if (claim.attempt > this.#o.maxAttempts) {
+    // With recordFailed off nothing is given up on for good, so the claim count ends nothing
+    // either: the redelivery runs (see InboxOptions.recordFailed).
+    if (claim.attempt > this.#o.maxAttempts && this.#o.recordFailed) {
       // Claimed maxAttempts times without an outcome: the handler crashed the process, ran out of
       // time or lost its lease every time. Running it again would not end differently.
       const error = new Error(
@@ -194,10 +203,24 @@ export class LeaseProcessor<R = unknown> {
   ): Promise<Outcome<R>> {
     const o = this.#o;
     // run.json is already in the storage form (toJsonb, in run-handler.ts).
-    const params = [o.consumer, c.item.id, c.owner, run.json, o.retentionMs];
+    const params: unknown[] = [o.consumer, c.item.id, c.owner, run.json, o.retentionMs];
+    let doneSql: string = this.#sql.done;
+    let undo = false;
+    if (this.#http) {
+      const response = run.result as unknown as HttpResponseToStore;
+      const bad = httpResponseProblem(response);
+      if (bad) {
+        if (conn) await rollback(conn, undefined);
+        return this.#afterError(c, new TypeError(bad), undefined);
+      }
+      params.push(response.status, JSON.stringify(response.headers), response.body);
+      doneSql = this.#sql.doneWithResponse;
+      undo = response.undoWrites;
+    }
     if (conn) {
       try {
-        const done = await conn.client.query(this.#sql.done, params);
+        if (undo) await conn.client.query(this.#http!.rollbackToSavepoint);
+        const done = await conn.client.query(doneSql, params);
         if (done.rowCount === 0) {
           await rollback(conn, undefined);
           return this.#out.busy(c.item.envelope, c.item.id, o.busyDelayMs);
@@ -213,13 +236,13 @@ export class LeaseProcessor<R = unknown> {
       }
     } else {
       try {
-        const done = await o.pool.query(this.#sql.done, params);
+        const done = await o.pool.query(doneSql, params);
         if (done.rowCount === 0) return this.#out.busy(c.item.envelope, c.item.id, o.busyDelayMs);
       } catch (err) {
         return this.#afterError(c, err, undefined);
       }
     }
-    if (run.published) o.outbox?.wake();
+    if (run.published && !undo) o.outbox?.wake();
     return { status: 'processed', id: c.item.id, envelope: c.item.envelope, result: run.result };
   }
 
@@ -239,15 +262,18 @@ export class LeaseProcessor<R = unknown> {
       classify: (e) => (isPermanentLeaseError(e) ? 'permanent' : this.#out.classify(e)),
       isolation: o.isolation,
     });
-    if (verdict.kind === 'fail') return this.#recordFailed(c, verdict.reason, error);
+    if (verdict.kind === 'fail' && o.recordFailed) return this.#recordFailed(c, verdict.reason, error);
     if (error instanceof DeadlineError) {
       // The abandoned handler may still be inside a step: keep the lease until it runs out, so a
       // step that completes late can still record its result (fenced) and no other worker runs
       // the same step meanwhile. A redelivery before then would only meet `busy`.
+      if (verdict.kind === 'fail') return this.#out.failed(envelope, id, verdict.reason, error);
       const r = this.#out.retry(envelope, id, error, true);
       return { ...r, delayMs: Math.max(r.delayMs, o.leaseMs) };
     }
     await this.#release(c);
+    // recordFailed off: given back, not written down; the redelivery takes it over and runs.
+    if (verdict.kind === 'fail') return this.#out.failed(envelope, id, verdict.reason, error);
     // A fault of the environment is not the message's: it spends no attempt (the claim count still rises).
     return this.#out.retry(envelope, id, error, verdict.kind === 'retry' && verdict.spent);
   }

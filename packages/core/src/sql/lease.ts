@@ -89,6 +89,14 @@ export function leaseSql(schema: string) {
     done: `UPDATE ${inbox} SET status = 'done', owner = NULL, lease_until = NULL, result = $4::jsonb,
         expires_at = now() + $5 ${ms}
       WHERE ${pinned}`,
+    /**
+     * `done` for `@once/http`'s keys: the response stored with it, in the same statement (so
+     * no reader sees the key done without its response). $4 result json, $5 retention ms, $6
+     * response status, $7 headers json, $8 body.
+     */
+    doneWithResponse: `UPDATE ${inbox} SET status = 'done', owner = NULL, lease_until = NULL, result = $4::jsonb,
+        expires_at = now() + $5 ${ms}, response_status = $6, response_headers = $7::jsonb, response_body = $8
+      WHERE ${pinned}`,
     /** Records a permanent failure, fenced. $4 error json, $5 body, $6 truncated, $7 retention ms, $8 origin. */
     fail: `UPDATE ${inbox} SET status = 'failed', owner = NULL, lease_until = NULL, error = $4::jsonb,
         body = $5, body_truncated = $6, expires_at = now() + $7 ${ms}, origin = $8::jsonb
