@@ -4,7 +4,6 @@
 //   B1/batch   plain kafkajs eachBatch, one transaction per slice of BENCH_SLICE messages, offsets after.
 //   once/msg   createKafkaConsumer({ batch: false }): one transaction per message.
 //   once/batch createKafkaConsumer({ batch: true, batchSize: BENCH_SLICE }).
-//   fenced/batch the same with offsetFencing: a fence row per partition instead of inbox rows.
 //   floor/msg, floor/batch  the floor (bench/support/floor.mjs, a frozen hand-written inbox) in
 //              B1/msg's and B1/batch's consumers: same settings, its claim before the effect,
 //              offsets committed after COMMIT.
@@ -25,8 +24,7 @@
 // effect on the first attempt. Every variant runs a failed attempt again in place, on its
 // partition, after BENCH_RETRY_MS (default 0): once through its retry (retryDelayMs, waited in
 // place as its inlineRetryMaxMs allows), B1 and the floor in their own loop (untilCommitted below),
-// offsets committed only after a COMMIT. fenced/batch runs on the clean stream only: a fence takes
-// a copy at a later offset for a new message. Every run checks its effects: each id once (B1,
+// offsets committed only after a COMMIT. Every run checks its effects: each id once (B1,
 // without an inbox: each copy once). A run with no message done for BENCH_STALL_MS (default 60 s)
 // fails the bench, naming the variant, the repetition and how many messages were done.
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -340,15 +338,13 @@ const variants = {
   },
 };
 
-for (const [name, mode, offsetFencing] of [
-  ['once/msg', 'message', false],
-  ['once/batch', 'batch', false],
-  ['fenced/batch', 'batch', true],
+for (const [name, mode] of [
+  ['once/msg', 'message'],
+  ['once/batch', 'batch'],
 ]) {
   variants[name] = async (progress, tag) => {
-    const variant = `${offsetFencing ? 'fenced' : 'once'}${mode}`;
+    const variant = `once${mode}`;
     const c = createKafkaConsumer({
-      offsetFencing,
       kafka,
       groupId: `${RUN}-${variant}${tag}`,
       topics: [TOPIC],
@@ -390,7 +386,7 @@ const only = process.env.BENCH_ONLY?.split(',');
 const allNames = Object.keys(variants).filter((n) => !only || only.includes(n));
 const byStream = [];
 for (const stream of STREAMS) {
-  const names = allNames.filter((n) => stream.mode === 'clean' || !n.startsWith('fenced'));
+  const names = allNames;
   const runs = Object.fromEntries(names.map((n) => [n, []]));
   console.log(`\n${stream.mode} stream`);
   for (let rep = 0; rep < REPS; rep++) {
@@ -452,11 +448,7 @@ function summarise({ stream, runs }) {
     ['floor/batch ÷ B1/batch', paired('floor/batch', 'B1/batch'), undefined, '≥'],
     ['floor/batch ÷ floor/msg', paired('floor/batch', 'floor/msg'), undefined, '≥'],
     ['once/batch ÷ raw', paired('once/batch', 'raw'), undefined, '≥'],
-    ['fenced/batch ÷ once/batch', paired('fenced/batch', 'once/batch'), undefined, '≥'],
-    ['fenced/batch ÷ B1/batch', paired('fenced/batch', 'B1/batch'), undefined, '≥'],
-    // Issue #28 item 5: fencing stays only at ≥ 1.2× the rate or ≤ 0.8× the CPU of batched claims.
-    ['fenced/batch ÷ once/batch, CPU µs/msg', paired('fenced/batch', 'once/batch', cpu), undefined, '≤'],
-    ['fenced/batch ÷ once/batch, Node+PG CPU', withPg('fenced/batch', 'once/batch'), undefined, '≤'],
+    ['once/msg ÷ floor/msg, Node+PG CPU', withPg('once/msg', 'floor/msg'), undefined, '≤'],
     ['once/batch ÷ floor/batch, Node+PG CPU', withPg('once/batch', 'floor/batch'), undefined, '≤'],
   ];
   const ratios = {};
