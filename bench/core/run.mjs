@@ -1,8 +1,8 @@
 // Core benchmark: what the inbox costs over the same effect without it.
 // B1 bare effect (own transaction, no dedup), F the floor (bench/support/floor.mjs: a frozen
-// hand-written inbox), B2 once per message, B3 once batched (10, 100), B4 naive check-then-insert,
-// B5 offset fencing. Fk, B2k, B3k: the floor and once with an effect table that has a primary key
-// (reported beside the index-less figures, not instead). Interleaved repetitions; per variant the
+// hand-written inbox), B2 once per message, B3 once batched (10, 100), B4 naive check-then-insert
+// (B5, offset fencing, went with fencing in issue #28). Fk, B2k, B3k: the floor and once with an
+// effect table that has a primary key (reported beside the index-less figures, not instead). Interleaved repetitions; per variant the
 // median and spread; ratios as the median of per-repetition paired ratios with min–max.
 // Two stream shapes: clean, and faults (5 % of messages fail transiently once, 5 % redelivered
 // duplicates). pgbench runs of the floor's SQL and of once's own per-message SQL follow.
@@ -80,9 +80,6 @@ const variants = {
   'B3k once pk/batch100': { batch: 100, make: (c) => onceVariant(c, 'optimistic', EFFECT_PK) },
   'B3s once/batch100 savepoints': { batch: 100, make: (c) => onceVariant(c, 'savepoint') },
   'B4 naive check-then-insert/msg': { batch: 1, make: (c) => naive(c) },
-  // Offset fencing: each chunk of 100 is one partition's slice (offsets 0..99), as a Kafka batch
-  // is. Run on duplicate-free streams only: a fence takes everything below it for processed.
-  'B5 fenced/batch100': { batch: 100, fenced: true, make: (c) => fencedVariant(c) },
 };
 const ONLY = (process.env.BENCH_VARIANTS ?? '').split(',').filter(Boolean);
 for (const name of Object.keys(variants)) {
@@ -149,27 +146,6 @@ function onceVariant(consumer, batchMode, sql = EFFECT) {
         throw new Error(`unexpected ${o.status} ${o.reason ?? ''} ${o.error?.message ?? ''}`);
     }
     return again;
-  };
-}
-
-function fencedVariant(consumer) {
-  const inbox = createInbox({
-    pool,
-    schema: SCHEMA,
-    consumer,
-    lockTimeoutMs: 30_000,
-    fenceOf: (e) => ({ stream: 'bench', partition: e.source.partition, offset: e.source.offset }),
-    handler: async (e, { tx }) => {
-      await tx.query(EFFECT, [e.id, 7]);
-    },
-  });
-  return async (envs) => {
-    const placed = envs.map((e) => {
-      const i = Number(e.id.slice(e.id.lastIndexOf('-') + 1));
-      return { ...e, source: { ...e.source, partition: Math.floor(i / 100), offset: String(i % 100) } };
-    });
-    const outs = await inbox.processBatch(placed);
-    for (const o of outs) if (o.status !== 'processed') throw new Error(`unexpected ${o.status}`);
   };
 }
 
@@ -296,7 +272,6 @@ for (const { mode, dupShare, failShare } of MODES) {
       const order = names.slice(r % names.length).concat(names.slice(0, r % names.length));
       for (const name of order) {
         const v = variants[name];
-        if (v.fenced && dupShare > 0) continue;
         reps[name].push(await drive(v.make(`${name}-${runNo}`), stream(dupShare, failShare), v.batch, c));
         sample();
       }
@@ -411,8 +386,6 @@ for (const { mode } of MODES) {
     ratio('B3 once/batch100', 'B2 once/msg', 3.5, 'B3(100) / B2');
     ratio('B3 once/batch100', 'B3s once/batch100 savepoints', 1, 'optimistic / savepoint batch (100)');
     ratio('B4 naive check-then-insert/msg', 'B1 bare/msg', undefined, 'B4 naive / B1 per message');
-    ratio('B5 fenced/batch100', 'B3 once/batch100', undefined, 'fenced / inbox batch (100)');
-    ratio('B5 fenced/batch100', 'B1 bare/batch100', 0.8, 'fenced(100) / B1 batched(100)');
   }
 }
 for (const { mode, dupShare, failShare } of MODES) {

@@ -4,7 +4,6 @@
 //   B1/batch   plain kafkajs eachBatch, one transaction per slice of BENCH_SLICE messages, offsets after.
 //   once/msg   createKafkaConsumer({ batch: false }): one transaction per message.
 //   once/batch createKafkaConsumer({ batch: true, batchSize: BENCH_SLICE }).
-//   fenced/batch the same with offsetFencing: a fence row per partition instead of inbox rows.
 //   floor/msg, floor/batch  the floor (bench/support/floor.mjs, a frozen hand-written inbox) in
 //              B1/msg's and B1/batch's consumers: same settings, its claim before the effect,
 //              offsets committed after COMMIT.
@@ -14,15 +13,18 @@
 // fresh consumer group, 3 partitions at a time, and write the same effect row per message.
 // Latency is per message from the start of its transaction (or slice) to its COMMIT: the messages
 // are pre-produced, so produce-to-effect time would only measure the backlog.
+// CPU per message: Node (this process) and, where the server's backends can be read from /proc,
+// Node plus the bench's own PostgreSQL backends (named by application_name, so another program's
+// statements on a shared server are not counted; bench/support/proc-cpu.mjs, backendCpu).
 // Size: BENCH_MESSAGES (default 20000; the issue's full size is 200000), BENCH_ONLY=name,name,
-// BENCH_SCHEMA (default once_bench_kafka).
+// BENCH_SCHEMA (default once_bench_kafka), BENCH_RESULTS (the file under bench/results/, default
+// kafka.json).
 // Streams (bench/support/faults.mjs; BENCH_STREAMS=clean,faults, default both), each on its own
 // topic: clean, and faults, where 5 % of the messages are produced twice and 5 % throw after their
 // effect on the first attempt. Every variant runs a failed attempt again in place, on its
 // partition, after BENCH_RETRY_MS (default 0): once through its retry (retryDelayMs, waited in
 // place as its inlineRetryMaxMs allows), B1 and the floor in their own loop (untilCommitted below),
-// offsets committed only after a COMMIT. fenced/batch runs on the clean stream only: a fence takes
-// a copy at a later offset for a new message. Every run checks its effects: each id once (B1,
+// offsets committed only after a COMMIT. Every run checks its effects: each id once (B1,
 // without an inbox: each copy once). A run with no message done for BENCH_STALL_MS (default 60 s)
 // fails the bench, naming the variant, the repetition and how many messages were done.
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -35,6 +37,7 @@ import { countingPool } from '../support/counting-pool.mjs';
 import { bareTransaction, checkEffects, faultRun, streamsFromEnv } from '../support/faults.mjs';
 import { createFloorTable, floorBatch, floorOne } from '../support/floor.mjs';
 import { doneCount } from '../support/measure.mjs';
+import { backendCpu } from '../support/proc-cpu.mjs';
 import { fmtRatio, gitCommit, median, pairedRatio } from '../support/report.mjs';
 
 const N = Number(process.env.BENCH_MESSAGES ?? 20_000);
@@ -47,11 +50,15 @@ const BROKERS = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',');
 const DB_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const SCHEMA = process.env.BENCH_SCHEMA ?? 'once_bench_kafka';
 const STREAMS = streamsFromEnv();
+const RESULTS = process.env.BENCH_RESULTS ?? 'kafka.json';
 const RUN = `bench-kafka-${process.pid}-${Date.now().toString(36)}`;
 const topicOf = (stream) => `${RUN}-${stream.mode}`;
 
-const raw = new pg.Pool({ connectionString: DB_URL, max: 12 });
+// The pool's backends are named so their CPU can be read (backendCpu) and kept open for a whole run.
+const raw = new pg.Pool({ connectionString: DB_URL, max: 12, application_name: RUN, idleTimeoutMillis: 0 });
 raw.on('error', () => {});
+const monitor = new pg.Client({ connectionString: DB_URL, application_name: `${RUN}-monitor` });
+await monitor.connect();
 const { pool, counter } = countingPool(raw);
 
 await raw.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
@@ -158,11 +165,13 @@ async function measure(name, start, rep, stream) {
   }, 100);
   const rt0 = counter.trips;
   const cpu0 = process.cpuUsage();
+  const pg0 = await backendCpu(monitor, RUN);
   const stop = await start(progress, `-${stream.mode}-${rep}`);
   const t0 = performance.now();
   await done.finished;
   const seconds = (performance.now() - t0) / 1000;
   const cpu = process.cpuUsage(cpu0);
+  const pgSeconds = await backendCpu(monitor, RUN, pg0);
   const trips = counter.trips - rt0;
   await stop();
   clearInterval(sampler);
@@ -190,6 +199,8 @@ async function measure(name, start, rep, stream) {
     p99Ms: Number(pct(99).toFixed(2)),
     roundTripsPerMsg: Number((trips / N).toFixed(2)),
     cpuUsPerMsg: Math.round((cpu.user + cpu.system) / N),
+    nodePgCpuUsPerMsg: pgSeconds === null ? null : Math.round((cpu.user + cpu.system + pgSeconds * 1e6) / N),
+    loadavg1: Number(os.loadavg()[0].toFixed(2)),
     peakRssMb: Math.round(peakRss / 1_048_576),
   };
 }
@@ -327,15 +338,13 @@ const variants = {
   },
 };
 
-for (const [name, mode, offsetFencing] of [
-  ['once/msg', 'message', false],
-  ['once/batch', 'batch', false],
-  ['fenced/batch', 'batch', true],
+for (const [name, mode] of [
+  ['once/msg', 'message'],
+  ['once/batch', 'batch'],
 ]) {
   variants[name] = async (progress, tag) => {
-    const variant = `${offsetFencing ? 'fenced' : 'once'}${mode}`;
+    const variant = `once${mode}`;
     const c = createKafkaConsumer({
-      offsetFencing,
       kafka,
       groupId: `${RUN}-${variant}${tag}`,
       topics: [TOPIC],
@@ -377,7 +386,7 @@ const only = process.env.BENCH_ONLY?.split(',');
 const allNames = Object.keys(variants).filter((n) => !only || only.includes(n));
 const byStream = [];
 for (const stream of STREAMS) {
-  const names = allNames.filter((n) => stream.mode === 'clean' || !n.startsWith('fenced'));
+  const names = allNames;
   const runs = Object.fromEntries(names.map((n) => [n, []]));
   console.log(`\n${stream.mode} stream`);
   for (let rep = 0; rep < REPS; rep++) {
@@ -386,7 +395,9 @@ for (const stream of STREAMS) {
     for (const name of order) {
       const r = await measure(name, variants[name], rep, stream);
       runs[name].push(r);
-      console.log(`  rep ${rep + 1} ${name.padEnd(12)} ${String(r.msgsPerSec).padStart(7)} msgs/s`);
+      console.log(
+        `  rep ${rep + 1} ${name.padEnd(12)} ${String(r.msgsPerSec).padStart(7)} msgs/s ${String(r.cpuUsPerMsg).padStart(5)} µs/msg Node ${String(r.nodePgCpuUsPerMsg ?? 'n/a').padStart(5)} Node+PG, load ${r.loadavg1}`,
+      );
     }
   }
   byStream.push({ stream, runs });
@@ -408,15 +419,23 @@ function summarise({ stream, runs }) {
       p99Ms: med('p99Ms'),
       roundTripsPerMsg: med('roundTripsPerMsg'),
       cpuUsPerMsg: Math.round(median(list.map((r) => r.cpuUsPerMsg))),
+      nodePgCpuUsPerMsg: list.some((r) => r.nodePgCpuUsPerMsg === null)
+        ? null
+        : Math.round(median(list.map((r) => r.nodePgCpuUsPerMsg))),
       peakRssMb: Math.max(...list.map((r) => r.peakRssMb)),
       repMsgsPerSec: list.map((r) => r.msgsPerSec),
       repCpuUsPerMsg: list.map((r) => r.cpuUsPerMsg),
+      repNodePgCpuUsPerMsg: list.map((r) => r.nodePgCpuUsPerMsg),
+      repLoadavg1: list.map((r) => r.loadavg1),
     };
   }
 
   // Each ratio: the median of per-repetition paired ratios, with min–max.
   const paired = (a, b, value = (r) => r.msgsPerSec) => pairedRatio(runs[a], runs[b], value);
   const cpu = (r) => r.cpuUsPerMsg;
+  const nodePg = (r) => r.nodePgCpuUsPerMsg;
+  const withPg = (a, b) =>
+    runs[a]?.concat(runs[b] ?? []).some((r) => nodePg(r) === null) ? undefined : paired(a, b, nodePg);
   const ratioDefs = [
     ['once/msg ÷ floor/msg', paired('once/msg', 'floor/msg'), 0.9, '≥'],
     ['once/batch ÷ floor/batch', paired('once/batch', 'floor/batch'), 0.9, '≥'],
@@ -429,8 +448,8 @@ function summarise({ stream, runs }) {
     ['floor/batch ÷ B1/batch', paired('floor/batch', 'B1/batch'), undefined, '≥'],
     ['floor/batch ÷ floor/msg', paired('floor/batch', 'floor/msg'), undefined, '≥'],
     ['once/batch ÷ raw', paired('once/batch', 'raw'), undefined, '≥'],
-    ['fenced/batch ÷ once/batch', paired('fenced/batch', 'once/batch'), undefined, '≥'],
-    ['fenced/batch ÷ B1/batch', paired('fenced/batch', 'B1/batch'), undefined, '≥'],
+    ['once/msg ÷ floor/msg, Node+PG CPU', withPg('once/msg', 'floor/msg'), undefined, '≤'],
+    ['once/batch ÷ floor/batch, Node+PG CPU', withPg('once/batch', 'floor/batch'), undefined, '≤'],
   ];
   const ratios = {};
   for (const [label, r, target, cmp] of ratioDefs) {
@@ -451,10 +470,12 @@ function summarise({ stream, runs }) {
   console.log(
     `medians of ${REPS} repetitions, ${stream.mode} stream (${stream.duplicates * 100} % duplicates, ${stream.failures * 100} % transient failures)`,
   );
-  console.log('variant        msgs/s   p50 ms   p99 ms   RT/msg   CPU µs/msg   peak RSS MB   redelivered');
+  console.log(
+    'variant        msgs/s   p50 ms   p99 ms   RT/msg   CPU µs/msg   +PG µs/msg   peak RSS MB   redelivered',
+  );
   for (const r of Object.values(results)) {
     console.log(
-      `${r.name.padEnd(12)} ${String(r.msgsPerSec).padStart(8)} ${String(r.p50Ms).padStart(8)} ${String(r.p99Ms).padStart(8)} ${String(r.roundTripsPerMsg).padStart(8)} ${String(r.cpuUsPerMsg).padStart(12)} ${String(r.peakRssMb).padStart(13)} ${String(r.redeliveredPerRun).padStart(13)}`,
+      `${r.name.padEnd(12)} ${String(r.msgsPerSec).padStart(8)} ${String(r.p50Ms).padStart(8)} ${String(r.p99Ms).padStart(8)} ${String(r.roundTripsPerMsg).padStart(8)} ${String(r.cpuUsPerMsg).padStart(12)} ${String(r.nodePgCpuUsPerMsg ?? 'n/a').padStart(12)} ${String(r.peakRssMb).padStart(13)} ${String(r.redeliveredPerRun).padStart(13)}`,
     );
   }
   console.log('');
@@ -472,10 +493,11 @@ const summaries = byStream.map(summarise);
 
 mkdirSync(new URL('../results/', import.meta.url), { recursive: true });
 writeFileSync(
-  new URL('../results/kafka.json', import.meta.url),
-  `${JSON.stringify({ when: new Date().toISOString(), commit: gitCommit(), messages: N, partitions: PARTITIONS, slice: SLICE, concurrency: CONCURRENCY, retryMs: RETRY_MS, reps: REPS, cores: os.cpus().length, results: summaries.flatMap((x) => x.results), ratios: Object.fromEntries(byStream.map((x, i) => [x.stream.mode, summaries[i].ratios])) }, null, 2)}\n`,
+  new URL(`../results/${RESULTS}`, import.meta.url),
+  `${JSON.stringify({ when: new Date().toISOString(), commit: gitCommit(), only: only ?? null, loadavgAtEnd: os.loadavg(), messages: N, partitions: PARTITIONS, slice: SLICE, concurrency: CONCURRENCY, retryMs: RETRY_MS, reps: REPS, cores: os.cpus().length, results: summaries.flatMap((x) => x.results), ratios: Object.fromEntries(byStream.map((x, i) => [x.stream.mode, summaries[i].ratios])) }, null, 2)}\n`,
 );
 await admin.deleteTopics({ topics: STREAMS.map(topicOf) }).catch(() => {});
 await admin.disconnect();
 await raw.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
+await monitor.end();
 await raw.end();

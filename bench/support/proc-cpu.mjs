@@ -82,3 +82,45 @@ export function cpuBetween(a, b) {
     busyShare: b.total > a.total ? Number(((b.busy - a.busy) / (b.total - a.total)).toFixed(3)) : null,
   };
 }
+
+/**
+ * CPU ticks of the given PostgreSQL backends, by pid, read from /proc; a pid that is gone counts 0.
+ * Null if one of them is not a local `postgres` process (a server in a container or on another
+ * machine, whose pids are not ours to read) or /proc cannot be read.
+ */
+export function backendTicks(pids) {
+  const out = new Map();
+  for (const pid of pids) {
+    let stat;
+    try {
+      stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    } catch (err) {
+      if (err?.code !== 'ENOENT') return null;
+      out.set(pid, 0);
+      continue;
+    }
+    const close = stat.lastIndexOf(')');
+    if (stat.slice(stat.indexOf('(') + 1, close) !== 'postgres') return null;
+    const f = stat.slice(close + 2).split(' ');
+    out.set(pid, Number(f[11]) + Number(f[12]));
+  }
+  return out;
+}
+
+/**
+ * CPU seconds spent by the PostgreSQL backends whose `application_name` is `name`, between
+ * `const s = await backendCpu(client, name)` and `await backendCpu(client, name, s)`; `client`
+ * is a connection not so named. On a server other programs also use, the `postgres` group of
+ * cpuBetween counts their statements too; this counts only the bench's own. A backend that starts
+ * inside the window counts from zero, one that ends inside it is lost: the bench's pool keeps its
+ * connections (idleTimeoutMillis: 0). Null where the backends cannot be read (see backendTicks).
+ */
+export async function backendCpu(client, name, start) {
+  const { rows } = await client.query('SELECT pid FROM pg_stat_activity WHERE application_name = $1', [name]);
+  const now = backendTicks(rows.map((r) => r.pid));
+  if (start === undefined) return now;
+  if (!now || !start) return null;
+  let ticks = 0;
+  for (const [pid, t] of now) ticks += t - (start.get(pid) ?? 0);
+  return Number((ticks * TICK_S).toFixed(3));
+}

@@ -11,14 +11,13 @@ import { type InboxOptions, resolveInboxOptions } from './options.js';
  * `HttpResponseStore` when it is undefined). In transaction mode a new key costs two round trips
  * besides the handler's own statements, as a plain route's BEGIN and COMMIT do (BEGIN, claim and
  * savepoint in one; store and COMMIT in one), and a replay one (its ROLLBACK is not waited for).
- * Each message runs in its own transaction. Cannot be combined with `storeResult`, `fenceOf` or
+ * Each message runs in its own transaction. Cannot be combined with `storeResult` or
  * `transactions`.
  */
 export function createHttpInbox(options: InboxOptions<StoredHttpResponse>): Inbox<StoredHttpResponse> {
   const o = resolveInboxOptions(options);
   for (const [field, set] of [
     ['storeResult', o.storeResult],
-    ['fenceOf', o.fenceOf !== undefined],
     ['transactions', o.transactions !== undefined],
   ] as const) {
     if (set) {

@@ -3,7 +3,6 @@ import { BatchPause } from './engine/batch-pause.js';
 import { BatchTx } from './engine/batch-tx.js';
 import { type EngineContext, engineContext } from './engine/context.js';
 import { logFailureOutcome, logsOwnFailureLines } from './engine/failure-lines.js';
-import { FencedBatchTx } from './engine/fenced-batch-tx.js';
 import { HttpTx } from './engine/http-tx.js';
 import { type Item, prepare } from './engine/item.js';
 import { forgetStart, noteStart } from './engine/note-start.js';
@@ -40,7 +39,6 @@ export class Inbox<R = unknown> {
    */
   readonly #own: OwnedTx<R> | HttpTx<R> | undefined;
   readonly #batch: BatchTx<R>;
-  readonly #fenced: FencedBatchTx<R>;
   /** Set in lease mode, which processes every message through it. */
   readonly #lease: LeaseProcessor<R> | undefined;
 
@@ -59,7 +57,6 @@ export class Inbox<R = unknown> {
         : undefined;
     const one = (item: Item) => this.#single.one(item);
     this.#batch = new BatchTx(this.#ctx, one, this.#pause);
-    this.#fenced = new FencedBatchTx(this.#ctx, one, this.#pause);
     this.#lease = options.mode === 'lease' ? new LeaseProcessor(options, this.#events) : undefined;
   }
 
@@ -200,8 +197,6 @@ export class Inbox<R = unknown> {
         return (this.#own ?? this.#single).one(run.item).then((o) => [o]);
       case 'batch':
         return this.#batch.run(run.items);
-      case 'fenced':
-        return this.#fenced.run(run.items);
       case 'invalid-id':
         return [this.#ctx.out.failed(run.envelope, undefined, 'invalid-id', run.error)];
       case 'unplaceable':

@@ -31,7 +31,6 @@ export {
   type SerializedError,
 } from './errors.js';
 export type { MessageEventBase, OnceEventListener, OnceEventMap, OnceEventName } from './events.js';
-export type { Fence, FenceOf, FencePosition } from './fence.js';
 export type { Handler, HandlerContext, Tx } from './handler.js';
 export { quoteIdentifier } from './identifier.js';
 export { createInbox, Inbox } from './inbox.js';

@@ -1,7 +1,6 @@
 import { type CallerTransactions, isCallerTransactions } from './caller-transactions.js';
 import type { Envelope, IdOf } from './envelope.js';
 import { ErrorCode, OnceError } from './errors.js';
-import type { FenceOf } from './fence.js';
 import type { Handler } from './handler.js';
 import { quoteIdentifier } from './identifier.js';
 import type { IsolationLevel } from './isolation.js';
@@ -80,27 +79,12 @@ export interface InboxOptions<R = unknown> extends LeaseOptions {
   /** Enables `ctx.publish` in handlers: messages go out through this outbox, in the handler's transaction. */
   outbox?: Outbox | undefined;
   /**
-   * Offset fencing, for ordered streams whose producers never send a message twice (Kafka
-   * topics written once per message). When it returns a position for an envelope, the claim is
-   * a per-(consumer, stream, partition) fence row instead of an inbox row: the fence moves past
-   * the offset in the transaction of the message's effects, and a message below the fence is a
-   * `duplicate` without any row of its own. So a redelivery is caught, but a producer's
-   * duplicate (same id, new offset) is not, nor is a payload `conflict`. Messages must be
-   * processed in offset order per partition (a fence skips everything below it). A permanent
-   * failure moves the fence and records a `failed` inbox row, so a redelivery of it is `failed`
-   * again. Fenced envelopes run one per transaction, also in {@link Inbox.processBatch}.
-   * Cannot be combined with `storeResult` (no row to hold the result) or lease mode. Return
-   * `undefined` for envelopes that should use the inbox as usual.
-   * @default undefined (no fencing)
-   */
-  fenceOf?: FenceOf | undefined;
-  /**
    * Claim inside a transaction that your data library opens and commits (Prisma, TypeORM, ...)
    * instead of one once opens on `pool`: see {@link CallerTransactions}, and the bindings
    * `@once/core/prisma` and `@once/core/typeorm`, which set it with the handler. Each message then
    * runs in its own transaction (`processBatch` included); `ctx.transaction` is the library's
    * transaction object and `ctx.tx` runs raw SQL in it. The library chooses the isolation level
-   * (leave `isolation` unset). Cannot be combined with lease mode or `fenceOf`.
+   * (leave `isolation` unset). Cannot be combined with lease mode.
    * @default undefined (once opens the transaction on `pool`)
    */
   transactions?: CallerTransactions | undefined;
@@ -112,10 +96,7 @@ export type Defined<T> = { readonly [K in keyof T]-?: Exclude<T[K], undefined> }
 /** Options after defaults, frozen. */
 export interface ResolvedInboxOptions<R = unknown>
   extends Defined<
-    Omit<
-      InboxOptions<R>,
-      'idOf' | 'fingerprintOf' | 'classify' | 'outbox' | 'fenceOf' | 'logger' | 'transactions'
-    >
+    Omit<InboxOptions<R>, 'idOf' | 'fingerprintOf' | 'classify' | 'outbox' | 'logger' | 'transactions'>
   > {
   readonly transactions: CallerTransactions | undefined;
   /**
@@ -128,7 +109,6 @@ export interface ResolvedInboxOptions<R = unknown>
   /** The failure lines go here: the given logger, console.warn without one, nothing with `false`. */
   readonly failureLogger: Logger;
   readonly outbox: Outbox | undefined;
-  readonly fenceOf: FenceOf | undefined;
   readonly idOf: IdOf | undefined;
   readonly fingerprintOf: ((envelope: Envelope) => Buffer | string) | undefined;
   readonly classify: ((err: unknown) => ErrorClass) | undefined;
@@ -196,7 +176,6 @@ export function resolveInboxOptions<R>(options: InboxOptions<R>): ResolvedInboxO
   checkFunction('fingerprintOf', o.fingerprintOf);
   checkFunction('classify', o.classify);
   checkFunction('retryDelayMs', o.retryDelayMs);
-  checkFunction('fenceOf', o.fenceOf);
   const option = o.logger as LoggerOption | undefined;
   if (option !== undefined && option !== false) {
     for (const level of ['debug', 'info', 'warn', 'error'] as const) {
@@ -207,22 +186,12 @@ export function resolveInboxOptions<R>(options: InboxOptions<R>): ResolvedInboxO
   }
   const { logger, failureLogger } = resolveLoggers(option);
   const lease = resolveLeaseOptions(options);
-  if (o.fenceOf !== undefined && o.storeResult === true) {
-    throw invalid(
-      'fenceOf',
-      'cannot be combined with storeResult (a fenced message has no row to hold its result)',
-    );
-  }
-  if (o.fenceOf !== undefined && lease.mode === 'lease') {
-    throw invalid('fenceOf', "cannot be combined with mode 'lease'");
-  }
   const transactions = o.transactions;
   if (transactions !== undefined) {
     if (!isCallerTransactions(transactions)) {
       throw invalid('transactions', 'must have run(body, options) and query(tx, text, values) methods');
     }
     if (lease.mode === 'lease') throw invalid('transactions', "cannot be combined with mode 'lease'");
-    if (o.fenceOf !== undefined) throw invalid('transactions', 'cannot be combined with fenceOf');
     // 'read committed' is the default, which resolved options carry back in (createInbox({ ...inbox.options })).
     if (options.isolation !== undefined && options.isolation !== 'read committed') {
       throw invalid('isolation', "is the data library's to set when options.transactions is given");
@@ -253,7 +222,6 @@ export function resolveInboxOptions<R>(options: InboxOptions<R>): ResolvedInboxO
     logger,
     failureLogger,
     outbox: checkOutbox(o.outbox),
-    fenceOf: o.fenceOf,
     transactions,
     ...lease,
   });

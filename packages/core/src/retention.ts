@@ -9,8 +9,6 @@ export interface RetentionCheck {
   horizonMs: number;
   /** The source it applies to, e.g. `SQS queue <url>` or `Kafka topic orders`. */
   source: string;
-  /** What else protects this source, appended to the advice (e.g. Kafka's offset fencing). */
-  remedy?: string;
 }
 
 /**
@@ -25,7 +23,7 @@ export function warnIfRetentionShort(logger: Logger, c: RetentionCheck): boolean
     { consumer: c.consumer, retentionMs: c.retentionMs, horizonMs: c.horizonMs, source: c.source },
     `once: consumer ${JSON.stringify(c.consumer)} remembers processed ids for ${formatDays(c.retentionMs)}, ` +
       `but ${c.source} can deliver a message again ${horizon}: a redelivery after the inbox row ` +
-      `is purged runs again. Raise retentionMs to at least the broker's horizon${c.remedy ? `, ${c.remedy}` : ''}`,
+      `is purged runs again. Raise retentionMs to at least the broker's horizon`,
   );
   return true;
 }

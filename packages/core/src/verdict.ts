@@ -6,7 +6,7 @@ import { classifyDbError, isEnvironmental } from './sqlstate.js';
 
 /**
  * What a failure of a started message comes to. This module owns that one decision for every
- * path (single, batch, fenced, lease): whether the attempt counts, and whether it ends the message.
+ * path (single, batch, lease): whether the attempt counts, and whether it ends the message.
  * - `retry`: redeliver; `spent` says whether the attempt counts toward `maxAttempts`.
  * - `fail`: record it failed and dead-letter it.
  * - `busy`: a rival holds the id past the wait bound.

@@ -7,7 +7,5 @@ export const KafkaErrorCode = {
   Unreachable: 'KAFKA_UNREACHABLE',
   /** A topic to consume does not exist at `start()`: create it first. */
   UnknownTopic: 'KAFKA_UNKNOWN_TOPIC',
-  /** With `offsetFencing`, a partition's fence does not match its log: the partition is stopped. */
-  FenceMismatch: 'KAFKA_FENCE_MISMATCH',
 } as const;
 export type KafkaErrorCode = (typeof KafkaErrorCode)[keyof typeof KafkaErrorCode];

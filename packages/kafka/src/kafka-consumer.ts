@@ -1,13 +1,10 @@
-import { type Envelope, ErrorCode, type FencePosition, OnceError } from '@once/core';
+import { ErrorCode, OnceError } from '@once/core';
 import {
   ConsumerBase,
   type ConsumerHealth,
   type ConsumerState,
-  fingerprint,
   logDropped,
   processGate,
-  readFence,
-  resolveId,
   type StartCounter,
   serializeError,
 } from '@once/core/adapter';
@@ -35,7 +32,7 @@ export type KafkaConsumerState = ConsumerState;
 
 /**
  * A snapshot for health checks and dashboards. `healthy`: running, the database and schema
- * usable, kafkajs not in a crash it will not restart from, and no partition stopped.
+ * usable, and kafkajs not in a crash it will not restart from.
  */
 export interface KafkaConsumerHealth extends ConsumerHealth {
   groupId: string;
@@ -46,12 +43,6 @@ export interface KafkaConsumerHealth extends ConsumerHealth {
   assignment: Record<string, number[]>;
   /** Partitions paused for a retry backoff, as `topic/partition`. */
   retrying: string[];
-  /**
-   * Partitions stopped for good, as `topic/partition`: their offset fence does not match the log
-   * (`KAFKA_FENCE_MISMATCH`, see `lastError`). Nothing of them runs or is committed until the
-   * cause is fixed and the consumer restarted. `healthy` is false while any is stopped.
-   */
-  stopped: string[];
   /** kafkajs crashes (it restarts after retriable ones). */
   crashes: number;
   /** When a slice last settled, epoch ms. */
@@ -93,11 +84,7 @@ export class KafkaConsumer<R = unknown> extends ConsumerBase<R, KafkaConsumerEve
     const { kafka, inbox } = resolveKafkaConsumerOptions(options);
     super({
       name: 'once/kafka',
-      inbox: {
-        ...inbox,
-        consumer: kafka.consumer,
-        fenceOf: kafka.offsetFencing ? fenceOfKafka : inbox.fenceOf,
-      },
+      inbox: { ...inbox, consumer: kafka.consumer },
       stopTimeoutMs: kafka.stopTimeoutMs,
     });
     this.options = kafka;
@@ -105,7 +92,6 @@ export class KafkaConsumer<R = unknown> extends ConsumerBase<R, KafkaConsumerEve
       consumer: () => this.#consumer,
       topics: kafka.topics,
       fetching: () => this.life.fetching,
-      logger: this.inbox.options.logger,
       events: this.life.events,
     });
     this.life.events.on('slice:done', () => {
@@ -171,20 +157,6 @@ export class KafkaConsumer<R = unknown> extends ConsumerBase<R, KafkaConsumerEve
                 this.#holds.retryLater(topic, partition, offset, delayMs),
               gate: this.#gate,
               counter: this.counter as StartCounter<unknown>,
-              ...(o.offsetFencing
-                ? {
-                    fence: {
-                      read: (topic, partition) =>
-                        readFence(this.inbox.options.pool, this.inbox.options.quotedSchema, {
-                          consumer: this.inbox.options.consumer,
-                          stream: topic,
-                          partition,
-                        }),
-                      identify: (envelope) => this.#identify(envelope),
-                      stop: (topic, partition, error) => this.#holds.stop(topic, partition, error),
-                    },
-                  }
-                : {}),
             },
             payload,
           ),
@@ -279,25 +251,12 @@ export class KafkaConsumer<R = unknown> extends ConsumerBase<R, KafkaConsumerEve
     );
   }
 
-  /** The id and fingerprint the inbox gives an envelope (what the fence records); undefined without a usable id. */
-  #identify(envelope: Envelope): { id: string; fp: Buffer } | undefined {
-    const { idOf, fingerprintOf } = this.inbox.options;
-    try {
-      return {
-        id: resolveId(envelope, idOf),
-        fp: fingerprint(fingerprintOf ? fingerprintOf(envelope) : envelope.body),
-      };
-    } catch {
-      return undefined;
-    }
-  }
-
   /** The database or schema cannot be used: fetch nothing from any topic. */
   protected pause(): void {
     this.#holds.pauseAll();
   }
 
-  /** Fetch again, except partitions waiting out a retry delay and those stopped for good. */
+  /** Fetch again, except partitions waiting out a retry delay. */
   protected resume(): void {
     this.#holds.resumeAll();
   }
@@ -305,13 +264,12 @@ export class KafkaConsumer<R = unknown> extends ConsumerBase<R, KafkaConsumerEve
   /** A snapshot of the consumer's state. */
   health(): KafkaConsumerHealth {
     return {
-      ...this.life.health(!this.#failed && this.#holds.stopped.length === 0),
+      ...this.life.health(!this.#failed),
       groupId: this.options.groupId,
       memberId: this.#memberId,
       generation: this.#generation,
       assignment: this.#assignment,
       retrying: this.#holds.retrying,
-      stopped: this.#holds.stopped,
       crashes: this.#crashes,
       lastProgressAt: this.#lastProgressAt,
     };
@@ -348,11 +306,4 @@ export class KafkaConsumer<R = unknown> extends ConsumerBase<R, KafkaConsumerEve
 /** Creates a {@link KafkaConsumer}; validates the options and names the first bad field. */
 export function createKafkaConsumer<R = unknown>(options: KafkaConsumerOptions<R>): KafkaConsumer<R> {
   return new KafkaConsumer(options);
-}
-
-/** Offset fencing on a Kafka envelope's topic, partition and offset. */
-function fenceOfKafka(envelope: Envelope): FencePosition | undefined {
-  const { queue, partition, offset } = envelope.source;
-  if (partition === undefined || offset === undefined) return undefined;
-  return { stream: queue, partition, offset };
 }

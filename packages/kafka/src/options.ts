@@ -53,15 +53,6 @@ export interface KafkaConsumerOptions<R = unknown> extends Omit<InboxOptions<R>,
   /** The header holding the id when `idFrom` is `header`. @default 'message-id' */
   idHeader?: string | undefined;
   /**
-   * Offset fencing: the claim of a message is the Postgres fence of (consumer, topic, partition)
-   * instead of an inbox row. The fence moves past the offset in the transaction of the effects,
-   * and a redelivered offset below it is a duplicate, so a processed message writes no inbox
-   * row. Only for topics whose producers never send a message twice: a producer's duplicate has
-   * a new offset and runs again, and payload conflicts are not detected. Messages run one per
-   * transaction. Cannot be combined with `fenceOf`, `storeResult` or lease mode. @default false
-   */
-  offsetFencing?: boolean | undefined;
-  /**
    * Where `failed` and rejected `conflict` messages go, by source topic, or `false` to only record
    * and log them. @default `${topic}.dlq`
    */
@@ -116,7 +107,6 @@ export const DEFAULT_KAFKA_CONSUMER_OPTIONS = Object.freeze({
   concurrency: 3,
   idFrom: 'header' as KafkaIdSource,
   idHeader: 'message-id',
-  offsetFencing: false,
   inlineRetryMaxMs: 1_000,
   fromBeginning: false,
   sessionTimeoutMs: 30_000,
@@ -138,7 +128,6 @@ const KAFKA_KEYS = {
   concurrency: true,
   idFrom: true,
   idHeader: true,
-  offsetFencing: true,
   deadLetterTopic: true,
   inlineRetryMaxMs: true,
   fromBeginning: true,
@@ -198,10 +187,6 @@ export function resolveKafkaConsumerOptions<R>(options: KafkaConsumerOptions<R>)
     deadLetterTopicOf = (topic) => checkName('deadLetterTopic(topic)', dlq(topic), NAME_MAX);
   else
     throw invalidOption('deadLetterTopic', 'must be a topic name, a function of the source topic, or false');
-  const offsetFencing = checkBoolean('offsetFencing', o.offsetFencing);
-  if (offsetFencing && options.fenceOf !== undefined) {
-    throw invalidOption('offsetFencing', 'cannot be combined with fenceOf (it sets fenceOf)');
-  }
   if (o.consumerConfig !== undefined && (typeof o.consumerConfig !== 'object' || o.consumerConfig === null)) {
     throw invalidOption('consumerConfig', 'must be an object of kafkajs consumer settings');
   }
@@ -218,7 +203,6 @@ export function resolveKafkaConsumerOptions<R>(options: KafkaConsumerOptions<R>)
       concurrency: checkInteger('concurrency', o.concurrency),
       idFrom: checkOneOf('idFrom', o.idFrom, ['header', 'offset']),
       idHeader: checkName('idHeader', o.idHeader),
-      offsetFencing,
       deadLetterTopicOf,
       inlineRetryMaxMs: checkDurationMs('inlineRetryMaxMs', o.inlineRetryMaxMs),
       fromBeginning: checkBoolean('fromBeginning', o.fromBeginning),

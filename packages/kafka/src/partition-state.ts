@@ -1,5 +1,3 @@
-import type { OnceError } from '@once/core';
-
 /** What the consumer remembers about one partition it reads. */
 export interface PartitionState {
   /** The group generation the replay marker was read in; a new assignment reads it again. */
@@ -13,13 +11,6 @@ export interface PartitionState {
   retry: { offset: string; attempt: number } | undefined;
   /** Consecutive failures of our own (commit, dead-letter send) on this partition, for backoff. */
   faults: number;
-  /**
-   * Offset fencing: the generation the fence was last checked against the log in, whether this
-   * generation already sought back to the fenced message, and whether the fence held.
-   */
-  fence: { generation: number; sought: boolean; verified: boolean } | undefined;
-  /** Set when the fence did not match the log: the partition is stopped for this consumer's life. */
-  fenceMismatch: OnceError | undefined;
 }
 
 /** A fresh partition state. */
@@ -29,8 +20,6 @@ export function newPartitionState(): PartitionState {
     replay: undefined,
     retry: undefined,
     faults: 0,
-    fence: undefined,
-    fenceMismatch: undefined,
   };
 }
 

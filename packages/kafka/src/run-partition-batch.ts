@@ -12,7 +12,6 @@ import type { EachBatchPayload, KafkaMessage, Offsets } from 'kafkajs';
 import type { DeadLetterOutcome } from './dead-letter.js';
 import { envelopeOf, type MappedMessage } from './envelope-of.js';
 import type { KafkaConsumerEventMap } from './events.js';
-import { type FenceCheckDeps, fenceHolds } from './fence-check.js';
 import { isOwnershipLost } from './kafka-like.js';
 import type { ResolvedKafkaConsumerOptions } from './options.js';
 import { attemptOf, type PartitionState } from './partition-state.js';
@@ -71,11 +70,6 @@ export interface PartitionBatchDeps {
    * start is counted in Postgres just before its handler (past `maxAttempts`, it is refused).
    */
   counter: StartCounter<unknown>;
-  /**
-   * Set with offset fencing: before a partition's first batch of an assignment runs, its fence is
-   * checked against the log (fence-check.ts), and a fence that does not match stops it.
-   */
-  fence?: FenceCheckDeps;
 }
 
 /** How many messages a step settled, or why the loop over a kafkajs batch must end. */
@@ -135,7 +129,7 @@ class BatchRun {
     timer.unref?.();
     this.#started = performance.now();
     try {
-      if (await this.#fenceHolds()) await this.#runMessages();
+      await this.#runMessages();
     } catch (err) {
       // Never let a fault of ours crash kafkajs: read the partition again later.
       this.#emitError('batch', err);
@@ -171,23 +165,6 @@ class BatchRun {
     const rest = messages[i];
     if (rest && !this.#lost && !this.#deps.isFetching())
       this.#deps.retryLater(this.#topic, this.#partition, rest.offset);
-  }
-
-  /** Offset fencing: the partition's fence was checked against the log in this assignment and held. */
-  #fenceHolds(): Promise<boolean> {
-    const check = this.#deps.fence;
-    if (!check) return Promise.resolve(true);
-    return fenceHolds({
-      check,
-      state: this.#state,
-      generation: this.#deps.generation(),
-      payload: this.#payload,
-      logger: this.#deps.logger,
-      identify: (m) => {
-        return check.identify(this.#mapEnvelope(m, 1, false).envelope);
-      },
-      seek: (offset) => this.#deps.retryLater(this.#topic, this.#partition, offset, 0),
-    });
   }
 
   /** `maxBatchMs` has passed since this eachBatch call began: no new slice starts. */

@@ -32,7 +32,7 @@ export async function checkTopics(
 
 /**
  * Warns when a topic keeps messages longer than the inbox keeps ids: a group whose offsets are
- * reset reads them again. Offset fencing keeps no per-message rows, so nothing expires there.
+ * reset reads them again.
  * Best effort: a failed describeConfigs is only logged at debug level.
  */
 async function checkRetention(
@@ -40,7 +40,6 @@ async function checkRetention(
   o: ResolvedKafkaConsumerOptions,
   inbox: ResolvedInboxOptions,
 ): Promise<void> {
-  if (o.offsetFencing) return;
   const logger = inbox.logger;
   try {
     const res = await admin.describeConfigs({
@@ -56,7 +55,6 @@ async function checkRetention(
         retentionMs: inbox.retentionMs,
         horizonMs: ms < 0 ? Number.POSITIVE_INFINITY : ms,
         source: `Kafka topic ${r.resourceName} (retention.ms; read again after an offset reset)`,
-        remedy: 'or use offsetFencing, which keeps no per-message rows',
       });
     }
   } catch (err) {

@@ -27,7 +27,6 @@ export { type UnclaimedOutcome, UnclaimedTx } from '../engine/unclaimed-tx.js';
 export { resolveId } from '../envelope.js';
 export { serializeError } from '../errors.js';
 export { TypedEmitter } from '../events.js';
-export { type FenceRecord, readFence } from '../fence.js';
 export { fingerprint } from '../fingerprint.js';
 export { createHttpInbox } from '../http-inbox.js';
 export {

@@ -26,7 +26,6 @@ const INBOX_KEY_SET: Record<keyof InboxOptions, true> = {
   busyDelayMs: true,
   logger: true,
   outbox: true,
-  fenceOf: true,
   transactions: true,
   mode: true,
   leaseMs: true,

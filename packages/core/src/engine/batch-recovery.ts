@@ -1,7 +1,7 @@
 /**
  * How a batch that went wrong is finished. Owns one decision: after a handler failure or a
  * statement error, whether the batch is replayed with the failing message isolated, or run one
- * message per transaction. Shared by the inbox batch and the fenced batch.
+ * message per transaction.
  */
 
 import type { Outcome } from '../outcome.js';
@@ -41,9 +41,8 @@ export async function oneByOne<R>(
 
 /**
  * Optimistic replay after handler k of a batch failed and the batch was rolled back: the
- * prefix again as a batch (`batch`: inbox or fenced), k classified alone (its work was rolled
- * back; a permanent verdict records it, and on the fenced path moves the fence past it), then
- * the rest as a batch.
+ * prefix again as a batch, k classified alone (its work was rolled back; a permanent verdict
+ * records it), then the rest as a batch.
  */
 export async function replay<R>(
   ctx: EngineContext<R>,

@@ -7,13 +7,11 @@
 import type { Events } from '../events.js';
 import type { ResolvedInboxOptions } from '../options.js';
 import { Outcomes } from '../outcomes.js';
-import { type FenceSql, fenceSql } from '../sql/fence.js';
 import { type InboxSql, inboxSql } from '../sql/inbox.js';
 
 export interface EngineContext<R> {
   readonly o: ResolvedInboxOptions<R>;
   readonly sql: InboxSql;
-  readonly fenceSql: FenceSql;
   readonly out: Outcomes<R>;
   readonly events: Events;
   /** Once's schema or database cannot be used: not the message's fault (see Readiness). */
@@ -28,7 +26,6 @@ export function engineContext<R>(
   return Object.freeze({
     o,
     sql: inboxSql(o.quotedSchema),
-    fenceSql: fenceSql(o.quotedSchema),
     out: new Outcomes(o),
     events,
     setupFault,

@@ -1,13 +1,12 @@
 /**
  * The item a message becomes. Owns one decision: what an envelope is to the engine (its id after
- * `idOf`, its fingerprint, its fence), and what it is when it cannot be made one: no usable id (a
- * failure with no id to record it under), or a throwing `fingerprintOf`/`fenceOf` (the message's
- * permanent failure, recorded under its id).
+ * `idOf`, its fingerprint), and what it is when it cannot be made one: no usable id (a failure
+ * with no id to record it under), or a throwing `fingerprintOf` (the message's permanent failure,
+ * recorded under its id).
  */
 
 import { type Envelope, resolveId } from '../envelope.js';
 import { PermanentError, serializeError } from '../errors.js';
-import { type Fence, resolveFence } from '../fence.js';
 import { type FingerprintHex, fingerprintHex } from '../fingerprint.js';
 import type { ResolvedInboxOptions } from '../options.js';
 
@@ -17,8 +16,6 @@ export interface Item {
   id: string;
   /** SHA-256 fingerprint, lowercase hex (`hexBytes` gives its bytes for a parameterised statement). */
   fpHex: FingerprintHex;
-  /** Set when `fenceOf` placed the message: the fence is its claim, not an inbox row. */
-  fence?: Fence | undefined;
 }
 
 /** What an envelope became: an item, or the reason it could not become one. */
@@ -26,10 +23,10 @@ export type Prepared =
   | { kind: 'item'; item: Item }
   /** No usable id: failed, with nothing to record it under. */
   | { kind: 'invalid-id'; envelope: Envelope; error: unknown }
-  /** The id is good, the rest threw: a permanent failure recorded under `item` (no fence). */
+  /** The id is good, the rest threw: a permanent failure recorded under `item`. */
   | { kind: 'unplaceable'; item: Item; error: PermanentError };
 
-type ItemOptions = Pick<ResolvedInboxOptions, 'idOf' | 'fingerprintOf' | 'fenceOf'>;
+type ItemOptions = Pick<ResolvedInboxOptions, 'idOf' | 'fingerprintOf'>;
 
 /** The payload fingerprint: of `fingerprintOf`'s projection when given, else of the body. */
 export function fingerprintOf(envelope: Envelope, o: Pick<ItemOptions, 'fingerprintOf'>): FingerprintHex {
@@ -45,14 +42,11 @@ export function prepare(envelope: Envelope, o: ItemOptions): Prepared {
     return { kind: 'invalid-id', envelope, error };
   }
   try {
-    const fpHex = fingerprintOf(envelope, o);
-    const fence = o.fenceOf ? resolveFence(envelope, o.fenceOf) : undefined;
-    return { kind: 'item', item: { envelope, id, fpHex, fence } };
+    return { kind: 'item', item: { envelope, id, fpHex: fingerprintOf(envelope, o) } };
   } catch (err) {
-    // The id is good, so the failure can be recorded under it: a throwing fingerprintOf or
-    // fenceOf is the message's permanent failure, not a missing id.
-    const which = o.fenceOf ? 'fingerprintOf or fenceOf' : 'fingerprintOf';
-    const error = new PermanentError(`${which} threw: ${serializeError(err).message}`, { cause: err });
+    // The id is good, so the failure can be recorded under it: a throwing fingerprintOf is the
+    // message's permanent failure, not a missing id.
+    const error = new PermanentError(`fingerprintOf threw: ${serializeError(err).message}`, { cause: err });
     return { kind: 'unplaceable', item: { envelope, id, fpHex: fingerprintHex(envelope.body) }, error };
   }
 }

@@ -1,8 +1,7 @@
 /**
  * Run planning, pure. Owns one decision: which messages share a transaction, and what a stop
- * means for the rest. Fresh messages (first delivery) in a row share one batch; fresh fenced
- * messages of one partition with rising offsets share one fenced batch; a redelivered message
- * runs alone (any may be the message that killed the last consumer). A `retry`, `busy` or
+ * means for the rest. Fresh messages (first delivery) in a row share one batch; a redelivered
+ * message runs alone (any may be the message that killed the last consumer). A `retry`, `busy` or
  * `not-run` outcome stops the run: every later message is `not-run` (`behind`).
  */
 
@@ -17,11 +16,9 @@ export type Run =
   | { kind: 'one'; item: Item }
   /** Two or more fresh messages in one inbox transaction. */
   | { kind: 'batch'; items: Item[] }
-  /** Two or more fresh fenced messages of one partition, offsets rising, in one transaction. */
-  | { kind: 'fenced'; items: Item[] }
   /** No usable id: failed at once. */
   | { kind: 'invalid-id'; envelope: Envelope; error: unknown }
-  /** `fingerprintOf` or `fenceOf` threw: recorded failed under the id. */
+  /** `fingerprintOf` threw: recorded failed under the id. */
   | { kind: 'unplaceable'; item: Item; error: PermanentError };
 
 /** A first delivery, as far as the broker can tell. */
@@ -35,17 +32,11 @@ export function isFresh(envelope: Envelope): boolean {
  */
 export function planRuns(prepared: readonly Prepared[], batched: boolean): Run[] {
   const runs: Run[] = [];
-  // At most one of the two holds messages: each is cut off before the other fills.
   let items: Item[] = [];
-  let fenced: Item[] = [];
   const cut = (): void => {
     if (items.length > 0)
       runs.push(items.length === 1 ? { kind: 'one', item: items[0]! } : { kind: 'batch', items });
-    if (fenced.length > 0) {
-      runs.push(fenced.length === 1 ? { kind: 'one', item: fenced[0]! } : { kind: 'fenced', items: fenced });
-    }
     items = [];
-    fenced = [];
   };
   for (const p of prepared) {
     if (p.kind !== 'item') {
@@ -57,15 +48,7 @@ export function planRuns(prepared: readonly Prepared[], batched: boolean): Run[]
     if (!batched || !isFresh(item.envelope)) {
       cut();
       runs.push({ kind: 'one', item });
-    } else if (item.fence) {
-      const last = fenced[fenced.length - 1]?.fence;
-      const f = item.fence;
-      if (last && (last.stream !== f.stream || last.partition !== f.partition || last.offset >= f.offset))
-        cut();
-      if (items.length > 0) cut();
-      fenced.push(item);
     } else {
-      if (fenced.length > 0) cut();
       items.push(item);
     }
   }
@@ -85,7 +68,6 @@ function membersOf(run: Run): { envelope: Envelope; id: string | undefined }[] {
     case 'unplaceable':
       return [{ envelope: run.item.envelope, id: run.item.id }];
     case 'batch':
-    case 'fenced':
       return run.items.map((it) => ({ envelope: it.envelope, id: it.id }));
     case 'invalid-id':
       return [{ envelope: run.envelope, id: undefined }];

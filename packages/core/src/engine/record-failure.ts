@@ -26,27 +26,22 @@ import { stmt } from './tx.js';
  * once. The verdict stands whatever happens here: when the full record cannot be stored (what
  * the error or the origin holds is refused), a minimal one is, and the message is dead-lettered
  * either way. Only when the database cannot be reached is it `retry`, unspent: the redelivery
- * comes to the same verdict and records it then. A fenced message's record also moves its fence.
+ * comes to the same verdict and records it then.
  */
 export async function recordFailed<R>(
   ctx: EngineContext<R>,
-  item: Pick<Item, 'envelope' | 'id' | 'fpHex' | 'fence'>,
+  item: Pick<Item, 'envelope' | 'id' | 'fpHex'>,
   reason: FailReason,
   error: unknown,
 ): Promise<Outcome<R>> {
   const { pool, consumer, retentionMs, failedBodyMaxBytes } = ctx.o;
-  const { envelope, id, fence } = item;
+  const { envelope, id } = item;
   const out = ctx.out;
-  // The claim went with the rolled-back transaction; a fenced message's fence stays below it.
+  // The claim went with the rolled-back transaction.
   if (!ctx.o.recordFailed) return out.failed(envelope, id, reason, error);
   const serialized = serializeError(error);
-  const insert = (
-    errorJson: string | null,
-    body: Buffer | null,
-    truncated: boolean,
-    origin: string | null,
-  ) => {
-    const params: unknown[] = [
+  const insert = (errorJson: string | null, body: Buffer | null, truncated: boolean, origin: string | null) =>
+    pool.query(ctx.sql.recordFailed, [
       consumer,
       id,
       hexBytes(item.fpHex),
@@ -55,17 +50,8 @@ export async function recordFailed<R>(
       body,
       truncated,
       envelope.attempt,
-    ];
-    return fence
-      ? pool.query(ctx.fenceSql.recordFailed, [
-          ...params,
-          fence.stream,
-          fence.partition,
-          fence.offset.toString(),
-          origin,
-        ])
-      : pool.query(ctx.sql.recordFailed, [...params, origin]);
-  };
+      origin,
+    ]);
   let res: QueryResultLike;
   try {
     res = await insert(
@@ -104,8 +90,6 @@ export async function recordFailed<R>(
     } catch (err) {
       return out.retry(envelope, id, err, false);
     }
-    // Fenced: a rival moved the fence past the message (it processed it).
-    if (fence) return { status: 'duplicate', id, envelope, result: undefined };
   }
   return out.failed(envelope, id, reason, error);
 }

@@ -1,8 +1,7 @@
 /**
  * One message in its own transaction. Owns one decision: the shape of that transaction, the same
  * for every claim: BEGIN and the claim in one round trip; if claimed, the handler, its stored
- * result and COMMIT; if not, the row that stood in the way. What the claim is (an inbox row, or a
- * partition's fence moving past the offset) is a {@link ClaimStrategy}.
+ * result and COMMIT; if not, the row that stood in the way.
  */
 
 import { Connection } from '../connection.js';
@@ -16,51 +15,19 @@ import { isFresh } from './plan-runs.js';
 import { type InboxRow, outcomeOfRow } from './stored-row.js';
 import { lastResult, rolledBackError, stmt } from './tx.js';
 
-/** How a single message is claimed, and what it means when the claim gets nothing. */
-interface ClaimStrategy<R> {
-  /** A redelivery may be a known duplicate: read the inbox before any transaction. */
-  readonly readFirst: boolean;
-  /** BEGIN, its settings and the claim, one simple query; the last result's rowCount is 1 when claimed. */
-  beginAndClaim(item: Item): string;
-  /** The outcome when the claim got nothing; `row` is the id's inbox row, read after the claim. */
-  unclaimed(item: Item, row: InboxRow | undefined): Outcome<R>;
-}
-
 /** How many times one message's transaction runs when it keeps losing races (40P01, 40001). */
 const RACE_RUNS = 3;
 
 export class SingleTx<R> {
   readonly #ctx: EngineContext<R>;
-  readonly #inbox: ClaimStrategy<R>;
-  readonly #fence: ClaimStrategy<R>;
+  /** BEGIN, its settings and the claim, one simple query; the last result's rowCount is 1 when claimed. */
+  readonly #beginAndClaim: (item: Item) => string;
 
   constructor(ctx: EngineContext<R>) {
     this.#ctx = ctx;
-    const { o, sql, fenceSql, out } = ctx;
+    const { o, sql } = ctx;
     const claim = sql.beginAndClaim(o.isolation, o.lockTimeoutMs);
-    this.#inbox = {
-      readFirst: true,
-      beginAndClaim: (item) => claim(o.consumer, item.id, item.fpHex, o.retentionMs),
-      // A new statement, so under READ COMMITTED it saw the rival that made us wait. No row: the
-      // rival rolled back.
-      unclaimed: (item, row) =>
-        row
-          ? outcomeOfRow(out, item, row, o.busyDelayMs)
-          : out.retry(item.envelope, item.id, vanished(), false),
-    };
-    const fence = fenceSql.beginAndFence(o.isolation, o.lockTimeoutMs);
-    this.#fence = {
-      readFirst: false,
-      beginAndClaim: (item) => {
-        const f = item.fence!;
-        return fence(o.consumer, f.stream, f.partition, f.offset, item.id, item.fpHex);
-      },
-      // Below the fence. Only a recorded failure is told apart from a duplicate.
-      unclaimed: (item, row) =>
-        row?.status === 'failed'
-          ? outcomeOfRow(out, item, row, o.busyDelayMs)
-          : { status: 'duplicate', id: item.id, envelope: item.envelope, result: undefined },
-    };
+    this.#beginAndClaim = (item) => claim(o.consumer, item.id, item.fpHex, o.retentionMs);
   }
 
   /**
@@ -70,18 +37,17 @@ export class SingleTx<R> {
    * poll) while the rows it raced for are long free.
    */
   async one(item: Item): Promise<Outcome<R>> {
-    const claim = item.fence ? this.#fence : this.#inbox;
     for (let run = 1; ; run++) {
-      const o = await this.#run(item, claim);
+      const o = await this.#run(item);
       if (run >= RACE_RUNS || o.status !== 'retry' || o.spent) return o;
       if (o.error.code !== '40P01' && o.error.code !== '40001') return o;
     }
   }
 
-  async #run(item: Item, claim: ClaimStrategy<R>): Promise<Outcome<R>> {
+  async #run(item: Item): Promise<Outcome<R>> {
     const ctx = this.#ctx;
     const { pool, consumer } = ctx.o;
-    if (claim.readFirst && !isFresh(item.envelope)) {
+    if (!isFresh(item.envelope)) {
       // Duplicate short-cut: an autocommit read before any transaction. Only a committed row
       // is visible here, so a hit is certain; a miss proceeds to the real claim.
       try {
@@ -100,18 +66,22 @@ export class SingleTx<R> {
     let started = false;
     try {
       // One round trip: BEGIN, its settings and the claim (see sql/literal.ts).
-      const claimed = lastResult(await stmt(conn.client.query(claim.beginAndClaim(item))));
+      const claimed = lastResult(await stmt(conn.client.query(this.#beginAndClaim(item))));
       if (claimed.rowCount === 0) {
         const row = (await stmt(conn.client.query<InboxRow>(ctx.sql.readOne, [consumer, item.id]))).rows[0];
         await stmt(conn.client.query('ROLLBACK'));
         conn.release();
-        return claim.unclaimed(item, row);
+        // A new statement, so under READ COMMITTED it saw the rival that made us wait. No row: the
+        // rival rolled back.
+        return row
+          ? outcomeOfRow(ctx.out, item, row, ctx.o.busyDelayMs)
+          : ctx.out.retry(item.envelope, item.id, vanished(), false);
       }
       started = true;
       const run = await runInTx(ctx, conn.client, item);
       if (!run.ok) return await afterHandlerError(ctx, conn, item, run.error);
-      // Never on the fenced path: fenceOf cannot be combined with storeResult. The claim inserted
-      // the row with a NULL result, so a null json (an undefined result) needs no statement.
+      // The claim inserted the row with a NULL result, so a null json (an undefined result) needs
+      // no statement.
       if (ctx.o.storeResult && run.json !== null) {
         await stmt(conn.client.query(ctx.sql.storeResult, [consumer, item.id, run.json]));
       }

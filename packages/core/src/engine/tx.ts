@@ -1,7 +1,7 @@
 /**
- * Transaction plumbing, shared by every path that holds a connection (single, batch, fenced,
- * lease). Owns one decision: what becomes of a connection whose transaction ends badly (rolled
- * back and returned, or destroyed when in doubt). Also tags once's own statement errors so they
+ * Transaction plumbing, shared by every path that holds a connection (single, batch, lease).
+ * Owns one decision: what becomes of a connection whose transaction ends badly (rolled back and
+ * returned, or destroyed when in doubt). Also tags once's own statement errors so they
  * stay apart from the handler's.
  */
 

@@ -77,12 +77,9 @@ describe('createHttpInbox', () => {
     expect(rows.rowCount).toBe(0);
   });
 
-  it('refuses storeResult, fenceOf and transactions, naming the option', () => {
+  it('refuses storeResult and transactions, naming the option', () => {
     const base = { pool: db.pool, schema: db.schema, consumer: 'x', handler: async () => undefined as never };
     expect(() => createHttpInbox({ ...base, storeResult: true })).toThrow(/options\.storeResult/);
-    expect(() =>
-      createHttpInbox({ ...base, fenceOf: () => ({ stream: 's', partition: 0, offset: '1' }) }),
-    ).toThrow(/options\.fenceOf/);
     expect(() =>
       createHttpInbox({
         ...base,

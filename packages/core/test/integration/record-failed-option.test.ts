@@ -119,27 +119,6 @@ describe('recordFailed: false, transaction mode', () => {
     expect(out).toMatchObject({ status: 'failed', reason: 'permanent' });
     expect(await rowOf(ib.consumer, 'fp-1')).toBeUndefined();
   });
-
-  it('fenced: a permanent failure leaves the fence where it was, so the redelivery runs again', async () => {
-    const f = fixable(async () => {
-      throw new PermanentError('poison');
-    });
-    const stream = `fenced-${seq}`;
-    const ib = inbox({
-      handler: f.handler,
-      fenceOf: (e) => ({ stream, partition: 0, offset: e.source.offset! }),
-    });
-    const at = (offset: number, patch: Partial<Envelope> = {}) =>
-      envelope(`${stream}-${offset}`, {
-        source: { broker: 'test', queue: stream, partition: 0, offset: String(offset) },
-        ...patch,
-      });
-    expect(await ib.process(at(0))).toMatchObject({ status: 'failed', reason: 'permanent' });
-    expect(await rowOf(ib.consumer, `${stream}-0`)).toBeUndefined();
-    f.state.broken = false;
-    expect((await ib.process(at(0, { redelivered: true, attempt: 2 }))).status).toBe('processed');
-    expect((await db.counts()).get(`${stream}-0`)).toBe(1);
-  });
 });
 
 describe('recordFailed: false, lease mode', () => {

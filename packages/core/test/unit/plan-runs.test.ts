@@ -16,10 +16,6 @@ const env = (id: string, over: Partial<Envelope> = {}): Envelope => ({
   ...over,
 });
 const again = (id: string) => env(id, { attempt: 2, redelivered: true });
-const fenced = (id: string, partition: number, offset: bigint, over: Partial<Envelope> = {}): Prepared => ({
-  kind: 'item',
-  item: { envelope: env(id, over), id, fpHex: fingerprintHex(''), fence: { stream: 's', partition, offset } },
-});
 const item = (e: Envelope): Prepared => ({
   kind: 'item',
   item: { envelope: e, id: e.id!, fpHex: fingerprintHex('') },
@@ -32,7 +28,6 @@ const shape = (runs: Run[]) =>
       case 'one':
         return `one:${r.item.id}`;
       case 'batch':
-      case 'fenced':
         return `${r.kind}:${r.items.map((i) => i.id).join(',')}`;
       case 'invalid-id':
         return `invalid-id:${r.envelope.id}`;
@@ -58,24 +53,6 @@ describe('planRuns: which messages share a transaction', () => {
 
   it('runs every message alone when batching is off (process(), or batching paused)', () => {
     expect(shape(planRuns([item(env('a')), item(env('b'))], false))).toEqual(['one:a', 'one:b']);
-  });
-
-  it('batches fenced messages per partition only while their offsets rise', () => {
-    const runs = planRuns(
-      [
-        fenced('a', 0, 1n),
-        fenced('b', 0, 2n),
-        fenced('c', 0, 2n), // offset did not rise
-        fenced('d', 1, 3n), // another partition
-        fenced('e', 1, 4n),
-        item(env('f')), // an inbox message after fenced ones
-        item(env('g')),
-        fenced('h', 1, 5n), // fenced after inbox ones
-        fenced('i', 1, 6n, { redelivered: true, attempt: 2 }), // a fenced redelivery runs alone
-      ],
-      true,
-    );
-    expect(shape(runs)).toEqual(['fenced:a,b', 'one:c', 'fenced:d,e', 'batch:f,g', 'one:h', 'one:i']);
   });
 
   it('keeps messages that could not become items in place, cutting the runs around them', () => {
@@ -107,7 +84,7 @@ describe('runInOrder: stop propagation', () => {
     delayMs: 0,
   });
   const itemsOf = (r: Run): Item[] =>
-    r.kind === 'batch' || r.kind === 'fenced' ? r.items : r.kind === 'invalid-id' ? [] : [r.item];
+    r.kind === 'batch' ? r.items : r.kind === 'invalid-id' ? [] : [r.item];
 
   it('runs nothing after a stop: every later message is not-run, outcomes in input order', async () => {
     const bad: Prepared = { kind: 'invalid-id', envelope: env('bad'), error: new Error('no id') };
@@ -147,41 +124,30 @@ describe('prepare: what an envelope becomes', () => {
     const p = prepare(env('', { id: undefined }), {
       idOf: undefined,
       fingerprintOf: undefined,
-      fenceOf: undefined,
     });
     expect(p.kind).toBe('invalid-id');
   });
 
-  it('is a permanent failure under its id when fingerprintOf or fenceOf throws', () => {
+  it('is a permanent failure under its id when fingerprintOf throws', () => {
     const boom = () => {
       throw new Error('boom');
     };
-    const a = prepare(env('a'), { idOf: undefined, fingerprintOf: boom, fenceOf: undefined });
+    const a = prepare(env('a'), { idOf: undefined, fingerprintOf: boom });
     expect(a.kind).toBe('unplaceable');
     if (a.kind !== 'unplaceable') return;
     expect(a.item.id).toBe('a');
-    expect(a.item.fence).toBeUndefined();
     expect(PermanentError.is(a.error)).toBe(true);
     expect(a.error.message).toBe('fingerprintOf threw: boom');
-    const b = prepare(env('b'), {
-      idOf: undefined,
-      fingerprintOf: undefined,
-      fenceOf: () => ({ stream: '', partition: 0, offset: 1n }),
-    });
-    expect(b.kind).toBe('unplaceable');
-    if (b.kind === 'unplaceable') expect(b.error.message).toMatch(/^fingerprintOf or fenceOf threw: /);
   });
 
-  it('carries the id after idOf, the fingerprint and the validated fence', () => {
+  it('carries the id after idOf and the fingerprint', () => {
     const p = prepare(env('a', { source: { broker: 't', queue: 'q', partition: 2, offset: '7' } }), {
       idOf: (e) => `k-${e.id}`,
       fingerprintOf: undefined,
-      fenceOf: (e) => ({ stream: 't', partition: e.source.partition!, offset: e.source.offset! }),
     });
     expect(p.kind).toBe('item');
     if (p.kind !== 'item') return;
     expect(p.item.id).toBe('k-a');
     expect(p.item.fpHex).toMatch(/^[0-9a-f]{64}$/);
-    expect(p.item.fence).toEqual({ stream: 't', partition: 2, offset: 7n });
   });
 });

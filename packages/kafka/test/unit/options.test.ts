@@ -59,6 +59,11 @@ describe('resolveKafkaConsumerOptions', () => {
     expect(bad({ groupId: undefined }).message).toBe('options.groupId is required by createKafkaConsumer');
   });
 
+  it('refuses the removed offset fencing (issue #28) rather than running without it unnoticed', () => {
+    expect(bad({ offsetFencing: true }).message).toMatch(/^options\.offsetFencing is not an option/);
+    expect(bad({ fenceOf: () => undefined }).message).toMatch(/^options\.fenceOf is not an option/);
+  });
+
   it('resolves the dead-letter topic forms', () => {
     const off = resolveKafkaConsumerOptions({
       ...base,
