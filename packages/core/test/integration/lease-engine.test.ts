@@ -8,6 +8,7 @@ import {
   type Outcome,
   PermanentError,
   type PgPoolLike,
+  type QueryResultLike,
 } from '../../src/index.js';
 import { DATABASE_URL, envelope, freshDb } from './fixtures/db.js';
 
@@ -87,7 +88,8 @@ function refusingOnce(real: pg.Pool): { pool: PgPoolLike; arm(): void; end(): Pr
   let armed = false;
   return {
     pool: {
-      query: (text: string, values?: unknown[]) => real.query(text, values),
+      query: <R>(text: string, values?: unknown[]) =>
+        real.query(text, values) as unknown as Promise<QueryResultLike<R>>,
       connect: () => {
         if (!armed) return real.connect();
         armed = false;
