@@ -39,8 +39,13 @@ export class Inbox<R = unknown> {
    */
   readonly #own: OwnedTx<R> | HttpTx<R> | undefined;
   readonly #batch: BatchTx<R>;
-  /** Set in lease mode, which processes every message through it. */
-  readonly #lease: LeaseProcessor<R> | undefined;
+  /**
+   * What runs one message (a run of kind `one`): lease mode's executor, the caller's or an HTTP
+   * key's transaction, or the inbox's own single transaction.
+   */
+  readonly #one: { one(item: Item): Promise<Outcome<R>> };
+  /** Lease mode: every message runs alone, under its lease. */
+  readonly #lease: boolean;
 
   constructor(options: ResolvedInboxOptions<R>) {
     this.options = options;
@@ -57,7 +62,8 @@ export class Inbox<R = unknown> {
         : undefined;
     const one = (item: Item) => this.#single.one(item);
     this.#batch = new BatchTx(this.#ctx, one, this.#pause);
-    this.#lease = options.mode === 'lease' ? new LeaseProcessor(options, this.#events) : undefined;
+    this.#lease = options.mode === 'lease';
+    this.#one = this.#lease ? new LeaseProcessor(this.#ctx) : (this.#own ?? this.#single);
   }
 
   /**
@@ -161,9 +167,8 @@ export class Inbox<R = unknown> {
       this.#readiness.fault(err);
       return this.#ctx.out.unavailable(envelope, undefined, err);
     }
-    if (this.#lease) return (await this.#lease.processAll([envelope]))[0]!;
     const prepared = prepare(envelope, this.options);
-    if (prepared.kind === 'item') return (this.#own ?? this.#single).one(prepared.item);
+    if (prepared.kind === 'item') return this.#one.one(prepared.item);
     return (await runInOrder(planRuns([prepared], false), this.#exec, this.#notRun))[0]!;
   }
 
@@ -177,10 +182,10 @@ export class Inbox<R = unknown> {
       this.#readiness.fault(err);
       return envelopes.map((e) => out.unavailable(e, undefined, err));
     }
-    if (this.#lease) return this.#lease.processAll(envelopes);
     // After a batch deadlocked on the handlers' own rows, batches run one message per transaction
-    // for a while (see engine/batch-pause.ts).
-    const batched = wantBatch && this.#pause.open && !this.#own;
+    // for a while (see engine/batch-pause.ts). The caller's transactions and lease mode run every
+    // message alone.
+    const batched = wantBatch && this.#pause.open && !this.#own && !this.#lease;
     const runs = planRuns(
       envelopes.map((e) => prepare(e, this.options)),
       batched,
@@ -194,7 +199,7 @@ export class Inbox<R = unknown> {
   readonly #exec = (run: Run): Promise<Outcome<R>[]> | Outcome<R>[] => {
     switch (run.kind) {
       case 'one':
-        return (this.#own ?? this.#single).one(run.item).then((o) => [o]);
+        return this.#one.one(run.item).then((o) => [o]);
       case 'batch':
         return this.#batch.run(run.items);
       case 'invalid-id':

@@ -32,8 +32,30 @@ const WAIT_MS = 20_000;
 // Each case waits on its own consumer; most of the time goes to waiting, so run more at once.
 vi.setConfig({ maxConcurrency: 10 });
 
-describe.concurrent.each(BROKERS)('%s: bad-input corpus', (broker, make) => {
-  const t = useBroker(`conf_corpus_${broker}`, make);
+/** How the suite's consumers make their effects once: the inbox's transaction, or a lease. */
+type Mode = 'transaction' | 'lease';
+
+/**
+ * The lease every lease-mode consumer here holds: short, so that the process-exit case's killer
+ * is taken over (and its claims counted) within seconds of each death.
+ */
+const LEASE_MS = 3_000;
+
+/**
+ * Lease mode runs the same corpus (issue #28: lease mode decides through the engine, so it must
+ * end every case as transaction mode does). RabbitMQ in every run, the quickest broker here to
+ * start and settle; all four with ONCE_LEASE_CORPUS=all (the long run).
+ */
+const LEASE_BROKERS =
+  process.env.ONCE_LEASE_CORPUS === 'all' ? BROKERS : BROKERS.filter(([name]) => name === 'rabbitmq');
+
+const suites = [
+  ...BROKERS.map(([broker, make]) => [broker, 'transaction', make] as const),
+  ...LEASE_BROKERS.map(([broker, make]) => [broker, 'lease', make] as const),
+];
+
+describe.concurrent.each(suites)('%s: bad-input corpus (%s mode)', (broker, mode, make) => {
+  const t = useBroker(`conf_corpus_${mode === 'lease' ? 'l_' : ''}${broker}`, make);
 
   describe.concurrent('cases', () => {
     for (const [index, c] of CORPUS_CASES.entries()) {
@@ -41,24 +63,24 @@ describe.concurrent.each(BROKERS)('%s: bad-input corpus', (broker, make) => {
       if (na) {
         it(`${c.name} [n/a on ${broker}: ${na.reason}]`, async () => {
           if (!na.check) return;
-          const dest = await t.harness.create(`corpus-na-${broker}-${index}`);
-          await na.check(t.harness, dest, { broker, tag: tagOf(index) });
+          const dest = await t.harness.create(`corpus-na-${broker}-${mode === 'lease' ? 'l' : ''}${index}`);
+          await na.check(t.harness, dest, { broker, tag: tagOf(index, mode) });
         });
         continue;
       }
       it(c.name, async () => {
-        await runCase(t, broker, c, index);
+        await runCase(t, broker, c, index, mode);
       });
     }
   });
 
   it('a message that exits the process: dead-lettered after maxAttempts starts, neighbours processed', async () => {
-    await runExitCase(t, broker);
+    await runExitCase(t, broker, mode);
   });
 });
 
 const run = randomBytes(3).toString('hex');
-const tagOf = (index: number) => `c${index}-${run}`;
+const tagOf = (index: number, mode: Mode) => `c${index}${mode === 'lease' ? 'l' : ''}-${run}`;
 const digest = (body: Buffer | string) => createHash('sha256').update(body).digest('hex').slice(0, 16);
 
 /** Neighbours: good messages of the case's key, with JSON bodies (jsonHandler cases parse them). */
@@ -76,12 +98,18 @@ interface Row {
   readonly body: Buffer | null;
 }
 
-async function runCase(t: BrokerUnderTest, broker: BrokerName, c: CorpusCase, index: number): Promise<void> {
+async function runCase(
+  t: BrokerUnderTest,
+  broker: BrokerName,
+  c: CorpusCase,
+  index: number,
+  mode: Mode,
+): Promise<void> {
   const { harness, db } = t;
-  const tag = tagOf(index);
+  const tag = tagOf(index, mode);
   const key = `${tag}-key`;
   const consumer = `corpus-${index}`;
-  const dest = await harness.create(`corpus-${broker}-${index}`);
+  const dest = await harness.create(`corpus-${broker}-${mode === 'lease' ? 'l' : ''}${index}`);
   const ledger = await db.ledger();
   const scratch = ledger.table.replace(/\.effects$/, '.scratch');
   await c.setup?.((sql) => db.pool.query(sql), scratch);
@@ -108,7 +136,7 @@ async function runCase(t: BrokerUnderTest, broker: BrokerName, c: CorpusCase, in
   const events: string[] = [];
   const note = (name: string, id: string | undefined, extra = '') =>
     events.push(`${name}${extra}:${id === undefined ? '(no id)' : JSON.stringify(id.slice(0, 40))}`);
-  const options = { ...CORPUS_OPTIONS, ...c.options };
+  const options = { ...CORPUS_OPTIONS, ...c.options, ...(mode === 'lease' ? { leaseMs: LEASE_MS } : {}) };
 
   const publishedAt = Date.now();
   await harness.publish(dest, [...before, ...bad, ...after]);
@@ -153,7 +181,7 @@ async function runCase(t: BrokerUnderTest, broker: BrokerName, c: CorpusCase, in
     effects.filter((e) => e.messageId === id && (body === undefined || e.payload === digest(body))).length;
   const rows = await inboxRows(t, consumer);
   console.log(
-    `[corpus] ${broker} | ${c.name}: ${waited(effects, before, after, publishedAt)} ` +
+    `[corpus] ${broker} ${mode} | ${c.name}: ${waited(effects, before, after, publishedAt)} ` +
       `(maxAttempts ${options.maxAttempts}, retries ${options.retryDelayMs} ms apart); events of the bad ones: ` +
       summary(events.filter((e) => !good.some((id) => e.endsWith(JSON.stringify(id.slice(0, 40)))))),
   );
@@ -191,6 +219,7 @@ async function runCase(t: BrokerUnderTest, broker: BrokerName, c: CorpusCase, in
       schema: db.schema,
       consumer,
       storeResult: true,
+      ...(mode === 'lease' ? { mode: 'lease' as const, leaseMs: LEASE_MS } : {}),
       handler: () => {
         throw new Error('a duplicate must not run');
       },
@@ -369,13 +398,13 @@ const childScript = fileURLToPath(new URL('./fixtures/consumer-child.mjs', impor
  * A message whose handler calls process.exit(1), consumed by a child process as the crash
  * scenario does; the child is started again whenever it dies, until the destination is settled.
  */
-async function runExitCase(t: BrokerUnderTest, broker: BrokerName): Promise<void> {
+async function runExitCase(t: BrokerUnderTest, broker: BrokerName, mode: Mode): Promise<void> {
   const { harness, db } = t;
-  const tag = `exit-${run}`;
+  const tag = `exit${mode === 'lease' ? 'l' : ''}-${run}`;
   const key = `${tag}-key`;
   const consumer = 'corpus-exit';
   const maxAttempts = 2;
-  const dest = await harness.create(`corpus-exit-${broker}`);
+  const dest = await harness.create(`corpus-${mode === 'lease' ? 'lexit' : 'exit'}-${broker}`);
   const ledger: Ledger = await db.ledger();
   const killer: OutMessage = { id: `${tag}-killer`, key, body: `${tag} exits` };
   const before = neighbours(tag, 'before', key);
@@ -391,6 +420,8 @@ async function runExitCase(t: BrokerUnderTest, broker: BrokerName): Promise<void
         settings: {
           ...harness.childConfig(dest, consumer),
           maxAttempts,
+          // Lease mode counts claims: each death leaves the lease to run out, then a takeover.
+          ...(mode === 'lease' ? { mode: 'lease', leaseMs: LEASE_MS } : {}),
         },
         consumer,
         schema: db.schema,
@@ -433,7 +464,7 @@ async function runExitCase(t: BrokerUnderTest, broker: BrokerName): Promise<void
     (l) => (l.json as { event?: string } | undefined)?.event === 'exiting',
   ).length;
   console.log(
-    `[corpus] ${broker} | process.exit: ${child.runs} consumer runs, the killer started ${starts} times; ` +
+    `[corpus] ${broker} ${mode} | process.exit: ${child.runs} consumer runs, the killer started ${starts} times; ` +
       waited(effects, before, after, publishedAt),
   );
   const rows = await inboxRows(t, consumer);

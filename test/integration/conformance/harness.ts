@@ -90,6 +90,8 @@ export interface SuiteConsumerOptions {
   readonly failedBodyMaxBytes?: number;
   /** One transaction for several messages (Kafka `processing: 'batch'`, SQS and AMQP `batch`). */
   readonly batch?: boolean;
+  /** Lease mode (core's `mode: 'lease'`) with this `leaseMs`; transaction mode when unset. */
+  readonly leaseMs?: number;
 }
 
 /** core's inbox options for `o`, shared by the harnesses. */
@@ -103,6 +105,7 @@ export function inboxOptionsOf(o: SuiteConsumerOptions | undefined): Partial<Inb
     ...(o.fingerprintOf === undefined ? {} : { fingerprintOf: o.fingerprintOf }),
     ...(o.storeResult === undefined ? {} : { storeResult: o.storeResult }),
     ...(o.failedBodyMaxBytes === undefined ? {} : { failedBodyMaxBytes: o.failedBodyMaxBytes }),
+    ...(o.leaseMs === undefined ? {} : { mode: 'lease' as const, leaseMs: o.leaseMs }),
   };
 }
 

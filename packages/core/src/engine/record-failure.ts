@@ -5,7 +5,8 @@
  * redelivery runs the handler again. The record is
  * an autocommit write that pins synchronous_commit itself (see PIN_SYNC_COMMIT in sql/inbox.ts):
  * the broker is settled on it. When the full record is refused, a minimal one is written; only
- * an unreachable database makes the message `retry` (unspent) instead.
+ * an unreachable database makes the message `retry` (unspent) instead. Lease mode records through
+ * the same function, its write fenced by the lease it holds (see {@link FailureWrite}).
  */
 
 import type { Connection } from '../connection.js';
@@ -21,45 +22,70 @@ import type { Item } from './item.js';
 import { type InboxRow, outcomeOfRow } from './stored-row.js';
 import { stmt } from './tx.js';
 
+/** A failure record as its statement takes it: the full one, or the minimal fallback. */
+export interface FailureRecord {
+  /** The error with its reason, as jsonb text. */
+  error: string | null;
+  /** The body (cut to `failedBodyMaxBytes`), or null in the minimal record. */
+  body: Buffer | null;
+  truncated: boolean;
+  /** The origin as jsonb text, or null in the minimal record. */
+  origin: string | null;
+}
+
+/**
+ * Writes a failure record, autocommit with synchronous_commit pinned. `rowCount` 0: the write
+ * found the id held or recorded by someone else. Lease mode passes its own, fenced by its lease.
+ */
+export type FailureWrite = (record: FailureRecord) => Promise<QueryResultLike>;
+
+/** The transactional path's write: a new `failed` row. */
+function insertRecord<R>(ctx: EngineContext<R>, item: Pick<Item, 'envelope' | 'id' | 'fpHex'>): FailureWrite {
+  const { pool, consumer, retentionMs } = ctx.o;
+  const { envelope, id } = item;
+  return (r) =>
+    pool.query(ctx.sql.recordFailed, [
+      consumer,
+      id,
+      hexBytes(item.fpHex),
+      retentionMs,
+      r.error,
+      r.body,
+      r.truncated,
+      envelope.attempt,
+      r.origin,
+    ]);
+}
+
 /**
  * Records the message `failed` in its own transaction, so its redeliveries are recognised at
  * once. The verdict stands whatever happens here: when the full record cannot be stored (what
  * the error or the origin holds is refused), a minimal one is, and the message is dead-lettered
  * either way. Only when the database cannot be reached is it `retry`, unspent: the redelivery
  * comes to the same verdict and records it then.
+ * `write`: how the record is written (lease mode's is fenced by its lease); a new row by default.
  */
 export async function recordFailed<R>(
   ctx: EngineContext<R>,
   item: Pick<Item, 'envelope' | 'id' | 'fpHex'>,
   reason: FailReason,
   error: unknown,
+  write: FailureWrite = insertRecord(ctx, item),
 ): Promise<Outcome<R>> {
-  const { pool, consumer, retentionMs, failedBodyMaxBytes } = ctx.o;
+  const { pool, consumer, failedBodyMaxBytes } = ctx.o;
   const { envelope, id } = item;
   const out = ctx.out;
   // The claim went with the rolled-back transaction.
   if (!ctx.o.recordFailed) return out.failed(envelope, id, reason, error);
   const serialized = serializeError(error);
-  const insert = (errorJson: string | null, body: Buffer | null, truncated: boolean, origin: string | null) =>
-    pool.query(ctx.sql.recordFailed, [
-      consumer,
-      id,
-      hexBytes(item.fpHex),
-      retentionMs,
-      errorJson,
-      body,
-      truncated,
-      envelope.attempt,
-      origin,
-    ]);
   let res: QueryResultLike;
   try {
-    res = await insert(
-      toJsonb({ ...serialized, reason }),
-      envelope.body.subarray(0, failedBodyMaxBytes),
-      envelope.body.length > failedBodyMaxBytes,
-      toJsonb(JSON.parse(originOf(envelope))),
-    );
+    res = await write({
+      error: toJsonb({ ...serialized, reason }),
+      body: envelope.body.subarray(0, failedBodyMaxBytes),
+      truncated: envelope.body.length > failedBodyMaxBytes,
+      origin: toJsonb(JSON.parse(originOf(envelope))),
+    });
   } catch (err) {
     if (isEnvironmental(classifyDbError(err))) return out.retry(envelope, id, err, false);
     const minimal = {
@@ -68,7 +94,12 @@ export async function recordFailed<R>(
       reason,
     };
     try {
-      res = await insert(JSON.stringify(minimal), null, envelope.body.length > 0, null);
+      res = await write({
+        error: JSON.stringify(minimal),
+        body: null,
+        truncated: envelope.body.length > 0,
+        origin: null,
+      });
     } catch (again) {
       if (isEnvironmental(classifyDbError(again))) return out.retry(envelope, id, again, false);
       ctx.o.logger.error(
@@ -83,7 +114,8 @@ export async function recordFailed<R>(
     }
   }
   if (res.rowCount === 0) {
-    // Someone recorded the id meanwhile (a rival processed it, or failed it first).
+    // Someone recorded the id meanwhile (a rival processed it, or failed it first), or in lease
+    // mode took the lease over: the row says which.
     try {
       const row = (await pool.query<InboxRow>(ctx.sql.readOne, [consumer, id])).rows[0];
       if (row) return outcomeOfRow(out, item, row, ctx.o.busyDelayMs);

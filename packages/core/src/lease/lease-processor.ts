@@ -1,18 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import type { Connection } from '../connection.js';
+import type { EngineContext } from '../engine/context.js';
 import type { Item } from '../engine/item.js';
+import { type FailureWrite, recordFailed } from '../engine/record-failure.js';
 import { rollback, rolledBackError } from '../engine/tx.js';
-import { type Envelope, originOf, resolveId } from '../envelope.js';
 import { ErrorCode, OnceError, serializeError } from '../errors.js';
 import type { Events } from '../events.js';
-import { fingerprintHex } from '../fingerprint.js';
 import { type HttpResponseToStore, httpResponseProblem } from '../http-response-store.js';
 import type { ResolvedInboxOptions } from '../options.js';
 import type { FailReason, Outcome } from '../outcome.js';
-import { Outcomes } from '../outcomes.js';
+import type { Outcomes } from '../outcomes.js';
 import { DeadlineError } from '../run-handler.js';
 import { type HttpSql, httpSql } from '../sql/http.js';
-import { toJsonb } from '../sql/jsonb.js';
 import { type LeaseSql, leaseSql } from '../sql/lease.js';
 import { verdictOf } from '../verdict.js';
 import { type Claimed, LeaseClaim } from './lease-claim.js';
@@ -23,11 +22,17 @@ import { type LeaseRun, runLeaseHandler } from './run-lease-handler.js';
 import { type StepStore, Steps } from './steps.js';
 
 /**
- * Lease mode: the id is claimed with a lease in a short transaction, the handler runs outside
- * any transaction (its external effects are durable steps), and `done` is written at the end,
- * fenced by the lease owner, in the handler's `ctx.tx` transaction when it used one.
+ * Lease mode's executor: the id is claimed with a lease in a short transaction, the handler runs
+ * outside any transaction (its external effects are durable steps), and `done` is written at the
+ * end, fenced by the lease owner, in the handler's `ctx.tx` transaction when it used one.
+ *
+ * It runs one item the engine prepared and planned (engine/item.ts, engine/plan-runs.ts: every
+ * message alone, stopping on `retry`, `busy` and `not-run`), and records a failure through
+ * engine/record-failure.ts with its write fenced by the lease. It owns only the claim, the lease
+ * and the steps.
  */
 export class LeaseProcessor<R = unknown> {
+  readonly #ctx: EngineContext<R>;
   readonly #o: ResolvedInboxOptions<R>;
   readonly #sql: LeaseSql;
   readonly #claim: LeaseClaim<R>;
@@ -37,46 +42,22 @@ export class LeaseProcessor<R = unknown> {
   readonly #out: Outcomes<R>;
   readonly #events: Events;
 
-  constructor(options: ResolvedInboxOptions<R>, events: Events) {
+  constructor(ctx: EngineContext<R>) {
+    const options = ctx.o;
+    this.#ctx = ctx;
     this.#o = options;
-    this.#events = events;
+    this.#events = ctx.events;
     this.#sql = leaseSql(options.quotedSchema);
     // An HTTP key's ctx.tx opens with the savepoint a stored 4xx rolls its writes back to.
     const begin = this.#sql.begin(options.isolation, options.lockTimeoutMs);
     this.#http = options.httpResponses ? httpSql(options.quotedSchema) : undefined;
     this.#txBegin = this.#http ? `${begin}; ${this.#http.savepoint}` : begin;
-    this.#out = new Outcomes(options);
-    this.#claim = new LeaseClaim(options, this.#sql, this.#out, events);
+    this.#out = ctx.out;
+    this.#claim = new LeaseClaim(options, this.#sql, this.#out, ctx.events);
   }
 
-  /**
-   * Processes envelopes one at a time, in order. A `retry` or `busy` stops the run: every later
-   * envelope comes back `retry` with `ran: false`. Never throws for a message's sake.
-   */
-  async processAll(envelopes: readonly Envelope[]): Promise<Outcome<R>[]> {
-    const out: Outcome<R>[] = [];
-    let stopped = false;
-    for (const envelope of envelopes) {
-      if (stopped) {
-        out.push(this.#out.notRun(envelope));
-        continue;
-      }
-      let item: Item;
-      try {
-        const id = resolveId(envelope, this.#o.idOf);
-        item = { envelope, id, fpHex: fingerprintHex(this.#o.fingerprintOf?.(envelope) ?? envelope.body) };
-      } catch (err) {
-        out.push(this.#out.failed(envelope, undefined, 'invalid-id', err));
-        continue;
-      }
-      const outcome = await this.#one(item);
-      out.push(outcome);
-      if (outcome.status === 'retry' || outcome.status === 'busy') stopped = true;
-    }
-    return out;
-  }
-
-  async #one(item: Item): Promise<Outcome<R>> {
+  /** Runs one message under a lease. Never throws for a message's sake. */
+  async one(item: Item): Promise<Outcome<R>> {
     const owner = `${this.#o.workerId}/${randomUUID()}`;
     const claim = await this.#claim.take(item, owner);
     if (!('owner' in claim)) return claim;
@@ -278,27 +259,21 @@ export class LeaseProcessor<R = unknown> {
     return this.#out.retry(envelope, id, error, verdict.kind === 'retry' && verdict.spent);
   }
 
-  async #recordFailed(c: Claimed, reason: FailReason, error: unknown): Promise<Outcome<R>> {
-    const o = this.#o;
-    const { envelope, id } = c.item;
-    const body = envelope.body.subarray(0, o.failedBodyMaxBytes);
-    try {
-      const res = await o.pool.query(this.#sql.fail, [
-        o.consumer,
-        id,
+  /** Records the message failed the engine's way, the write fenced by the lease this claim holds. */
+  #recordFailed(c: Claimed, reason: FailReason, error: unknown): Promise<Outcome<R>> {
+    const { pool, consumer, retentionMs } = this.#o;
+    const write: FailureWrite = (r) =>
+      pool.query(this.#sql.fail, [
+        consumer,
+        c.item.id,
         c.owner,
-        toJsonb({ ...this.#out.serialize(error), reason }),
-        body,
-        envelope.body.length > o.failedBodyMaxBytes,
-        o.retentionMs,
-        toJsonb(JSON.parse(originOf(envelope))),
+        r.error,
+        r.body,
+        r.truncated,
+        retentionMs,
+        r.origin,
       ]);
-      if (res.rowCount === 0) return this.#out.busy(envelope, id, o.busyDelayMs);
-    } catch (err) {
-      // Not recorded: the database's fault, not the message's.
-      return this.#out.retry(envelope, id, err, false);
-    }
-    return this.#out.failed(envelope, id, reason, error);
+    return recordFailed(this.#ctx, c.item, reason, error, write);
   }
 
   /** Gives the id back (fenced) so its redelivery claims it at once; best effort. */
