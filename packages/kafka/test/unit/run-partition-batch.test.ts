@@ -174,7 +174,7 @@ function harness(
 const retryFirst =
   (...offsets: string[]): Decide =>
   (e) =>
-    offsets.includes(e.source.offset) && e.attempt === 1 ? 'retry' : 'processed';
+    offsets.some((o) => o === e.source.offset) && e.attempt === 1 ? 'retry' : 'processed';
 /** Fails `offset` for good after `retries` retries; everything else is processed. */
 const failAt =
   (offset: string, retries = 0): Decide =>
