@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freshDb } from '../../../../test/support/index.js';
 import { readFence } from '../../src/adapter/index.js';
 import { fingerprint } from '../../src/fingerprint.js';
 import { createInbox, type Envelope, type Handler, PermanentError } from '../../src/index.js';
-import { envelope, freshDb } from './fixtures/db.js';
+import { envelope } from './fixtures/db.js';
 
 let db: Awaited<ReturnType<typeof freshDb>>;
 beforeAll(async () => {

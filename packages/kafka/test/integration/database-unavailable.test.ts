@@ -3,15 +3,21 @@ import type { Admin, Kafka } from 'kafkajs';
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import {
+  createTopicsReady,
   dropSchema,
   FaultProxy,
+  freshDb,
   freshSchemaName,
+  kafkaClient,
+  message,
+  produce,
   serviceUrls,
+  type TestDb,
   uniqueName,
+  waitFor,
+  waitForCommitted,
 } from '../../../../test/support/index.js';
 import { createKafkaConsumer, type KafkaConsumer } from '../../src/index.js';
-import { freshDb, type TestDb } from './fixtures/db.js';
-import { createTopics, kafkaClient, message, produce, waitFor, waitForCommitted } from './fixtures/kafka.js';
 
 // While PostgreSQL or once's schema cannot be used, the consumer holds its partitions (kafkajs
 // pause: nothing is fetched, nothing run, spent or dead-lettered) and reports unhealthy; start()
@@ -68,7 +74,7 @@ async function effectsOf(schema: string): Promise<Map<string, number>> {
 
 async function newTopic(prefix: string, ids: string[]): Promise<string> {
   const topic = uniqueName(prefix);
-  await createTopics(admin, { [topic]: 2, [`${topic}.dlq`]: 1 });
+  await createTopicsReady(admin, { [topic]: 2, [`${topic}.dlq`]: 1 });
   await produce(
     kafka,
     topic,

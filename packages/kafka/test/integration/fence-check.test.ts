@@ -1,12 +1,21 @@
 import type { Admin, Kafka } from 'kafkajs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { fetchOffsetsReady, type Ledger, uniqueName } from '../../../../test/support/index.js';
+import {
+  createTopicsReady,
+  fetchOffsetsReady,
+  freshDb,
+  kafkaClient,
+  type Ledger,
+  message,
+  produce,
+  type TestDb,
+  uniqueName,
+  waitFor,
+  waitForCommitted,
+} from '../../../../test/support/index.js';
 import { createKafkaConsumer, type KafkaConsumer, KafkaErrorCode } from '../../src/index.js';
 
 const KAFKA_FENCE_MISMATCH = KafkaErrorCode.FenceMismatch;
-
-import { freshDb, type TestDb } from './fixtures/db.js';
-import { createTopics, kafkaClient, message, produce, waitFor, waitForCommitted } from './fixtures/kafka.js';
 
 // Offset fencing takes every offset below a partition's fence for a duplicate. Offsets are
 // positions, not identities: a deleted and recreated topic numbers them from 0 again, and the old
@@ -57,7 +66,7 @@ async function recreate(topic: string): Promise<void> {
     `${topic} to be created again`,
     async () => {
       try {
-        await createTopics(admin, { [topic]: 1 });
+        await createTopicsReady(admin, { [topic]: 1 });
         return true;
       } catch {
         return false; // still marked for deletion
@@ -91,7 +100,7 @@ async function runAfterRecreate(topic: string, groupId: string, ledger: Ledger, 
 it('a recreated topic shorter than the fence: the partition stops, nothing is acked', async () => {
   const topic = uniqueName('fence-short');
   const groupId = uniqueName('g-fence-short');
-  await createTopics(admin, { [topic]: 1 });
+  await createTopicsReady(admin, { [topic]: 1 });
   const ledger = await db.ledger('short');
   const old = Array.from({ length: 5 }, (_, i) => `${topic}-old-${i}`);
   await produce(
@@ -143,7 +152,7 @@ it('a recreated topic shorter than the fence: the partition stops, nothing is ac
 it('a recreated topic longer than the fence: another message at the fence, the partition stops', async () => {
   const topic = uniqueName('fence-long');
   const groupId = uniqueName('g-fence-long');
-  await createTopics(admin, { [topic]: 1 });
+  await createTopicsReady(admin, { [topic]: 1 });
   const ledger = await db.ledger('long');
   const old = Array.from({ length: 3 }, (_, i) => `${topic}-old-${i}`);
   await produce(

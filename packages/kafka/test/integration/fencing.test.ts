@@ -1,9 +1,17 @@
 import type { Admin, Kafka } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { uniqueName } from '../../../../test/support/index.js';
+import {
+  createTopicsReady,
+  freshDb,
+  kafkaClient,
+  message,
+  produce,
+  SCALE,
+  type TestDb,
+  uniqueName,
+  waitForCommitted,
+} from '../../../../test/support/index.js';
 import { createKafkaConsumer, type KafkaConsumer } from '../../src/index.js';
-import { freshDb, type TestDb } from './fixtures/db.js';
-import { createTopics, kafkaClient, message, produce, SCALE, waitForCommitted } from './fixtures/kafka.js';
 import { startNaiveConsumer } from './fixtures/naive-consumer.js';
 
 let db: TestDb;
@@ -28,7 +36,7 @@ describe.each<'batch' | 'message'>(['batch'])('offset fencing, %s mode', (mode) 
   const n = Math.round(600 * SCALE);
   it(`${n} messages, then the group re-reads from the beginning: one effect each, no inbox rows`, async () => {
     const topic = uniqueName(`fence-${mode}`);
-    await createTopics(admin, { [topic]: 3, [`${topic}.dlq`]: 1 });
+    await createTopicsReady(admin, { [topic]: 3, [`${topic}.dlq`]: 1 });
     const prefix = uniqueName('m');
     const ids = Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
     await produce(
