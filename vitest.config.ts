@@ -35,7 +35,7 @@ const services = (name: string, groupOrder: number, include: string[]) => ({
     name,
     sequence: { groupOrder },
     include,
-    globalSetup: ['test/support/global-setup.ts'],
+    globalSetup: ['test/support/prisma-setup.ts', 'test/support/global-setup.ts'],
     testTimeout: 120_000,
     hookTimeout: 120_000,
     fileParallelism: true,
@@ -59,6 +59,7 @@ export default defineConfig({
           // Projects with different worker settings need their own group: units first.
           sequence: { groupOrder: 0 },
           include: ['packages/*/test/unit/**/*.test.ts', 'test/unit/**/*.test.ts'],
+          globalSetup: ['test/support/prisma-setup.ts'],
         },
       },
       services('integration', 1, [

@@ -3,14 +3,20 @@ import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { Admin, Kafka, Message } from 'kafkajs';
 import type pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { type Child, createTopicsReady, killAllChildren, startChild, uniqueName } from '../support/index.js';
+import {
+  type Child,
+  createTopicsReady,
+  kafkaClient,
+  killAllChildren,
+  produce,
+  startChild,
+  uniqueName,
+} from '../support/index.js';
 import {
   amqpAdmin,
   committedToEnd,
   createTestPool,
   dropServiceDbs,
-  kafkaClient,
-  produce,
   SCALE,
   type ServiceDb,
   serviceDb,

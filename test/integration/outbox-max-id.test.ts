@@ -6,14 +6,19 @@ import { createSqsPublisher } from '@once/sqs';
 import type pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { cli } from '../../packages/cli/test/integration/fixtures/cli.js';
-import { readTopic } from '../../packages/kafka/test/integration/fixtures/kafka.js';
 import { envelopeOf } from '../../packages/sqs/src/envelope-of.js';
-import { createTopicsReady, quoteIdent, serviceUrls, uniqueName } from '../support/index.js';
+import {
+  createTopicsReady,
+  kafkaClient,
+  quoteIdent,
+  readTopic,
+  serviceUrls,
+  uniqueName,
+} from '../support/index.js';
 import {
   amqpAdmin,
   createTestPool,
   dropServiceDbs,
-  kafkaClient,
   type ServiceDb,
   serviceDb,
   sqsClient,

@@ -12,14 +12,16 @@ import { cli } from '../../packages/cli/test/integration/fixtures/cli.js';
 import {
   createLedger,
   createTestPool,
+  createTopicsReady,
   dropSchema,
   freshSchemaName,
+  kafkaClient,
   type Ledger,
+  produce,
   quoteIdent,
   uniqueName,
   waitFor,
 } from '../support/index.js';
-import { kafkaClient, produce } from './fixtures/outbox-env.js';
 
 // Pinned: Kafka does not deduplicate on once's id (its idempotent producer drops only a
 // producer's own retries within a session), so `once failed retry --republish` right after the
@@ -60,7 +62,7 @@ it('a failed message republished at once is delivered under its own id and runs 
 }, async () => {
   const topic = uniqueName('republish-kafka');
   topics.push(topic);
-  await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: 1 }] });
+  await createTopicsReady(admin, { [topic]: 1 });
   let fixed = false;
   consumer = createKafkaConsumer({
     kafka,

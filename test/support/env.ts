@@ -45,3 +45,6 @@ export function serviceUrls(): ServiceUrls {
     natsUrl: serviceEnv('NATS_URL'),
   });
 }
+
+/** How much bigger than their default sizes the heavier tests run (`ONCE_SCALE`, default 1). */
+export const SCALE = Number(process.env.ONCE_SCALE ?? 1);

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { freshDb } from '../../../../test/support/index.js';
 import {
   AdminError,
   AdminErrorCode,
@@ -7,7 +8,7 @@ import {
   forgetRange,
 } from '../../src/admin/index.js';
 import { createInbox, type Envelope, type Inbox, PermanentError, silentLogger } from '../../src/index.js';
-import { envelope, freshDb } from './fixtures/db.js';
+import { envelope } from './fixtures/db.js';
 
 // forget: a processed id is deleted so that its next delivery runs again. Against a real schema,
 // with consumers processing the same ids at the same moment: the row is deleted in one statement,

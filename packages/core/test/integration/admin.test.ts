@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freshDb } from '../../../../test/support/index.js';
 import {
   AdminError,
   AdminErrorCode,
@@ -26,7 +27,6 @@ import {
   PermanentError,
   silentLogger,
 } from '../../src/index.js';
-import { freshDb } from './fixtures/db.js';
 
 // The admin API against a real schema: what the CLI's tests do not reach through the command
 // line (typed errors and their detail, the outbox's own checks on a republish, a caller's outbox,

@@ -1,7 +1,8 @@
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { freshDb } from '../../../../test/support/index.js';
 import { createInbox, type Handler } from '../../src/index.js';
-import { DATABASE_URL, envelope, freshDb } from './fixtures/db.js';
+import { DATABASE_URL, envelope } from './fixtures/db.js';
 
 // The claim pins the message transaction's settings itself (no SET LOCAL statements of their own
 // since issue #14): synchronous_commit on whatever the session's default, and the lock timeout.

@@ -1,15 +1,16 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { freshDb } from '../../../../test/support/index.js';
 import { createInbox, type Handler } from '../../src/index.js';
-import { envelope, freshDb } from './fixtures/db.js';
+import { envelope } from './fixtures/db.js';
 
 const CHILD = fileURLToPath(new URL('./fixtures/crash-child.mjs', import.meta.url));
 let db: Awaited<ReturnType<typeof freshDb>>;
 const children: ChildProcess[] = [];
 
 beforeAll(async () => {
-  db = await freshDb('core_crash');
+  db = await freshDb('core_crash', 8);
 });
 afterAll(async () => {
   for (const c of children) c.kill('SIGKILL');

@@ -1,9 +1,10 @@
 import { eq } from 'drizzle-orm';
 import { alias, bigserial, pgSchema, text } from 'drizzle-orm/pg-core';
 import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from 'vitest';
+import { freshDb } from '../../../../test/support/index.js';
 import { type DrizzleTx, withDrizzle } from '../../src/drizzle/index.js';
 import { createInbox } from '../../src/index.js';
-import { envelope, freshDb } from './fixtures/db.js';
+import { envelope } from './fixtures/db.js';
 import { ormSuite } from './fixtures/orm-suite.js';
 
 let db: Awaited<ReturnType<typeof freshDb>>;

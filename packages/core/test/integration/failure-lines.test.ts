@@ -1,13 +1,14 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { freshDb } from '../../../../test/support/index.js';
 import { createInbox, type Handler, type InboxOptions } from '../../src/index.js';
-import { envelope, freshDb } from './fixtures/db.js';
+import { envelope } from './fixtures/db.js';
 
 // Issue #15: with no logger, the four failures a user must see are printed, one console.warn
 // line each with id, reason and destination; everything else stays silent; `false` silences.
 
 let db: Awaited<ReturnType<typeof freshDb>>;
 beforeAll(async () => {
-  db = await freshDb('core_failure_lines');
+  db = await freshDb('core_failure_lines', 8);
 });
 afterAll(async () => {
   await db.close();

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freshDb } from '../../../../test/support/index.js';
 import {
   type BatchMode,
   createInbox,
@@ -12,14 +13,14 @@ import {
   silentLogger,
 } from '../../src/index.js';
 import { fromJsonb } from '../../src/sql/jsonb.js';
-import { DATABASE_URL, envelope, freshDb } from './fixtures/db.js';
+import { DATABASE_URL, envelope } from './fixtures/db.js';
 
 // Each test here reproduces a defect of issue #12 ("every failure path ends") that failed on
 // 74d7cc7: a message that retried forever, was dropped, or collapsed into another.
 
 let db: Awaited<ReturnType<typeof freshDb>>;
 beforeAll(async () => {
-  db = await freshDb('core_failpaths');
+  db = await freshDb('core_failpaths', 8);
 });
 afterAll(async () => {
   await db.close();

@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freshDb } from '../../../../test/support/index.js';
 import { createInbox, type Handler, type PgPoolLike } from '../../src/index.js';
-import { connectionLost, envelope, faultyPool, freshDb } from './fixtures/db.js';
+import { connectionLost, envelope, faultyPool } from './fixtures/db.js';
 
 let db: Awaited<ReturnType<typeof freshDb>>;
 beforeAll(async () => {
-  db = await freshDb('core_faults');
+  db = await freshDb('core_faults', 8);
 });
 afterAll(async () => {
   await db.close();

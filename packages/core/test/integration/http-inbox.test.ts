@@ -1,12 +1,13 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freshDb } from '../../../../test/support/index.js';
 import {
   createHttpInbox,
   type HttpResponseToStore,
   type StoredHttpResponse,
 } from '../../src/adapter/index.js';
 import type { Envelope } from '../../src/index.js';
-import { envelope, freshDb } from './fixtures/db.js';
+import { envelope } from './fixtures/db.js';
 
 // createHttpInbox: the response the handler resolves with is stored with the key's COMMIT as SQL
 // literals, and comes back as a duplicate's result exactly; what it refuses.

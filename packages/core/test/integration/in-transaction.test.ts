@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freshDb } from '../../../../test/support/index.js';
 import { inTransaction } from '../../src/adapter/index.js';
-import { freshDb } from './fixtures/db.js';
 
 // inTransaction (migrate(), grantRuntime() and the bindings' plain transactions) against the real
 // database: a COMMIT that PostgreSQL answers with ROLLBACK is a failure, never a success.
 
 let db: Awaited<ReturnType<typeof freshDb>>;
 beforeAll(async () => {
-  db = await freshDb('core_in_tx');
+  db = await freshDb('core_in_tx', 8);
 });
 afterAll(async () => {
   await db?.close();

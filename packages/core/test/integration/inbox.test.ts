@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freshDb } from '../../../../test/support/index.js';
 import {
   createInbox,
   type Handler,
@@ -7,11 +8,11 @@ import {
   PermanentError,
   silentLogger,
 } from '../../src/index.js';
-import { envelope, freshDb, makePool } from './fixtures/db.js';
+import { envelope, makePool } from './fixtures/db.js';
 
 let db: Awaited<ReturnType<typeof freshDb>>;
 beforeAll(async () => {
-  db = await freshDb('core_inbox');
+  db = await freshDb('core_inbox', 8);
 });
 afterAll(async () => {
   await db.close();

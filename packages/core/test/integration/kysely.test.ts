@@ -1,8 +1,9 @@
 import type { Generated, Transaction } from 'kysely';
 import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from 'vitest';
+import { freshDb } from '../../../../test/support/index.js';
 import { createInbox } from '../../src/index.js';
 import { withKysely } from '../../src/kysely/index.js';
-import { envelope, freshDb } from './fixtures/db.js';
+import { envelope } from './fixtures/db.js';
 import { ormSuite } from './fixtures/orm-suite.js';
 
 let db: Awaited<ReturnType<typeof freshDb>>;

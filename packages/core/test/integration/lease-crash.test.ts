@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { Child } from '../../../../test/support/child.js';
-import { freshDb } from './fixtures/db.js';
+import { freshDb } from '../../../../test/support/index.js';
 import { type ExternalService, startExternalService } from './fixtures/external-service.js';
 
 // SIGKILL a lease-mode worker inside each step, between steps and around `done`; then redeliver.
@@ -21,7 +21,7 @@ let service: ExternalService;
 const children: Child[] = [];
 
 beforeAll(async () => {
-  db = await freshDb('core_lease_crash');
+  db = await freshDb('core_lease_crash', 8);
   service = await startExternalService();
 });
 afterAll(async () => {

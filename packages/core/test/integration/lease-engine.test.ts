@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freshDb } from '../../../../test/support/index.js';
 import {
   createInbox,
   type Handler,
@@ -10,7 +11,7 @@ import {
   type PgPoolLike,
   type QueryResultLike,
 } from '../../src/index.js';
-import { DATABASE_URL, envelope, freshDb } from './fixtures/db.js';
+import { DATABASE_URL, envelope } from './fixtures/db.js';
 
 // Lease mode on the engine's decisions (issue #28 item 1): each test here is one place where
 // lease mode used to decide on its own copy and drifted from transaction mode. Each failed on

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freshDb } from '../../../../test/support/index.js';
 import { fromJsonb } from '../../src/adapter/index.js';
 import {
   createInbox,
@@ -9,7 +10,7 @@ import {
   MAX_ID_LENGTH,
   PermanentError,
 } from '../../src/index.js';
-import { DATABASE_URL, envelope, freshDb } from './fixtures/db.js';
+import { DATABASE_URL, envelope } from './fixtures/db.js';
 
 // Lease mode's failure paths that must still end: a step key too large for the steps index, step
 // results and failure records jsonb cannot hold as they are, and the durability of its own
@@ -17,7 +18,7 @@ import { DATABASE_URL, envelope, freshDb } from './fixtures/db.js';
 
 let db: Awaited<ReturnType<typeof freshDb>>;
 beforeAll(async () => {
-  db = await freshDb('core_lease_fail');
+  db = await freshDb('core_lease_fail', 8);
 });
 afterAll(async () => {
   await db?.close();

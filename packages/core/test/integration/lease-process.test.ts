@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freshDb } from '../../../../test/support/index.js';
 import {
   createInbox,
   createOutbox,
@@ -8,13 +9,13 @@ import {
   idempotencyKey,
   OnceError,
 } from '../../src/index.js';
-import { envelope, freshDb } from './fixtures/db.js';
+import { envelope } from './fixtures/db.js';
 
 // Lease mode's outcomes, one delivery at a time, against a real Postgres.
 
 let db: Awaited<ReturnType<typeof freshDb>>;
 beforeAll(async () => {
-  db = await freshDb('core_lease_process');
+  db = await freshDb('core_lease_process', 8);
 });
 afterAll(async () => {
   await db?.close();

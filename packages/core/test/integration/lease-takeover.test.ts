@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { freshDb } from '../../../../test/support/index.js';
 import {
   createInbox,
   type Envelope,
@@ -9,7 +10,7 @@ import {
   quoteIdentifier,
 } from '../../src/index.js';
 import { leaseSql } from '../../src/sql/lease.js';
-import { envelope, freshDb } from './fixtures/db.js';
+import { envelope } from './fixtures/db.js';
 
 // Two workers on one message: a stalled owner, a takeover, and the old owner's late writes.
 
@@ -17,7 +18,7 @@ let db: Awaited<ReturnType<typeof freshDb>>;
 let renewSql: string;
 let recordSql: string;
 beforeAll(async () => {
-  db = await freshDb('core_lease_takeover');
+  db = await freshDb('core_lease_takeover', 8);
   const sql = leaseSql(quoteIdentifier(db.schema));
   renewSql = sql.renew;
   recordSql = sql.recordStep;

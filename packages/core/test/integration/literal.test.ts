@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { freshDb } from '../../../../test/support/index.js';
 import { createInbox } from '../../src/index.js';
 import { byteaLiteral, quoteLiteral } from '../../src/sql/literal.js';
-import { envelope, freshDb } from './fixtures/db.js';
+import { envelope } from './fixtures/db.js';
 
 // The single-message claim sends the id as a literal (one round trip with BEGIN). These tests
 // hold that quoting to the only standard that matters: PostgreSQL reads back the exact value.

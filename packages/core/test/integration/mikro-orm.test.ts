@@ -1,8 +1,9 @@
 import { EntitySchema, type IsolationLevel, MikroORM } from '@mikro-orm/postgresql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freshDb } from '../../../../test/support/index.js';
 import { createInbox } from '../../src/index.js';
 import { withMikroOrm } from '../../src/mikro-orm/index.js';
-import { DATABASE_URL, envelope, freshDb } from './fixtures/db.js';
+import { DATABASE_URL, envelope } from './fixtures/db.js';
 import { ormSuite } from './fixtures/orm-suite.js';
 
 interface Effect {

@@ -1,9 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freshDb } from '../../../../test/support/index.js';
 import { createInbox, type InboxBinding } from '../../src/index.js';
 import { withKysely } from '../../src/kysely/index.js';
-import { envelope, freshDb } from './fixtures/db.js';
+import { envelope } from './fixtures/db.js';
 
 // SIGKILL at the two points that matter, for each binding: after the ORM's write and the claim,
 // before COMMIT (nothing may remain; the redelivery runs once), and after the ORM's COMMIT
@@ -14,7 +15,7 @@ let db: Awaited<ReturnType<typeof freshDb>>;
 const children: ChildProcess[] = [];
 
 beforeAll(async () => {
-  db = await freshDb('core_orm_crash');
+  db = await freshDb('core_orm_crash', 8);
 });
 afterAll(async () => {
   for (const c of children) c.kill('SIGKILL');

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freshDb } from '../../../../test/support/index.js';
 import {
   createInbox,
   createOutbox,
@@ -8,7 +9,7 @@ import {
   PermanentError,
 } from '../../src/index.js';
 import { fromJsonb } from '../../src/sql/jsonb.js';
-import { envelope, freshDb } from './fixtures/db.js';
+import { envelope } from './fixtures/db.js';
 
 let db: Awaited<ReturnType<typeof freshDb>>;
 beforeAll(async () => {

@@ -1,8 +1,9 @@
 import { PrismaPg } from '@prisma/adapter-pg';
 import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from 'vitest';
+import { freshDb } from '../../../../test/support/index.js';
 import { createInbox } from '../../src/index.js';
 import { withPrisma } from '../../src/prisma/index.js';
-import { envelope, freshDb } from './fixtures/db.js';
+import { envelope } from './fixtures/db.js';
 import { ormSuite } from './fixtures/orm-suite.js';
 import { type Prisma, PrismaClient } from './fixtures/prisma/generated/client.js';
 

@@ -1,7 +1,8 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { freshDb } from '../../../../test/support/index.js';
 import { createInbox, type Envelope, type Handler } from '../../src/index.js';
-import { connectionLost, envelope, faultyPool, freshDb } from './fixtures/db.js';
+import { connectionLost, envelope, faultyPool } from './fixtures/db.js';
 
 let db: Awaited<ReturnType<typeof freshDb>>;
 beforeAll(async () => {

@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { freshDb } from '../../../../test/support/index.js';
 import { createInbox, purge } from '../../src/index.js';
 import { migrateWith } from '../../src/migrate.js';
 import { MIGRATIONS } from '../../src/migrations.js';
-import { envelope, freshDb, makePool } from './fixtures/db.js';
+import { envelope, makePool } from './fixtures/db.js';
 
 let db: Awaited<ReturnType<typeof freshDb>>;
 beforeAll(async () => {

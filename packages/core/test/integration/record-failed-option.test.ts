@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freshDb } from '../../../../test/support/index.js';
 import {
   createInbox,
   type Envelope,
@@ -6,7 +7,7 @@ import {
   type InboxOptions,
   PermanentError,
 } from '../../src/index.js';
-import { envelope, freshDb } from './fixtures/db.js';
+import { envelope } from './fixtures/db.js';
 
 // `recordFailed: false`: where the inbox would write a `failed` row (a permanent error, attempts
 // exhausted, a lease-mode step mistake, a throwing fingerprintOf), it writes nothing, gives the

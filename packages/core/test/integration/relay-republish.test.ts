@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { freshDb } from '../../../../test/support/index.js';
 import { retryFailed } from '../../src/admin/index.js';
 import {
   createInbox,
@@ -9,7 +10,7 @@ import {
   type OutboxPublishResult,
   PermanentError,
 } from '../../src/index.js';
-import { envelope, freshDb } from './fixtures/db.js';
+import { envelope } from './fixtures/db.js';
 
 // The relay's side of a republish (schema version 10): the row's mark reaches the publisher, and
 // a broker that cannot take a message yet (a republish inside its dedup window, reported with

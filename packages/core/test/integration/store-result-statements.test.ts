@@ -1,7 +1,8 @@
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { freshDb } from '../../../../test/support/index.js';
 import { createInbox } from '../../src/index.js';
-import { DATABASE_URL, envelope, freshDb } from './fixtures/db.js';
+import { DATABASE_URL, envelope } from './fixtures/db.js';
 
 // With storeResult on, a handler that returns nothing leaves the result the claim wrote (NULL):
 // once sends no UPDATE for it, single or batched (issue #14, second round). A handler that returns

@@ -1,8 +1,9 @@
 import { DataSource, type EntityManager, EntitySchema } from 'typeorm';
 import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from 'vitest';
+import { freshDb } from '../../../../test/support/index.js';
 import { createInbox } from '../../src/index.js';
 import { withTypeorm } from '../../src/typeorm/index.js';
-import { DATABASE_URL, envelope, freshDb } from './fixtures/db.js';
+import { DATABASE_URL, envelope } from './fixtures/db.js';
 import { ormSuite } from './fixtures/orm-suite.js';
 
 interface Effect {

@@ -3,13 +3,19 @@ import type { Admin, Kafka } from 'kafkajs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import {
   type Child,
+  createTopicsReady,
+  freshDb,
+  kafkaClient,
   killAllChildren,
   type Ledger,
+  message,
+  produce,
+  SCALE,
   startChild,
+  type TestDb,
   uniqueName,
+  waitForCommitted,
 } from '../../../../test/support/index.js';
-import { freshDb, type TestDb } from './fixtures/db.js';
-import { createTopics, kafkaClient, message, produce, SCALE, waitForCommitted } from './fixtures/kafka.js';
 
 // SIGKILL the consumer process at random moments while it works through the topic, restart it
 // each time: every id must have exactly one effect and none may be missing. The same storm on a
@@ -36,7 +42,7 @@ afterAll(async () => {
 
 async function topicWith(name: string): Promise<{ topic: string; ids: string[] }> {
   const topic = uniqueName(name);
-  await createTopics(admin, { [topic]: 6 });
+  await createTopicsReady(admin, { [topic]: 6 });
   const ids = Array.from({ length: N }, (_, i) => `${topic}-${i}`);
   await produce(
     kafka,

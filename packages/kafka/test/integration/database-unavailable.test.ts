@@ -3,15 +3,21 @@ import type { Admin, Kafka } from 'kafkajs';
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import {
+  createTopicsReady,
   dropSchema,
   FaultProxy,
+  freshDb,
   freshSchemaName,
+  kafkaClient,
+  message,
+  produce,
   serviceUrls,
+  type TestDb,
   uniqueName,
+  waitFor,
+  waitForCommitted,
 } from '../../../../test/support/index.js';
 import { createKafkaConsumer, type KafkaConsumer } from '../../src/index.js';
-import { freshDb, type TestDb } from './fixtures/db.js';
-import { createTopics, kafkaClient, message, produce, waitFor, waitForCommitted } from './fixtures/kafka.js';
 
 // While PostgreSQL or once's schema cannot be used, the consumer holds its partitions (kafkajs
 // pause: nothing is fetched, nothing run, spent or dead-lettered) and reports unhealthy; start()
@@ -48,7 +54,7 @@ function consumerOn(pool: pg.Pool, schema: string, topic: string) {
     heartbeatIntervalMs: 500,
     maxAttempts: 2,
     handler: async (envelope, { tx }) => {
-      await tx.query(`INSERT INTO ${schema}.effects (message_id) VALUES ($1)`, [envelope.id]);
+      await tx.query(`INSERT INTO ${schema}.effects (id) VALUES ($1)`, [envelope.id]);
     },
   });
   consumer.inbox.on('message:not-run', () => seen.notRun++);
@@ -60,15 +66,15 @@ function consumerOn(pool: pg.Pool, schema: string, topic: string) {
 }
 
 async function effectsOf(schema: string): Promise<Map<string, number>> {
-  const { rows } = await db.pool.query<{ message_id: string; n: number }>(
-    `SELECT message_id, count(*)::int AS n FROM ${schema}.effects GROUP BY message_id`,
+  const { rows } = await db.pool.query<{ id: string; n: number }>(
+    `SELECT id, count(*)::int AS n FROM ${schema}.effects GROUP BY id`,
   );
-  return new Map(rows.map((r) => [r.message_id, r.n]));
+  return new Map(rows.map((r) => [r.id, r.n]));
 }
 
 async function newTopic(prefix: string, ids: string[]): Promise<string> {
   const topic = uniqueName(prefix);
-  await createTopics(admin, { [topic]: 2, [`${topic}.dlq`]: 1 });
+  await createTopicsReady(admin, { [topic]: 2, [`${topic}.dlq`]: 1 });
   await produce(
     kafka,
     topic,
@@ -80,7 +86,6 @@ async function newTopic(prefix: string, ids: string[]): Promise<string> {
 it('start() succeeds while PostgreSQL is unreachable; the consumer fetches nothing, then runs everything once it is back', {
   timeout: 120_000,
 }, async () => {
-  await db.pool.query(`CREATE TABLE IF NOT EXISTS ${db.schema}.effects (message_id text NOT NULL)`);
   const proxy = await FaultProxy.start(new URL(serviceUrls().databaseUrl).host);
   cleanup.push(() => proxy.close());
   proxy.refuse(true);
@@ -134,7 +139,7 @@ it('a consumer started before migrate() dead-letters nothing and begins once mig
   expect(seen).toMatchObject({ notRun: 0, deadLettered: 0 });
 
   await migrate(db.pool, { schema });
-  await db.pool.query(`CREATE TABLE ${schema}.effects (message_id text NOT NULL)`);
+  await db.pool.query(`CREATE TABLE ${schema}.effects (id text NOT NULL)`);
   await waitForCommitted(admin, consumer.options.groupId, topic);
   const effects = await effectsOf(schema);
   expect([...effects.keys()].sort()).toEqual([...ids].sort());
@@ -146,7 +151,6 @@ it('a consumer started before migrate() dead-letters nothing and begins once mig
 it('when PostgreSQL goes away mid-run the consumer pauses its partitions, and resumes when it is back', {
   timeout: 120_000,
 }, async () => {
-  await db.pool.query(`CREATE TABLE IF NOT EXISTS ${db.schema}.effects (message_id text NOT NULL)`);
   const proxy = await FaultProxy.start(new URL(serviceUrls().databaseUrl).host);
   cleanup.push(() => proxy.close());
   const pool = new pg.Pool({ connectionString: proxy.url(serviceUrls().databaseUrl), max: 4 });

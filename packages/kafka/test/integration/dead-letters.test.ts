@@ -2,18 +2,19 @@ import { OnceError, PermanentError } from '@once/core';
 import { DEAD_LETTER_RECORD, type DeadLetterRecord, decodeDeadLetterRecord } from '@once/core/adapter';
 import type { Admin, Kafka, KafkaMessage } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { uniqueName } from '../../../../test/support/index.js';
-import { createKafkaConsumer, type KafkaConsumer, type KafkaConsumerOptions } from '../../src/index.js';
-import { freshDb, type TestDb } from './fixtures/db.js';
 import {
-  createTopics,
+  createTopicsReady,
+  freshDb,
   header,
   kafkaClient,
   message,
   produce,
   readTopic,
+  type TestDb,
+  uniqueName,
   waitForCommitted,
-} from './fixtures/kafka.js';
+} from '../../../../test/support/index.js';
+import { createKafkaConsumer, type KafkaConsumer, type KafkaConsumerOptions } from '../../src/index.js';
 
 let db: TestDb;
 let kafka: Kafka;
@@ -68,7 +69,7 @@ describe.each<['batch' | 'message', number]>([
 ])('poison and transient failures, %s mode, inlineRetryMaxMs %i', (mode, inlineRetryMaxMs) => {
   it('dead-letters poison with error headers, retries transient failures in order, neighbours unaffected', async () => {
     const topic = uniqueName(`poison-${mode}`);
-    await createTopics(admin, { [topic]: 1, [`${topic}.dlq`]: 1 });
+    await createTopicsReady(admin, { [topic]: 1, [`${topic}.dlq`]: 1 });
     const ledger = await db.ledger(mode);
     const ids = Array.from({ length: 30 }, (_, i) => `${topic}-${i}`);
     await produce(
@@ -156,7 +157,7 @@ describe.each<['batch' | 'message', number]>([
 describe('dead-lettering off', () => {
   it('says what is recorded: a failed inbox row for a permanent failure, nothing for an invalid id', async () => {
     const topic = uniqueName('dlq-off');
-    await createTopics(admin, { [topic]: 1 });
+    await createTopicsReady(admin, { [topic]: 1 });
     await produce(kafka, topic, [
       message(`${topic}-ok`, 'k'),
       message(`${topic}-bad`, 'k'),
@@ -209,7 +210,7 @@ describe('dead-lettering off', () => {
 describe('bad input', () => {
   it('missing, oversize and non-UTF-8 ids and an empty value are dead-lettered with a named reason', async () => {
     const topic = uniqueName('bad-input');
-    await createTopics(admin, { [topic]: 1, [`${topic}.dlq`]: 1 });
+    await createTopicsReady(admin, { [topic]: 1, [`${topic}.dlq`]: 1 });
     const ledger = await db.ledger('bad');
     await produce(kafka, topic, [
       message(`${topic}-ok-1`, 'k'),
@@ -271,7 +272,7 @@ describe('bad input', () => {
     await unknown.stop();
 
     const topic = uniqueName('exists');
-    await createTopics(admin, { [topic]: 1 });
+    await createTopicsReady(admin, { [topic]: 1 });
     // A missing schema does not fail start(): the consumer waits for migrate(), unhealthy.
     const noSchema = createKafkaConsumer({ ...base, topics: [topic], schema: 'once_not_installed_here' });
     await noSchema.start();

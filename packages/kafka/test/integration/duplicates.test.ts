@@ -1,9 +1,17 @@
 import type { Admin, Kafka, Message } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { uniqueName } from '../../../../test/support/index.js';
+import {
+  createTopicsReady,
+  freshDb,
+  kafkaClient,
+  message,
+  produce,
+  SCALE,
+  type TestDb,
+  uniqueName,
+  waitForCommitted,
+} from '../../../../test/support/index.js';
 import { createKafkaConsumer, type KafkaConsumer } from '../../src/index.js';
-import { freshDb, type TestDb } from './fixtures/db.js';
-import { createTopics, kafkaClient, message, produce, SCALE, waitForCommitted } from './fixtures/kafka.js';
 import { startNaiveConsumer } from './fixtures/naive-consumer.js';
 
 let db: TestDb;
@@ -44,7 +52,7 @@ describe.each<['batch' | 'message', number]>([
 ])('producer duplicates, %s mode', (mode, n) => {
   it(`${n} messages with 30% re-sent with the same id: one effect each, order per key kept`, async () => {
     const topic = uniqueName(`dup-${mode}`);
-    await createTopics(admin, { [topic]: 6, [`${topic}.dlq`]: 1 });
+    await createTopicsReady(admin, { [topic]: 6, [`${topic}.dlq`]: 1 });
     const prefix = uniqueName('m');
     const { messages, ids } = withDuplicates(prefix, n);
     await produce(kafka, topic, messages);

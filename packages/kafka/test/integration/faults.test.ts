@@ -1,18 +1,22 @@
 import net from 'node:net';
 import { type Admin, Kafka, logLevel, type Message } from 'kafkajs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createTestPool, type Ledger, serviceUrls, uniqueName } from '../../../../test/support/index.js';
-import { createKafkaConsumer, type KafkaConsumer } from '../../src/index.js';
-import { freshDb, type TestDb } from './fixtures/db.js';
 import {
-  createTopics,
+  createTestPool,
+  createTopicsReady,
+  freshDb,
   kafkaClient,
+  type Ledger,
   message,
   produce,
   SCALE,
+  serviceUrls,
+  type TestDb,
+  uniqueName,
   waitFor,
   waitForCommitted,
-} from './fixtures/kafka.js';
+} from '../../../../test/support/index.js';
+import { createKafkaConsumer, type KafkaConsumer } from '../../src/index.js';
 
 // Faults while messages are in flight: PostgreSQL backends terminated, and every Kafka socket of
 // the consumer cut (at the client: brokers advertise their own address, so a TCP proxy would only
@@ -38,7 +42,7 @@ afterAll(async () => {
 
 async function topicWith(name: string): Promise<{ topic: string; ids: string[] }> {
   const topic = uniqueName(name);
-  await createTopics(admin, { [topic]: 3 });
+  await createTopicsReady(admin, { [topic]: 3 });
   const ids = Array.from({ length: N }, (_, i) => `${topic}-${i}`);
   const messages: Message[] = ids.map((id, i) => message(id, `k${i % 30}`));
   await produce(kafka, topic, messages);

@@ -1,9 +1,15 @@
 import type { Admin, Kafka } from 'kafkajs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { uniqueName } from '../../../../test/support/index.js';
+import {
+  createTopicsReady,
+  freshDb,
+  kafkaClient,
+  message,
+  produce,
+  type TestDb,
+  uniqueName,
+} from '../../../../test/support/index.js';
 import { createKafkaConsumer } from '../../src/index.js';
-import { freshDb, type TestDb } from './fixtures/db.js';
-import { createTopics, kafkaClient, message, produce } from './fixtures/kafka.js';
 
 // Message mode (batch: false) runs a slice one message per transaction and stops at a retry. When
 // the retry delay is longer than inlineRetryMaxMs the partition pauses and seeks back: the rest of
@@ -30,7 +36,7 @@ it('message mode: the rest of a slice behind a retry that pauses the partition i
   timeout: 60_000,
 }, async () => {
   const topic = uniqueName('not-run');
-  await createTopics(admin, { [topic]: 1 });
+  await createTopicsReady(admin, { [topic]: 1 });
   const ids = [1, 2, 3].map((n) => `${topic}-${n}`);
   await produce(
     kafka,

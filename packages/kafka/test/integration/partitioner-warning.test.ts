@@ -1,9 +1,13 @@
 import { Kafka, logLevel } from 'kafkajs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { serviceUrls, uniqueName } from '../../../../test/support/index.js';
+import {
+  createTopicsReady,
+  freshDb,
+  serviceUrls,
+  type TestDb,
+  uniqueName,
+} from '../../../../test/support/index.js';
 import { createKafkaConsumer, createKafkaPublisher } from '../../src/index.js';
-import { freshDb, type TestDb } from './fixtures/db.js';
-import { createTopics } from './fixtures/kafka.js';
 
 // kafkajs 2 warns, once per process, about its new default partitioner whenever a producer is made
 // without `createPartitioner`. The consumer's dead-letter producer and the publisher name kafkajs'
@@ -39,7 +43,7 @@ it('the dead-letter producer and the publisher make kafkajs print no partitioner
   const topic = uniqueName('partitioner');
   const admin = kafka.admin();
   await admin.connect();
-  await createTopics(admin, { [topic]: 1, [`${topic}.dlq`]: 1 });
+  await createTopicsReady(admin, { [topic]: 1, [`${topic}.dlq`]: 1 });
   await admin.disconnect();
 
   const consumer = createKafkaConsumer({

@@ -4,22 +4,21 @@ import type { Admin, Kafka } from 'kafkajs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import {
   type Child,
+  createTopicsReady,
   fetchOffsetsReady,
-  killAllChildren,
-  type Ledger,
-  startChild,
-  uniqueName,
-} from '../../../../test/support/index.js';
-import { freshDb, type TestDb } from './fixtures/db.js';
-import {
-  createTopics,
+  freshDb,
   header,
   kafkaClient,
+  killAllChildren,
+  type Ledger,
   message,
   produce,
   readTopic,
+  startChild,
+  type TestDb,
+  uniqueName,
   waitForCommitted,
-} from './fixtures/kafka.js';
+} from '../../../../test/support/index.js';
 
 // A message whose handler calls process.exit() never reaches a catch block. Kafka counts no
 // deliveries, so the consumer notes each slice's offset range in the committed offset's metadata
@@ -61,7 +60,7 @@ async function setup(
   name: string,
 ): Promise<{ topic: string; ids: string[]; poison: string; ledger: Ledger }> {
   const topic = uniqueName(name);
-  await createTopics(admin, { [topic]: 1, [`${topic}.dlq`]: 1 });
+  await createTopicsReady(admin, { [topic]: 1, [`${topic}.dlq`]: 1 });
   const ids = Array.from({ length: 10 }, (_, i) => `${topic}-${i}`);
   // One produce call: the ten land in one record batch, so the first fetch hands over all ten.
   await produce(
@@ -118,7 +117,7 @@ it('the poison dies beside an innocent message of another partition: only the po
   timeout: 200_000,
 }, async () => {
   const topic = uniqueName('exit-two');
-  await createTopics(admin, { [topic]: 2, [`${topic}.dlq`]: 1 });
+  await createTopicsReady(admin, { [topic]: 2, [`${topic}.dlq`]: 1 });
   const ids = [0, 1].flatMap((p) => Array.from({ length: 5 }, (_, i) => `${topic}-p${p}-${i}`));
   // One produce call, each message pinned to its partition: both partitions are fetched at once.
   await produce(

@@ -1,14 +1,21 @@
 import type { Admin, Kafka } from 'kafkajs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { uniqueName } from '../../../../test/support/index.js';
+import {
+  createTopicsReady,
+  freshDb,
+  header,
+  kafkaClient,
+  readTopic,
+  type TestDb,
+  uniqueName,
+  waitForCommitted,
+} from '../../../../test/support/index.js';
 import {
   createKafkaConsumer,
   createKafkaPublisher,
   type KafkaConsumer,
   type KafkaPublisher,
 } from '../../src/index.js';
-import { freshDb, type TestDb } from './fixtures/db.js';
-import { createTopics, header, kafkaClient, readTopic, waitForCommitted } from './fixtures/kafka.js';
 
 let db: TestDb;
 let kafka: Kafka;
@@ -31,7 +38,7 @@ afterAll(async () => {
 
 it('publishes with the id header, in order per key, and a re-send is deduplicated downstream', async () => {
   const topic = uniqueName('pub');
-  await createTopics(admin, { [topic]: 3 });
+  await createTopicsReady(admin, { [topic]: 3 });
   publisher = createKafkaPublisher({ kafka });
   const rows = Array.from({ length: 20 }, (_, i) => ({
     id: `${topic}-row-${i}`,

@@ -3,21 +3,20 @@ import type { Admin, Kafka } from 'kafkajs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import {
   type Child,
+  createTopicsReady,
+  freshDb,
+  kafkaClient,
   killAllChildren,
   type Ledger,
-  startChild,
-  uniqueName,
-} from '../../../../test/support/index.js';
-import { freshDb, type TestDb } from './fixtures/db.js';
-import {
-  createTopics,
-  kafkaClient,
   message,
   produce,
   SCALE,
+  startChild,
+  type TestDb,
+  uniqueName,
   waitFor,
   waitForCommitted,
-} from './fixtures/kafka.js';
+} from '../../../../test/support/index.js';
 
 // Two consumer processes in one group over 6 partitions; a third joins mid-stream, then one
 // leaves on SIGTERM. once's consumer stops gracefully (finishes its slice, commits, leaves); the
@@ -48,7 +47,7 @@ async function scenario(
   kind: 'once' | 'naive',
 ): Promise<{ ids: string[]; ledger: Ledger; members: Child[] }> {
   const topic = uniqueName(`rebalance-${kind}`);
-  await createTopics(admin, { [topic]: 6 });
+  await createTopicsReady(admin, { [topic]: 6 });
   const ids = Array.from({ length: N }, (_, i) => `${topic}-${i}`);
   const messages = ids.map((id, i) => message(id, `k${i % 60}`));
   const half = Math.floor(N / 2);

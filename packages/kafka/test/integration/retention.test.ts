@@ -1,9 +1,13 @@
 import type { Admin, Kafka } from 'kafkajs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createTopicsReady, uniqueName } from '../../../../test/support/index.js';
+import {
+  createTopicsReady,
+  freshDb,
+  kafkaClient,
+  type TestDb,
+  uniqueName,
+} from '../../../../test/support/index.js';
 import { createKafkaConsumer } from '../../src/index.js';
-import { freshDb, type TestDb } from './fixtures/db.js';
-import { kafkaClient } from './fixtures/kafka.js';
 
 // The broker's redelivery horizon against the inbox's memory: a topic that keeps messages longer
 // than the inbox keeps ids is read again after an offset reset, so start() warns (DESIGN,

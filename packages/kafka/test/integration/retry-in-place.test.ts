@@ -1,18 +1,20 @@
 import type { Admin, Kafka } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fetchOffsetsReady, uniqueName } from '../../../../test/support/index.js';
-import { createKafkaConsumer, type KafkaConsumer } from '../../src/index.js';
-import { decodeMarker } from '../../src/replay-marker.js';
-import { freshDb, type TestDb } from './fixtures/db.js';
 import {
-  createTopics,
+  createTopicsReady,
+  fetchOffsetsReady,
+  freshDb,
   header,
   kafkaClient,
   message,
   produce,
   readTopic,
+  type TestDb,
+  uniqueName,
   waitForCommitted,
-} from './fixtures/kafka.js';
+} from '../../../../test/support/index.js';
+import { createKafkaConsumer, type KafkaConsumer } from '../../src/index.js';
+import { decodeMarker } from '../../src/replay-marker.js';
 
 // Message mode (batch: false) with a retry delay short enough to wait out in place
 // (inlineRetryMaxMs): a transient failure costs one more run of that message and nothing else.
@@ -65,7 +67,7 @@ describe.each(cases)('message mode, one partition: $name', ({ n, failOnce, poiso
   }, async () => {
     const maxAttempts = 3;
     const topic = uniqueName('retry-in-place');
-    await createTopics(admin, { [topic]: 1, [`${topic}.dlq`]: 1 });
+    await createTopicsReady(admin, { [topic]: 1, [`${topic}.dlq`]: 1 });
     const ids = Array.from({ length: n }, (_, k) => `${topic}-${k}`);
     await produce(
       kafka,

@@ -170,11 +170,24 @@ function harness(
   };
 }
 
-describe('runPartitionBatch', () => {
-  it('marks each slice, runs it in one transaction, resolves and commits after', async () => {
-    const h = harness();
-    await h.run(messages(10, 5));
-    expect(h.log).toEqual([
+/** Retries each of `offsets` on its first attempt; everything else is processed. */
+const retryFirst =
+  (...offsets: string[]): Decide =>
+  (e) =>
+    offsets.some((o) => o === e.source.offset) && e.attempt === 1 ? 'retry' : 'processed';
+/** Fails `offset` for good after `retries` retries; everything else is processed. */
+const failAt =
+  (offset: string, retries = 0): Decide =>
+  (e) =>
+    e.source.offset !== offset ? 'processed' : e.attempt <= retries ? 'retry' : 'failed';
+
+/** By test name: a fresh harness runs `slice` (`n` messages from offset `from`) and logs exactly `log`. */
+type LogCase = { setup?: Parameters<typeof harness>[0]; slice: [number, number]; log: string[] };
+
+const logCases: Record<string, LogCase> = {
+  'marks each slice, runs it in one transaction, resolves and commits after': {
+    slice: [10, 5],
+    log: [
       'commit 10 {"end":"12"}',
       'batch 10,11,12',
       'resolve 12',
@@ -182,14 +195,121 @@ describe('runPartitionBatch', () => {
       'batch 13,14',
       'resolve 14',
       'commit 15',
+    ],
+  },
+  'waits out a short retry delay in place and runs the message again': {
+    setup: { decide: retryFirst('11') },
+    slice: [10, 3],
+    log: [
+      'commit 10 {"end":"12"}',
+      'batch 10,11,12',
+      'resolve 10',
+      'commit 11',
+      'commit 11 {"end":"12"}',
+      'batch 11@2,12',
+      'resolve 12',
+      'commit 13',
+    ],
+  },
+  'dead-letters failed messages before moving past them': {
+    setup: { decide: failAt('1'), options: { crashReplay: false } },
+    slice: [0, 3],
+    log: ['batch 0,1,2', 'dlq 1', 'resolve 2', 'commit 3'],
+  },
+  'runs the messages a dead consumer had in flight one by one, counting starts': {
+    setup: { metadata: encodeMarker({ end: '6' }) },
+    slice: [5, 3],
+    log: [
+      'commit 5 {"end":"6"}',
+      'process 5 attempt=1 redelivered=true',
+      'start 5 #1',
+      'resolve 5',
+      'commit 6 {"end":"6"}',
+      'process 6 attempt=1 redelivered=true',
+      'start 6 #1',
+      'resolve 6',
+      'commit 7 {"end":"7"}',
+      'process 7 attempt=1 redelivered=false',
+      'resolve 7',
+      'commit 8',
+    ],
+  },
+  'message mode: one transaction per message': {
+    setup: { options: { batch: false, crashReplay: false } },
+    slice: [0, 2],
+    log: [
+      'process 0 attempt=1 redelivered=false',
+      'process 1 attempt=1 redelivered=false',
+      'resolve 1',
+      'commit 2',
+    ],
+  },
+  'message mode: the messages behind a retry that pauses the partition are reported not run, and read again after it':
+    {
+      setup: { options: { batch: false, crashReplay: false, inlineRetryMaxMs: 0 }, decide: retryFirst('1') },
+      slice: [0, 4],
+      log: [
+        'process 0 attempt=1 redelivered=false',
+        'process 1 attempt=1 redelivered=false',
+        'resolve 0',
+        'commit 1',
+        'not-run 2',
+        'retryLater 1 7',
+      ],
+    },
+  'message mode: a message that fails every time in place is dead-lettered after its attempts, then the slice goes on':
+    {
+      setup: { options: { batch: false, crashReplay: false }, decide: failAt('1', 2) },
+      slice: [0, 3],
+      log: [
+        'process 0 attempt=1 redelivered=false',
+        'process 1 attempt=1 redelivered=false',
+        'resolve 0',
+        'commit 1',
+        'process 1 attempt=2 redelivered=true',
+        'commit 1',
+        'process 1 attempt=3 redelivered=true',
+        'process 2 attempt=1 redelivered=false',
+        'dlq 1',
+        'resolve 2',
+        'commit 3',
+      ],
+    },
+};
+
+describe('runPartitionBatch', () => {
+  it.each(Object.entries(logCases))('%s', async (_name, { setup, slice, log }) => {
+    const h = harness(setup);
+    await h.run(messages(...slice));
+    expect(h.log).toEqual(log);
+  });
+
+  it('message mode: a retry waited out in place runs that message again and goes on with the slice, nothing else run or reported twice', async () => {
+    const h = harness({ options: { batch: false }, decide: retryFirst('1', '2') });
+    await h.run(messages(0, 4));
+    expect(h.log).toEqual([
+      'commit 0 {"end":"2"}',
+      'process 0 attempt=1 redelivered=false',
+      'process 1 attempt=1 redelivered=false',
+      'resolve 0',
+      // The progress commit before the wait keeps the marker: the slice is still in flight.
+      'commit 1 {"end":"2"}',
+      'process 1 attempt=2 redelivered=true',
+      'process 2 attempt=1 redelivered=false',
+      'resolve 1',
+      'commit 2 {"end":"2"}',
+      'process 2 attempt=2 redelivered=true',
+      'resolve 2',
+      'commit 3 {"end":"3"}',
+      'process 3 attempt=1 redelivered=false',
+      'resolve 3',
+      'commit 4',
     ]);
+    expect(h.state.retry).toBeUndefined();
   });
 
   it('settles only the prefix before a retry, then pauses and seeks back to it', async () => {
-    const h = harness({
-      decide: (e) => (e.source.offset === '11' && e.attempt === 1 ? 'retry' : 'processed'),
-      options: { inlineRetryMaxMs: 0 },
-    });
+    const h = harness({ decide: retryFirst('11'), options: { inlineRetryMaxMs: 0 } });
     await h.run(messages(10, 3));
     expect(h.log).toEqual([
       'commit 10 {"end":"12"}',
@@ -204,51 +324,6 @@ describe('runPartitionBatch', () => {
     await h.run(messages(11, 2));
     expect(h.log).toContain('batch 11@2,12');
     expect(h.state.retry).toBeUndefined();
-  });
-
-  it('waits out a short retry delay in place and runs the message again', async () => {
-    const h = harness({
-      decide: (e) => (e.source.offset === '11' && e.attempt === 1 ? 'retry' : 'processed'),
-    });
-    await h.run(messages(10, 3));
-    expect(h.log).toEqual([
-      'commit 10 {"end":"12"}',
-      'batch 10,11,12',
-      'resolve 10',
-      'commit 11',
-      'commit 11 {"end":"12"}',
-      'batch 11@2,12',
-      'resolve 12',
-      'commit 13',
-    ]);
-  });
-
-  it('dead-letters failed messages before moving past them', async () => {
-    const h = harness({
-      decide: (e) => (e.source.offset === '1' ? 'failed' : 'processed'),
-      options: { crashReplay: false },
-    });
-    await h.run(messages(0, 3));
-    expect(h.log).toEqual(['batch 0,1,2', 'dlq 1', 'resolve 2', 'commit 3']);
-  });
-
-  it('runs the messages a dead consumer had in flight one by one, counting starts', async () => {
-    const h = harness({ metadata: encodeMarker({ end: '6' }) });
-    await h.run(messages(5, 3));
-    expect(h.log).toEqual([
-      'commit 5 {"end":"6"}',
-      'process 5 attempt=1 redelivered=true',
-      'start 5 #1',
-      'resolve 5',
-      'commit 6 {"end":"6"}',
-      'process 6 attempt=1 redelivered=true',
-      'start 6 #1',
-      'resolve 6',
-      'commit 7 {"end":"7"}',
-      'process 7 attempt=1 redelivered=false',
-      'resolve 7',
-      'commit 8',
-    ]);
   });
 
   it('refuses to start a message that killed the consumer maxAttempts times', async () => {
@@ -274,82 +349,6 @@ describe('runPartitionBatch', () => {
     release();
     await Promise.all([alone, beside]);
     expect(fresh.log).toEqual(['batch 0,1', 'resolve 1', 'commit 2']);
-  });
-
-  it('message mode: one transaction per message', async () => {
-    const h = harness({ options: { batch: false, crashReplay: false } });
-    await h.run(messages(0, 2));
-    expect(h.log).toEqual([
-      'process 0 attempt=1 redelivered=false',
-      'process 1 attempt=1 redelivered=false',
-      'resolve 1',
-      'commit 2',
-    ]);
-  });
-
-  it('message mode: the messages behind a retry that pauses the partition are reported not run, and read again after it', async () => {
-    const h = harness({
-      options: { batch: false, crashReplay: false, inlineRetryMaxMs: 0 },
-      decide: (e) => (e.source.offset === '1' && e.attempt === 1 ? 'retry' : 'processed'),
-    });
-    await h.run(messages(0, 4));
-    expect(h.log).toEqual([
-      'process 0 attempt=1 redelivered=false',
-      'process 1 attempt=1 redelivered=false',
-      'resolve 0',
-      'commit 1',
-      'not-run 2',
-      'retryLater 1 7',
-    ]);
-  });
-
-  it('message mode: a retry waited out in place runs that message again and goes on with the slice, nothing else run or reported twice', async () => {
-    const h = harness({
-      options: { batch: false },
-      decide: (e) =>
-        (e.source.offset === '1' || e.source.offset === '2') && e.attempt === 1 ? 'retry' : 'processed',
-    });
-    await h.run(messages(0, 4));
-    expect(h.log).toEqual([
-      'commit 0 {"end":"2"}',
-      'process 0 attempt=1 redelivered=false',
-      'process 1 attempt=1 redelivered=false',
-      'resolve 0',
-      // The progress commit before the wait keeps the marker: the slice is still in flight.
-      'commit 1 {"end":"2"}',
-      'process 1 attempt=2 redelivered=true',
-      'process 2 attempt=1 redelivered=false',
-      'resolve 1',
-      'commit 2 {"end":"2"}',
-      'process 2 attempt=2 redelivered=true',
-      'resolve 2',
-      'commit 3 {"end":"3"}',
-      'process 3 attempt=1 redelivered=false',
-      'resolve 3',
-      'commit 4',
-    ]);
-    expect(h.state.retry).toBeUndefined();
-  });
-
-  it('message mode: a message that fails every time in place is dead-lettered after its attempts, then the slice goes on', async () => {
-    const h = harness({
-      options: { batch: false, crashReplay: false },
-      decide: (e) => (e.source.offset === '1' ? (e.attempt < 3 ? 'retry' : 'failed') : 'processed'),
-    });
-    await h.run(messages(0, 3));
-    expect(h.log).toEqual([
-      'process 0 attempt=1 redelivered=false',
-      'process 1 attempt=1 redelivered=false',
-      'resolve 0',
-      'commit 1',
-      'process 1 attempt=2 redelivered=true',
-      'commit 1',
-      'process 1 attempt=3 redelivered=true',
-      'process 2 attempt=1 redelivered=false',
-      'dlq 1',
-      'resolve 2',
-      'commit 3',
-    ]);
   });
 
   describe('lease mode: one clock', () => {

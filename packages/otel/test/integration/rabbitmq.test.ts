@@ -2,13 +2,8 @@ import { type Handler, PermanentError } from '@once/core';
 import { createRabbitConsumer, type RabbitConsumer } from '@once/rabbitmq';
 import { trace } from '@opentelemetry/api';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import {
-  AMQP_URL,
-  amqpAdmin,
-  freshDb,
-  unique,
-  waitFor,
-} from '../../../rabbitmq/test/integration/fixtures/env.js';
+import { freshDb } from '../../../../test/support/index.js';
+import { AMQP_URL, amqpAdmin, unique, waitFor } from '../../../rabbitmq/test/integration/fixtures/env.js';
 import { instrument, traced } from '../../src/index.js';
 import {
   histogramCount,

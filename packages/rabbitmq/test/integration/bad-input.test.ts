@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, expect, it, vi } from 'vitest';
+import { freshDb } from '../../../../test/support/index.js';
 import {
   createRabbitConsumer,
   createRabbitPublisher,
@@ -7,7 +8,7 @@ import {
   type RabbitConsumer,
   RabbitErrorCode,
 } from '../../src/index.js';
-import { AMQP_URL, amqpAdmin, freshDb, recordOf, unique, waitFor } from './fixtures/env.js';
+import { AMQP_URL, amqpAdmin, recordOf, unique, waitFor } from './fixtures/env.js';
 
 let db: Awaited<ReturnType<typeof freshDb>>;
 let admin: Awaited<ReturnType<typeof amqpAdmin>>;

@@ -1,16 +1,7 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { FaultProxy } from '../../../../test/support/index.js';
+import { FaultProxy, freshDb } from '../../../../test/support/index.js';
 import { createRabbitConsumer } from '../../src/index.js';
-import {
-  AMQP_URL,
-  amqpAdmin,
-  closeConnectionsNamed,
-  freshDb,
-  SCALE,
-  sleep,
-  unique,
-  waitFor,
-} from './fixtures/env.js';
+import { AMQP_URL, amqpAdmin, closeConnectionsNamed, SCALE, sleep, unique, waitFor } from './fixtures/env.js';
 import { startNaiveConsumer } from './fixtures/naive-consumer.js';
 
 let db: Awaited<ReturnType<typeof freshDb>>;

@@ -3,11 +3,12 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import {
   type Child,
   createLedger,
+  freshDb,
   killAllChildren,
   type Ledger,
   startChild,
 } from '../../../../test/support/index.js';
-import { amqpAdmin, freshDb, recordOf, SCALE, sleep, unique, waitFor } from './fixtures/env.js';
+import { amqpAdmin, recordOf, SCALE, sleep, unique, waitFor } from './fixtures/env.js';
 
 const WORKER = fileURLToPath(new URL('./fixtures/worker.mjs', import.meta.url));
 let db: Awaited<ReturnType<typeof freshDb>>;

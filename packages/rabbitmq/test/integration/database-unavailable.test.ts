@@ -1,9 +1,15 @@
 import { migrate } from '@once/core';
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { dropSchema, FaultProxy, freshSchemaName, serviceUrls } from '../../../../test/support/index.js';
+import {
+  dropSchema,
+  FaultProxy,
+  freshDb,
+  freshSchemaName,
+  serviceUrls,
+} from '../../../../test/support/index.js';
 import { createRabbitConsumer, type RabbitConsumer } from '../../src/index.js';
-import { AMQP_URL, amqpAdmin, closeConnectionsNamed, freshDb, unique, waitFor } from './fixtures/env.js';
+import { AMQP_URL, amqpAdmin, closeConnectionsNamed, unique, waitFor } from './fixtures/env.js';
 
 // While PostgreSQL or once's schema cannot be used, the consumer cancels its AMQP consumer (the
 // broker keeps the messages ready), reports unhealthy, and consumes again once the schema checks

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freshDb } from '../../../../test/support/index.js';
 import { createRabbitConsumer, type QueueType, type RabbitConsumer } from '../../src/index.js';
-import { amqpAdmin, freshDb, SCALE, sleep, unique, waitFor } from './fixtures/env.js';
+import { amqpAdmin, SCALE, sleep, unique, waitFor } from './fixtures/env.js';
 
 let db: Awaited<ReturnType<typeof freshDb>>;
 let admin: Awaited<ReturnType<typeof amqpAdmin>>;

@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { freshDb } from '../../../../test/support/index.js';
 import {
   createRabbitConsumer,
   Header,
   type RabbitConsumer,
   type RabbitConsumerOptions,
 } from '../../src/index.js';
-import { AMQP_URL, amqpAdmin, freshDb, recordOf, unique, waitFor } from './fixtures/env.js';
+import { AMQP_URL, amqpAdmin, recordOf, unique, waitFor } from './fixtures/env.js';
 
 let db: Awaited<ReturnType<typeof freshDb>>;
 let admin: Awaited<ReturnType<typeof amqpAdmin>>;

@@ -1,7 +1,8 @@
 import type { Message } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { freshDb, type TestDb } from '../../../../test/support/index.js';
 import { createSqsConsumer, readDeadLetter, type SqsConsumer } from '../../src/index.js';
-import { type Db, drain, freshDb, queues, sendAll, sqsClient, unique, waitFor } from './fixtures/env.js';
+import { drain, queues, sendAll, sqsClient, unique, waitFor } from './fixtures/env.js';
 import { startOnce } from './fixtures/once-consumer.js';
 
 // The attempt number that decides `max-attempts` is the number of real runs of the handler,
@@ -12,11 +13,11 @@ import { startOnce } from './fixtures/once-consumer.js';
 const client = sqsClient();
 const q = queues(client);
 const run = unique('sqs-attempts');
-let db: Db;
+let db: TestDb;
 const consumers: SqsConsumer[] = [];
 
 beforeAll(async () => {
-  db = await freshDb('sqs_attempts');
+  db = await freshDb('sqs_attempts', 12);
 });
 afterAll(async () => {
   for (const c of consumers) await c.stop();

@@ -1,21 +1,22 @@
 import { OnceError, PermanentError } from '@once/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freshDb, type TestDb } from '../../../../test/support/index.js';
 import {
   createSqsConsumer,
   createSqsPublisher,
   readDeadLetter,
   type SqsConsumerOptions,
 } from '../../src/index.js';
-import { type Db, drain, freshDb, queues, SQS_ENDPOINT, sendAll, sqsClient, unique } from './fixtures/env.js';
+import { drain, queues, SQS_ENDPOINT, sendAll, sqsClient, unique } from './fixtures/env.js';
 import { effectHandler } from './fixtures/once-consumer.js';
 
 const client = sqsClient();
 const q = queues(client);
 const run = unique('sqs-bad');
-let db: Db;
+let db: TestDb;
 
 beforeAll(async () => {
-  db = await freshDb('sqs_bad');
+  db = await freshDb('sqs_bad', 12);
 });
 afterAll(async () => {
   await q.drop();

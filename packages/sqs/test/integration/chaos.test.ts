@@ -1,16 +1,22 @@
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { type Child, killAllChildren, startChild } from '../../../../test/support/index.js';
-import { type Db, freshDb, queues, sendAll, sleep, sqsClient, unique, waitFor } from './fixtures/env.js';
+import {
+  type Child,
+  freshDb,
+  killAllChildren,
+  startChild,
+  type TestDb,
+} from '../../../../test/support/index.js';
+import { queues, sendAll, sleep, sqsClient, unique, waitFor } from './fixtures/env.js';
 
 const CHILD = fileURLToPath(new URL('./fixtures/consumer-child.mjs', import.meta.url));
 const client = sqsClient();
 const q = queues(client);
 const run = unique('sqs-chaos');
-let db: Db;
+let db: TestDb;
 
 beforeAll(async () => {
-  db = await freshDb('sqs_chaos');
+  db = await freshDb('sqs_chaos', 12);
 });
 afterAll(async () => {
   await killAllChildren();

@@ -1,9 +1,16 @@
 import { migrate } from '@once/core';
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { dropSchema, FaultProxy, freshSchemaName, serviceUrls } from '../../../../test/support/index.js';
+import {
+  dropSchema,
+  FaultProxy,
+  freshDb,
+  freshSchemaName,
+  serviceUrls,
+  type TestDb,
+} from '../../../../test/support/index.js';
 import { createSqsConsumer, type SqsConsumer } from '../../src/index.js';
-import { type Db, freshDb, queues, sendAll, sleep, sqsClient, unique, waitFor } from './fixtures/env.js';
+import { queues, sendAll, sleep, sqsClient, unique, waitFor } from './fixtures/env.js';
 
 // While PostgreSQL or once's schema cannot be used, the consumer receives nothing (SQS keeps the
 // messages visible), reports unhealthy, and receives again once the schema checks out. start()
@@ -13,7 +20,7 @@ import { type Db, freshDb, queues, sendAll, sleep, sqsClient, unique, waitFor } 
 const client = sqsClient();
 const q = queues(client);
 const run = unique('sqs-dbdown');
-let db: Db;
+let db: TestDb;
 const cleanup: (() => Promise<void>)[] = [];
 
 beforeAll(async () => {

@@ -1,27 +1,18 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freshDb, type TestDb } from '../../../../test/support/index.js';
 import { createSqsPublisher, type SqsConsumer } from '../../src/index.js';
-import {
-  type Db,
-  freshDb,
-  type Outgoing,
-  queues,
-  SCALE,
-  sendAll,
-  sqsClient,
-  unique,
-  waitFor,
-} from './fixtures/env.js';
+import { type Outgoing, queues, SCALE, sendAll, sqsClient, unique, waitFor } from './fixtures/env.js';
 import { startNaiveConsumer } from './fixtures/naive-consumer.js';
 import { startOnce } from './fixtures/once-consumer.js';
 
 const client = sqsClient();
 const q = queues(client);
 const run = unique('sqs-once');
-let db: Db;
+let db: TestDb;
 const consumers: SqsConsumer[] = [];
 
 beforeAll(async () => {
-  db = await freshDb('sqs_once');
+  db = await freshDb('sqs_once', 12);
 });
 afterAll(async () => {
   for (const c of consumers) await c.stop();
@@ -144,8 +135,6 @@ it('outbox publisher: id in the message-id attribute and as dedup id, key as gro
     ),
   ).toMatchObject({ ok: true, total: 50 });
   expect(seen).toEqual([]);
-  const keys = new Set(
-    (await db.ledger.effects()).filter((e) => e.messageId.startsWith(prefix)).map((e) => e.key),
-  );
+  const keys = new Set((await db.rows()).filter((e) => e.id.startsWith(prefix)).map((e) => e.key));
   expect([...keys].sort()).toEqual(['k0', 'k1', 'k2']);
 });

@@ -1,30 +1,19 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { FaultProxy } from '../../../../test/support/index.js';
+import { FaultProxy, freshDb, type TestDb } from '../../../../test/support/index.js';
 import type { SqsConsumer } from '../../src/index.js';
-import {
-  type Db,
-  freshDb,
-  queues,
-  SCALE,
-  SQS_ENDPOINT,
-  sendAll,
-  sleep,
-  sqsClient,
-  unique,
-  waitFor,
-} from './fixtures/env.js';
+import { queues, SCALE, SQS_ENDPOINT, sendAll, sleep, sqsClient, unique, waitFor } from './fixtures/env.js';
 import { startNaiveConsumer } from './fixtures/naive-consumer.js';
 import { startOnce } from './fixtures/once-consumer.js';
 
 const admin = sqsClient();
 const q = queues(admin);
 const run = unique('sqs-cut');
-let db: Db;
+let db: TestDb;
 let proxy: FaultProxy;
 const consumers: SqsConsumer[] = [];
 
 beforeAll(async () => {
-  db = await freshDb('sqs_cut');
+  db = await freshDb('sqs_cut', 12);
   proxy = await FaultProxy.start(new URL(SQS_ENDPOINT).host);
 });
 afterAll(async () => {

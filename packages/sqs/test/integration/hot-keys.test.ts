@@ -1,7 +1,8 @@
 import type { Logger } from '@once/core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { freshDb, type TestDb } from '../../../../test/support/index.js';
 import type { SqsConsumer } from '../../src/index.js';
-import { type Db, freshDb, queues, sendAll, sqsClient, unique, waitFor } from './fixtures/env.js';
+import { queues, sendAll, sqsClient, unique, waitFor } from './fixtures/env.js';
 import { startOnce } from './fixtures/once-consumer.js';
 
 // Batches whose handlers write rows of a hot key (issue #12, defect 11): on a standard queue the
@@ -12,7 +13,7 @@ import { startOnce } from './fixtures/once-consumer.js';
 const client = sqsClient();
 const q = queues(client);
 const run = unique('sqs-hot');
-let db: Db;
+let db: TestDb;
 const consumers: SqsConsumer[] = [];
 const ACCOUNTS = 5;
 const MESSAGES = 160;

@@ -2,10 +2,10 @@ import { fileURLToPath } from 'node:url';
 import { DeleteMessageCommand, ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { createInbox, type Handler, type Outcome } from '@once/core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { killAllChildren, startChild } from '../../../../test/support/index.js';
+import { freshDb, killAllChildren, startChild, type TestDb } from '../../../../test/support/index.js';
 import { envelopeOf } from '../../src/envelope-of.js';
 import type { SqsConsumer } from '../../src/index.js';
-import { type Db, freshDb, queues, sendAll, sleep, sqsClient, unique, waitFor } from './fixtures/env.js';
+import { queues, sendAll, sleep, sqsClient, unique, waitFor } from './fixtures/env.js';
 import { startOnce } from './fixtures/once-consumer.js';
 
 // Lease mode end to end on ElasticMQ and Postgres: core's lease clock drives the message's
@@ -16,7 +16,7 @@ const CHILD = fileURLToPath(new URL('./fixtures/lease-child.mjs', import.meta.ur
 const client = sqsClient();
 const q = queues(client);
 const run = unique('sqs-lease');
-let db: Db;
+let db: TestDb;
 const consumers: SqsConsumer[] = [];
 
 const VISIBILITY_S = 2;
@@ -26,7 +26,7 @@ const HEARTBEAT_MS = 1_000;
 const SLOW_STEP_MS = 7_000;
 
 beforeAll(async () => {
-  db = await freshDb('sqs_lease');
+  db = await freshDb('sqs_lease', 12);
   await db.pool.query(`CREATE TABLE "${db.schema}".calls (message_id text, step text, key text)`);
 });
 afterAll(async () => {

@@ -1,9 +1,9 @@
 import { createOutbox, createRelay, MAX_ID_LENGTH, OnceError } from '@once/core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { FaultProxy } from '../../../../test/support/index.js';
+import { FaultProxy, freshDb, type TestDb } from '../../../../test/support/index.js';
 import { envelopeOf } from '../../src/envelope-of.js';
 import { BODY_ENCODING_ATTRIBUTE, createSqsPublisher } from '../../src/index.js';
-import { type Db, drain, freshDb, queues, SQS_ENDPOINT, sqsClient, unique } from './fixtures/env.js';
+import { drain, queues, SQS_ENDPOINT, sqsClient, unique } from './fixtures/env.js';
 
 // The SQS publisher against ElasticMQ: bodies that are not SQS text arrive as the same bytes,
 // a maximum-size id is carried whole, and the relay's deadline aborts the request in flight.
@@ -11,11 +11,11 @@ import { type Db, drain, freshDb, queues, SQS_ENDPOINT, sqsClient, unique } from
 const client = sqsClient();
 const q = queues(client);
 const run = unique('sqs-pub');
-let db: Db;
+let db: TestDb;
 let proxy: FaultProxy;
 
 beforeAll(async () => {
-  db = await freshDb('sqs_pub');
+  db = await freshDb('sqs_pub', 12);
   const u = new URL(SQS_ENDPOINT);
   proxy = await FaultProxy.start({ host: u.hostname, port: Number(u.port) });
 });

@@ -1,18 +1,19 @@
 import { createOutbox, createRelay, type Relay } from '@once/core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { freshDb, type TestDb } from '../../../../test/support/index.js';
 import { createSqsPublisher, type SqsConsumer } from '../../src/index.js';
-import { type Db, freshDb, queues, sendAll, sqsClient, unique, waitFor } from './fixtures/env.js';
+import { queues, sendAll, sqsClient, unique, waitFor } from './fixtures/env.js';
 import { startOnce } from './fixtures/once-consumer.js';
 
 const client = sqsClient();
 const q = queues(client);
 const run = unique('sqs-relay');
-let db: Db;
+let db: TestDb;
 const consumers: SqsConsumer[] = [];
 const relays: Relay[] = [];
 
 beforeAll(async () => {
-  db = await freshDb('sqs_relay');
+  db = await freshDb('sqs_relay', 12);
 });
 afterAll(async () => {
   for (const c of consumers) await c.stop();

@@ -2,30 +2,20 @@ import { fileURLToPath } from 'node:url';
 import { type Message, type MessageAttributeValue, SendMessageCommand } from '@aws-sdk/client-sqs';
 import { PermanentError } from '@once/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { killAllChildren, startChild } from '../../../../test/support/index.js';
+import { freshDb, killAllChildren, startChild, type TestDb } from '../../../../test/support/index.js';
 import { jsonHandler, readDeadLetter, type SqsConsumer } from '../../src/index.js';
-import {
-  type Db,
-  drain,
-  freshDb,
-  queues,
-  sendAll,
-  sleep,
-  sqsClient,
-  unique,
-  waitFor,
-} from './fixtures/env.js';
+import { drain, queues, sendAll, sleep, sqsClient, unique, waitFor } from './fixtures/env.js';
 import { effectHandler, startOnce } from './fixtures/once-consumer.js';
 
 const CHILD = fileURLToPath(new URL('./fixtures/consumer-child.mjs', import.meta.url));
 const client = sqsClient();
 const q = queues(client);
 const run = unique('sqs-poison');
-let db: Db;
+let db: TestDb;
 const consumers: SqsConsumer[] = [];
 
 beforeAll(async () => {
-  db = await freshDb('sqs_poison');
+  db = await freshDb('sqs_poison', 12);
 });
 afterAll(async () => {
   for (const c of consumers) await c.stop();

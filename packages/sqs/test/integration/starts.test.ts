@@ -1,7 +1,8 @@
 import { createInbox } from '@once/core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { freshDb, type TestDb } from '../../../../test/support/index.js';
 import type { SqsConsumer } from '../../src/index.js';
-import { type Db, freshDb, queues, sendAll, sqsClient, unique, waitFor } from './fixtures/env.js';
+import { queues, sendAll, sqsClient, unique, waitFor } from './fixtures/env.js';
 import { startOnce } from './fixtures/once-consumer.js';
 
 // Starts counted toward maxAttempts (the killer budget) are starts of the handler. A redelivery
@@ -10,11 +11,11 @@ import { startOnce } from './fixtures/once-consumer.js';
 const client = sqsClient();
 const q = queues(client);
 const run = unique('sqs-starts');
-let db: Db;
+let db: TestDb;
 const consumers: SqsConsumer[] = [];
 
 beforeAll(async () => {
-  db = await freshDb('sqs_starts');
+  db = await freshDb('sqs_starts', 12);
 });
 afterAll(async () => {
   for (const c of consumers) await c.stop();

@@ -1,17 +1,18 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { freshDb, type TestDb } from '../../../../test/support/index.js';
 import type { SqsConsumer } from '../../src/index.js';
-import { type Db, freshDb, queues, sendAll, sleep, sqsClient, unique, waitFor } from './fixtures/env.js';
+import { queues, sendAll, sleep, sqsClient, unique, waitFor } from './fixtures/env.js';
 import { startNaiveConsumer } from './fixtures/naive-consumer.js';
 import { effectHandler, startOnce } from './fixtures/once-consumer.js';
 
 const client = sqsClient();
 const q = queues(client);
 const run = unique('sqs-vis');
-let db: Db;
+let db: TestDb;
 const consumers: SqsConsumer[] = [];
 
 beforeAll(async () => {
-  db = await freshDb('sqs_vis');
+  db = await freshDb('sqs_vis', 12);
 });
 afterAll(async () => {
   for (const c of consumers) await c.stop();
