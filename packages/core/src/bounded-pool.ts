@@ -176,6 +176,8 @@ class Bounded implements BoundedPool {
   async query<R = any>(text: string, values?: unknown[]): Promise<QueryResultLike<R>> {
     // pg.Pool's own query(), but on a bounded client: connect, query, release (with the error,
     // as pg.Pool does, so a connection that failed a statement is not reused).
+    const raw = this[RAW];
+    if (typeof raw.connect !== 'function') return bounded(raw.query<R>(text, values), text, this.bounds.statementTimeoutMs);
     const client = await this.connect();
     let result: QueryResultLike<R>;
     try {
@@ -187,6 +189,29 @@ class Bounded implements BoundedPool {
     client.release();
     return result;
   }
+}
+
+/**
+ * A statement of a pool-like object without `connect()` (no connection to destroy): the bound
+ * still ends the wait.
+ */
+function bounded<T>(sent: Promise<T>, text: string, ms: number): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      sent.catch(ignore);
+      reject(new StatementTimeoutError(statementKind(text), ms));
+    }, ms);
+    sent.then(
+      (r) => {
+        clearTimeout(timer);
+        resolve(r);
+      },
+      (e: unknown) => {
+        clearTimeout(timer);
+        reject(e);
+      },
+    );
+  });
 }
 
 /** What pg's client keeps of its socket: enough to destroy it, or to set its keepalive. */
