@@ -1,5 +1,6 @@
 import { type ConsumerMessages, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { ownConnectOptions } from './liveness.js';
 import { OnceError } from '@once/core';
 import { ConsumerBase, type ConsumerHealth, type ConsumerState, sleep } from '@once/core/adapter';
 import { Dispatcher } from './dispatch.js';
@@ -137,7 +138,7 @@ export class NatsConsumer<R = unknown> extends ConsumerBase<R, NatsConsumerEvent
     let nc = o.connection;
     if (!nc) {
       try {
-        nc = await connect({ servers: [...o.servers], maxReconnectAttempts: -1, name: `once:${o.consumer}` });
+        nc = await connect(ownConnectOptions(o.servers, `once:${o.consumer}`));
       } catch (err) {
         throw connectError(err, o.servers);
       }

@@ -1,5 +1,6 @@
 import { type JetStreamClient, jetstream, jetstreamManager, type PubAck } from '@nats-io/jetstream';
 import { connect, type NatsConnection, headers as natsHeaders } from '@nats-io/transport-node';
+import { ownConnectOptions } from './liveness.js';
 import {
   ErrorCode,
   type Logger,
@@ -68,7 +69,7 @@ export class NatsPublisher implements OutboxPublisher {
     this.#link = new Connector(async () => {
       const nc =
         connection ??
-        (await connect({ servers, maxReconnectAttempts: -1, name: 'once:publisher' }).catch(
+        (await connect(ownConnectOptions(servers, 'once:publisher')).catch(
           (err: unknown) => {
             throw connectError(err, servers);
           },
