@@ -177,7 +177,8 @@ class Bounded implements BoundedPool {
     // pg.Pool's own query(), but on a bounded client: connect, query, release (with the error,
     // as pg.Pool does, so a connection that failed a statement is not reused).
     const raw = this[RAW];
-    if (typeof raw.connect !== 'function') return bounded(raw.query<R>(text, values), text, this.bounds.statementTimeoutMs);
+    if (typeof raw.connect !== 'function')
+      return bounded(raw.query<R>(text, values), text, this.bounds.statementTimeoutMs);
     const client = await this.connect();
     let result: QueryResultLike<R>;
     try {

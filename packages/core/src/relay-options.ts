@@ -1,5 +1,5 @@
-import { ErrorCode, OnceError } from './errors.js';
 import { boundPool, resolvePoolBounds } from './bounded-pool.js';
+import { ErrorCode, OnceError } from './errors.js';
 import { type Logger, silentLogger } from './logger.js';
 import { checkNumber } from './options.js';
 import type { OutboxPublisher } from './outbox-publisher.js';

@@ -1,12 +1,12 @@
 import { type ConsumerMessages, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { ownConnectOptions } from './liveness.js';
 import { OnceError } from '@once/core';
 import { ConsumerBase, type ConsumerHealth, type ConsumerState, sleep } from '@once/core/adapter';
 import { Dispatcher } from './dispatch.js';
 import { DurableSource } from './durable-source.js';
 import { connectError, NatsErrorCode } from './errors.js';
 import type { NatsConsumerEventMap } from './events.js';
+import { ownConnectOptions } from './liveness.js';
 import {
   type NatsConsumerOptions,
   type ResolvedNatsConsumerOptions,

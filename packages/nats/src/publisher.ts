@@ -1,6 +1,5 @@
 import { type JetStreamClient, jetstream, jetstreamManager, type PubAck } from '@nats-io/jetstream';
 import { connect, type NatsConnection, headers as natsHeaders } from '@nats-io/transport-node';
-import { ownConnectOptions } from './liveness.js';
 import {
   ErrorCode,
   type Logger,
@@ -13,6 +12,7 @@ import {
 } from '@once/core';
 import { Connector, checkMessageId, checkNumber, settledResults, untilAborted } from '@once/core/adapter';
 import { connectError, NatsErrorCode } from './errors.js';
+import { ownConnectOptions } from './liveness.js';
 
 /** Codes of failures that no retry can fix: the relay parks the row at once. */
 const PERMANENT = new Set<string>([ErrorCode.InvalidId, ErrorCode.InvalidOption]);
@@ -69,11 +69,9 @@ export class NatsPublisher implements OutboxPublisher {
     this.#link = new Connector(async () => {
       const nc =
         connection ??
-        (await connect(ownConnectOptions(servers, 'once:publisher')).catch(
-          (err: unknown) => {
-            throw connectError(err, servers);
-          },
-        ));
+        (await connect(ownConnectOptions(servers, 'once:publisher')).catch((err: unknown) => {
+          throw connectError(err, servers);
+        }));
       return { nc, js: jetstream(nc, { timeout }) };
     }, 'the NATS publisher was stopped');
   }

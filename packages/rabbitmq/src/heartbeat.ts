@@ -11,7 +11,8 @@ export const DEFAULT_HEARTBEAT_S = 15;
 
 /** `url` with `heartbeat` set to {@link DEFAULT_HEARTBEAT_S} unless it already names one. */
 export function withHeartbeat(url: string | Options.Connect): string | Options.Connect {
-  if (typeof url !== 'string') return url.heartbeat === undefined ? { ...url, heartbeat: DEFAULT_HEARTBEAT_S } : url;
+  if (typeof url !== 'string')
+    return url.heartbeat === undefined ? { ...url, heartbeat: DEFAULT_HEARTBEAT_S } : url;
   const u = new URL(url);
   if (u.searchParams.has('heartbeat')) return url;
   u.searchParams.set('heartbeat', String(DEFAULT_HEARTBEAT_S));

@@ -65,7 +65,11 @@ function held(pool: pg.Pool): number {
 describe('statement bound (statementTimeoutMs), default pg.Pool, dark path', () => {
   it('COMMIT that reached the server but whose reply never comes: retry unspent, connection destroyed; redelivery is a duplicate, one effect', async () => {
     const pool = defaultPool();
-    const inbox = inboxOn(pool, 'commit-applied', effect(() => proxy.dark('to-client')));
+    const inbox = inboxOn(
+      pool,
+      'commit-applied',
+      effect(() => proxy.dark('to-client')),
+    );
     await inbox.ready();
     const o = await inbox.process(envelope('b1'));
     expect(o).toMatchObject({ status: 'retry', spent: false, error: { code: 'STATEMENT_TIMEOUT' } });
@@ -81,7 +85,11 @@ describe('statement bound (statementTimeoutMs), default pg.Pool, dark path', () 
 
   it('COMMIT that never reached the server: retry unspent; once the dead connection is gone, redelivery runs afresh, one effect', async () => {
     const pool = defaultPool();
-    const inbox = inboxOn(pool, 'commit-lost', effect(() => proxy.dark('both')));
+    const inbox = inboxOn(
+      pool,
+      'commit-lost',
+      effect(() => proxy.dark('both')),
+    );
     await inbox.ready();
     const o = await inbox.process(envelope('b2'));
     expect(o).toMatchObject({ status: 'retry', spent: false, error: { code: 'STATEMENT_TIMEOUT' } });
@@ -131,7 +139,10 @@ describe('connect bound (connectTimeoutMs), default pg.Pool, dark path', () => {
     expect(o).toMatchObject({ error: { code: 'CONNECT_TIMEOUT' } });
     proxy.light();
     // The connection pg was making completes now; nobody waits for it, so it goes back idle.
-    await waitFor('the late connection back in the pool', () => pool.totalCount === 1 && pool.idleCount === 1);
+    await waitFor(
+      'the late connection back in the pool',
+      () => pool.totalCount === 1 && pool.idleCount === 1,
+    );
     expect((await inbox.process(envelope('c1', { attempt: 2 }))).status).toBe('processed');
     expect(held(pool)).toBe(0);
   });

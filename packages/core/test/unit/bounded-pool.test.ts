@@ -74,7 +74,12 @@ describe('bounded pool', () => {
     await vi.advanceTimersByTimeAsync(1);
     const err = await caught;
     expect(err).toBeInstanceOf(StatementTimeoutError);
-    expect(err).toMatchObject({ code: 'STATEMENT_TIMEOUT', statement: 'COMMIT', boundMs: 100, retryable: true });
+    expect(err).toMatchObject({
+      code: 'STATEMENT_TIMEOUT',
+      statement: 'COMMIT',
+      boundMs: 100,
+      retryable: true,
+    });
     expect(f.socket.destroyed).toBe(true);
     // Every later statement fails at once; the release destroys the connection in the pool.
     await expect(client.query('ROLLBACK')).rejects.toBe(err);
@@ -85,10 +90,13 @@ describe('bounded pool', () => {
   it('a reply in time clears the timer and releases normally', async () => {
     vi.useFakeTimers();
     const f = fakeClient();
-    const client = await boundPool(fakePool(async () => f.client), {
-      statementTimeoutMs: 100,
-      connectTimeoutMs: 50,
-    }).connect();
+    const client = await boundPool(
+      fakePool(async () => f.client),
+      {
+        statementTimeoutMs: 100,
+        connectTimeoutMs: 50,
+      },
+    ).connect();
     const q = client.query('SELECT 1');
     f.pending[0]!.resolve({ rows: [{ x: 1 }], rowCount: 1 });
     await expect(q).resolves.toMatchObject({ rowCount: 1 });
@@ -119,7 +127,10 @@ describe('bounded pool', () => {
   it('pool.query runs on a bounded client and releases it with the error, as pg.Pool does', async () => {
     vi.useFakeTimers();
     const f = fakeClient();
-    const pool = boundPool(fakePool(async () => f.client), { statementTimeoutMs: 100, connectTimeoutMs: 50 });
+    const pool = boundPool(
+      fakePool(async () => f.client),
+      { statementTimeoutMs: 100, connectTimeoutMs: 50 },
+    );
     const q = pool.query('SELECT claim').catch((e: unknown) => e);
     await vi.advanceTimersByTimeAsync(100);
     const err = await q;
@@ -151,13 +162,16 @@ describe('bounded pool', () => {
     const o = resolveInboxOptions({ pool: raw, consumer: 'c', handler: async () => {} });
     expect(o.statementTimeoutMs).toBe(30_000);
     expect(o.connectTimeoutMs).toBe(10_000);
-    expect(isBounded(o.pool) && o.pool.bounds).toEqual({ statementTimeoutMs: 30_000, connectTimeoutMs: 10_000 });
+    expect(isBounded(o.pool) && o.pool.bounds).toEqual({
+      statementTimeoutMs: 30_000,
+      connectTimeoutMs: 10_000,
+    });
     expect(rawPool(o.pool)).toBe(raw);
     const again = resolveInboxOptions({ ...o, statementTimeoutMs: 500 });
     expect(rawPool(again.pool)).toBe(raw);
-    expect(() => resolveInboxOptions({ pool: raw, consumer: 'c', handler: async () => {}, connectTimeoutMs: 0 })).toThrow(
-      /connectTimeoutMs/,
-    );
+    expect(() =>
+      resolveInboxOptions({ pool: raw, consumer: 'c', handler: async () => {}, connectTimeoutMs: 0 }),
+    ).toThrow(/connectTimeoutMs/);
   });
 
   it('a timeout is a fault of the environment: never counted, never a dead letter', () => {
@@ -181,20 +195,29 @@ describe('bounded pool', () => {
     expect(statementKind('')).toBe('statement');
   });
 
-  it("warns once per pool whose settings lack keepAlive or connectionTimeoutMillis, naming them and the docs", () => {
+  it('warns once per pool whose settings lack keepAlive or connectionTimeoutMillis, naming them and the docs', () => {
     const warn = vi.fn();
     const logger = { debug() {}, info() {}, warn, error() {} };
-    const bare = Object.assign(fakePool(async () => fakeClient().client), { options: { max: 10 } });
+    const bare = Object.assign(
+      fakePool(async () => fakeClient().client),
+      { options: { max: 10 } },
+    );
     warnPoolSettings(boundPool(bare), logger);
     warnPoolSettings(bare, logger);
     expect(warn).toHaveBeenCalledTimes(1);
     expect(warn.mock.calls[0]![0]).toEqual({ missing: ['keepAlive: true', 'connectionTimeoutMillis'] });
     expect(warn.mock.calls[0]![1]).toMatch(/docs\/operations\.md/);
-    const good = Object.assign(fakePool(async () => fakeClient().client), {
-      options: { keepAlive: true, connectionTimeoutMillis: 5000 },
-    });
+    const good = Object.assign(
+      fakePool(async () => fakeClient().client),
+      {
+        options: { keepAlive: true, connectionTimeoutMillis: 5000 },
+      },
+    );
     warnPoolSettings(good, logger);
-    const half = Object.assign(fakePool(async () => fakeClient().client), { options: { keepAlive: true } });
+    const half = Object.assign(
+      fakePool(async () => fakeClient().client),
+      { options: { keepAlive: true } },
+    );
     warnPoolSettings(half, logger);
     expect(warn).toHaveBeenCalledTimes(2);
     expect(warn.mock.calls[1]![0]).toEqual({ missing: ['connectionTimeoutMillis'] });

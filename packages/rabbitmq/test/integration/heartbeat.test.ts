@@ -9,7 +9,13 @@ import { AMQP_URL } from './fixtures/env.js';
 const pool = { connect: async () => ({}), query: async () => ({}) } as never;
 
 async function negotiated(url: string | amqp.Options.Connect): Promise<number> {
-  const { rabbit } = resolveRabbitConsumerOptions({ url, queue: 'q', pool, consumer: 'hb', handler: () => {} });
+  const { rabbit } = resolveRabbitConsumerOptions({
+    url,
+    queue: 'q',
+    pool,
+    consumer: 'hb',
+    handler: () => {},
+  });
   const conn = await amqp.connect(rabbit.url, rabbit.socketOptions);
   try {
     return (conn as unknown as { connection: { heartbeat: number } }).connection.heartbeat;
@@ -19,7 +25,7 @@ async function negotiated(url: string | amqp.Options.Connect): Promise<number> {
 }
 
 describe('AMQP heartbeat', () => {
-  it('reaches the connection once opens: 15 s by default, the URL\'s own when it names one', async () => {
+  it("reaches the connection once opens: 15 s by default, the URL's own when it names one", async () => {
     expect(DEFAULT_HEARTBEAT_S).toBe(15);
     expect(await negotiated(AMQP_URL)).toBe(15);
     const own = new URL(AMQP_URL);
