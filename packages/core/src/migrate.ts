@@ -166,9 +166,12 @@ export function schemaSql(options: MigrateOptions = {}): string {
  * this build still runs on (docs/upgrades.md). Throws a SCHEMA_NOT_INSTALLED or SCHEMA_TOO_NEW
  * error that says what to run or upgrade.
  */
-export async function checkSchema(userPool: PgPoolLike, schema: string): Promise<void> {
+export function checkSchema(pool: PgPoolLike, schema: string): Promise<void> {
   // An inbox's pool keeps its own bounds; a pool of the caller's gets the defaults.
-  const pool = isBounded(userPool) ? userPool : boundPool(userPool, DEFAULT_POOL_BOUNDS);
+  return checkSchemaOn(isBounded(pool) ? pool : boundPool(pool, DEFAULT_POOL_BOUNDS), schema);
+}
+
+async function checkSchemaOn(pool: PgPoolLike, schema: string): Promise<void> {
   const quoted = quoteIdentifier(schema, 'options.schema');
   let version: number;
   try {

@@ -50,8 +50,11 @@ export interface PurgeOptions {
  * purge built before version 9, which would leave the deleted rows' steps behind) is refused
  * with the same error, and nothing is deleted. Returns the number of rows deleted.
  */
-export async function purge(userPool: PgPoolLike, options: PurgeOptions = {}): Promise<number> {
-  const pool = boundPool(userPool, resolvePoolBounds(options));
+export async function purge(pool: PgPoolLike, options: PurgeOptions = {}): Promise<number> {
+  return purgeOn(boundPool(pool, resolvePoolBounds(options)), options);
+}
+
+async function purgeOn(pool: PgPoolLike, options: PurgeOptions): Promise<number> {
   const schema = options.schema ?? 'once';
   const sql = inboxSql(quoteIdentifier(schema, 'options.schema'));
   const batchSize = checkNumber('batchSize', options.batchSize ?? 5000, 1);
