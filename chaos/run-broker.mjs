@@ -3,6 +3,7 @@
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { DEFAULT_INBOX_OPTIONS } from '@once/core';
 import pg from 'pg';
 import { brokerSide, KAFKA_PARTITIONS, proxyTarget } from './brokers.mjs';
 import { ConsumerChild } from './children.mjs';
@@ -28,13 +29,16 @@ const PARTITION_RECOVERY_WAIT_MS = 240_000;
 /**
  * Partition lengths: shorter than every broker's session, visibility or heartbeat timeout here
  * (SQS visibility 3 s), longer than all of them (RabbitMQ closes after 2 missed 5 s heartbeats),
- * and longer than once's statement bound (30 s).
+ * and longer than once's statement bound (`statementTimeoutMs`, 30 s by default).
  */
 export const PARTITION_MS = Object.freeze([2_000, 15_000, 45_000]);
 /** The short CI run: one length, past every broker's timeout. */
 export const SHORT_PARTITION_MS = Object.freeze([12_000]);
-/** once's own bound on a statement, the figure a partition's recovery is reported against. */
-export const STATEMENT_BOUND_MS = 30_000;
+/**
+ * once's own bound on a statement (the inbox's `statementTimeoutMs` default, read from the build
+ * under test), the figure a partition's recovery is reported against.
+ */
+export const STATEMENT_BOUND_MS = DEFAULT_INBOX_OPTIONS.statementTimeoutMs;
 
 /**
  * @param {{ broker: string, seed: number, injections: number, short: boolean, ratePerS?: number,

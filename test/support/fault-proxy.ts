@@ -6,6 +6,9 @@ export interface FaultProxyTarget {
   readonly port: number;
 }
 
+/** Which way a dark proxy stops forwarding: toward the target, toward the client, or both. */
+export type DarkDirection = 'both' | 'to-target' | 'to-client';
+
 /** One proxied connection: the client's socket and ours to the target. */
 interface Pair {
   readonly client: net.Socket;
@@ -32,6 +35,8 @@ export class FaultProxy {
   readonly #pairs = new Set<Pair>();
   readonly #timers = new Set<NodeJS.Timeout>();
   #refusing = false;
+  #darkToTarget = false;
+  #darkToClient = false;
   #latencyMs = 0;
   #accepted = 0;
   #port = 0;
@@ -104,6 +109,35 @@ export class FaultProxy {
     this.#refusing = on;
   }
 
+  /**
+   * Stops forwarding bytes in `direction` on every connection, open and new, without closing
+   * anything: no RST, no FIN. The proxy stops reading, so the sender's writes still succeed (the
+   * kernel acknowledges them) and the reader hears silence, as across a network path that went
+   * dark; unlike a real partition, TCP keepalive probes are still answered (by the proxy's
+   * kernel). New connections are accepted and go dark too. {@link FaultProxy.light} resumes,
+   * delivering what waited, in order.
+   */
+  dark(direction: DarkDirection = 'both'): void {
+    if (direction !== 'to-client') this.#darkToTarget = true;
+    if (direction !== 'to-target') this.#darkToClient = true;
+    for (const pair of this.#pairs) this.#applyDark(pair);
+  }
+
+  /** Forwards again in both directions, what was held back first. */
+  light(): void {
+    this.#darkToTarget = false;
+    this.#darkToClient = false;
+    for (const pair of this.#pairs) this.#applyDark(pair);
+  }
+
+  #applyDark(pair: Pair): void {
+    // Reading the client's socket feeds the target; reading the target's feeds the client.
+    if (this.#darkToTarget) pair.client.pause();
+    else pair.client.resume();
+    if (this.#darkToClient) pair.upstream.pause();
+    else pair.upstream.resume();
+  }
+
   /** Delays every chunk in both directions by `n` ms from now on, keeping byte order. 0 turns it off. */
   latencyMs(n: number): void {
     if (!(n >= 0)) throw new RangeError(`latencyMs must be >= 0, got ${n}`);
@@ -140,6 +174,7 @@ export class FaultProxy {
     upstream.on('close', closed);
     this.#pipe(client, upstream);
     this.#pipe(upstream, client);
+    this.#applyDark(pair);
   }
 
   #pipe(from: net.Socket, to: net.Socket): void {

@@ -15,6 +15,9 @@ export interface Database {
   readonly maskedUrl: string;
 }
 
+/** The CLI's bound on one statement's reply, in ms: as long as migrate()'s own. */
+export const CLI_STATEMENT_TIMEOUT_MS = 300_000;
+
 /** Where and how {@link openDatabase} connects. */
 export interface DatabaseOptions {
   /** A `postgres://` URL. */
@@ -42,6 +45,12 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     connectionString: options.url,
     max: 2,
     connectionTimeoutMillis: options.connectTimeoutMs ?? 10_000,
+    // A path that goes dark must end the command, not hang it (docs/operations.md, "Pool settings"):
+    // keepalive for a socket waiting on a reply, and a bound on every statement (core's purge and
+    // migrate bound theirs too; migrations' DDL is why this one is long).
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
+    query_timeout: CLI_STATEMENT_TIMEOUT_MS,
     application_name: 'once-cli',
   });
   // An idle client's error (a restarted server) must not crash the CLI (brianc/node-postgres#1324).

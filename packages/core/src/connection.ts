@@ -1,3 +1,4 @@
+import { rawPool } from './bounded-pool.js';
 import { type Logger, silentLogger } from './logger.js';
 import type { PgClientLike, PgPoolLike } from './pg-like.js';
 
@@ -57,7 +58,8 @@ const guarded = new WeakSet<object>();
  * through `Connection.error`. Installed once per pool, on pools that emit `'connect'` (pg.Pool), by
  * the constructors of the inbox and the relay, whose pools every Connection here comes from.
  */
-export function guardNewClients(pool: PgPoolLike, logger: Logger = silentLogger): void {
+export function guardNewClients(bounded: PgPoolLike, logger: Logger = silentLogger): void {
+  const pool = rawPool(bounded);
   const emitter = pool as PgPoolLike & {
     on?(event: 'connect', listener: (client: { on?(e: 'error', l: () => void): unknown }) => void): unknown;
     on?(event: 'error', listener: (err: Error) => void): unknown;

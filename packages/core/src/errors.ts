@@ -14,6 +14,8 @@ export const ErrorCode = {
   Closed: 'CLOSED',
   OutboxInvalid: 'OUTBOX_INVALID',
   AttemptsExhausted: 'ATTEMPTS_EXHAUSTED',
+  StatementTimeout: 'STATEMENT_TIMEOUT',
+  ConnectTimeout: 'CONNECT_TIMEOUT',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

@@ -1,3 +1,4 @@
+import { warnPoolSettings } from './bounded-pool.js';
 import { guardNewClients } from './connection.js';
 import { BatchPause } from './engine/batch-pause.js';
 import { BatchTx } from './engine/batch-tx.js';
@@ -50,6 +51,7 @@ export class Inbox<R = unknown> {
   constructor(options: ResolvedInboxOptions<R>) {
     this.options = options;
     guardNewClients(options.pool, options.logger);
+    warnPoolSettings(options.pool, options.logger);
     this.#events = new Events(options.logger);
     this.#readiness = new Readiness(options);
     this.#ctx = engineContext(options, this.#events, this.#readiness.fault);

@@ -13,6 +13,7 @@
  * ```
  */
 export type { BoundContext, BoundHandler, InboxBinding } from './binding.js';
+export { ConnectTimeoutError, StatementTimeoutError } from './bounded-pool.js';
 export type { CallerTransactions } from './caller-transactions.js';
 export {
   type Envelope,

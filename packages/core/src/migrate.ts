@@ -1,3 +1,4 @@
+import { boundPool, DEFAULT_POOL_BOUNDS, isBounded, resolvePoolBounds } from './bounded-pool.js';
 import { ErrorCode, OnceError } from './errors.js';
 import { quoteIdentifier } from './identifier.js';
 import { compatibleFrom, LATEST_SCHEMA_VERSION, MIGRATIONS, type Migration } from './migrations.js';
@@ -12,7 +13,20 @@ import { inTransaction } from './transaction.js';
 export interface MigrateOptions {
   /** The schema to install into. @default 'once' */
   schema?: string;
+  /**
+   * The longest migrate() waits for the reply to one statement, in ms (a migration's DDL, the
+   * advisory lock while another process migrates). Past it the statement fails with
+   * `StatementTimeoutError` and its connection is destroyed; the migration's transaction never
+   * commits. Longer than the inbox's bound: DDL on a large table takes a while.
+   * @default 300000
+   */
+  statementTimeoutMs?: number;
+  /** The longest migrate() waits for a pool connection, in ms. @default 10000 */
+  connectTimeoutMs?: number;
 }
+
+/** migrate()'s own statement bound: DDL may rewrite or index a large table. */
+export const MIGRATE_STATEMENT_TIMEOUT_MS = 300_000;
 
 /** What {@link migrate} did. */
 export interface MigrateResult {
@@ -55,10 +69,17 @@ export async function migrate(pool: PgPoolLike, options: MigrateOptions = {}): P
  * Not exported from the package: a build's migrations are the ones it was released with.
  */
 export async function migrateWith(
-  pool: PgPoolLike,
+  userPool: PgPoolLike,
   options: MigrateOptions,
   migrations: readonly Migration[],
 ): Promise<MigrateResult> {
+  const pool = boundPool(
+    userPool,
+    resolvePoolBounds({
+      statementTimeoutMs: options.statementTimeoutMs ?? MIGRATE_STATEMENT_TIMEOUT_MS,
+      connectTimeoutMs: options.connectTimeoutMs,
+    }),
+  );
   const name = options.schema ?? 'once';
   const schema = quoteIdentifier(name, 'options.schema');
   const sql = migrationSql(schema);
@@ -145,7 +166,12 @@ export function schemaSql(options: MigrateOptions = {}): string {
  * this build still runs on (docs/upgrades.md). Throws a SCHEMA_NOT_INSTALLED or SCHEMA_TOO_NEW
  * error that says what to run or upgrade.
  */
-export async function checkSchema(pool: PgPoolLike, schema: string): Promise<void> {
+export function checkSchema(pool: PgPoolLike, schema: string): Promise<void> {
+  // An inbox's pool keeps its own bounds; a pool of the caller's gets the defaults.
+  return checkSchemaOn(isBounded(pool) ? pool : boundPool(pool, DEFAULT_POOL_BOUNDS), schema);
+}
+
+async function checkSchemaOn(pool: PgPoolLike, schema: string): Promise<void> {
   const quoted = quoteIdentifier(schema, 'options.schema');
   let version: number;
   try {

@@ -1,3 +1,4 @@
+import { boundPool, DEFAULT_POOL_BOUNDS, resolvePoolBounds } from './bounded-pool.js';
 import { type CallerTransactions, isCallerTransactions } from './caller-transactions.js';
 import type { Envelope, IdOf } from './envelope.js';
 import { ErrorCode, OnceError } from './errors.js';
@@ -53,6 +54,21 @@ export interface InboxOptions<R = unknown> extends LeaseOptions {
   maxAttempts?: number | undefined;
   /** How long a claim waits for another worker holding the same id before `busy`, in ms. @default 5000 */
   lockTimeoutMs?: number | undefined;
+  /**
+   * The longest once waits for the reply to one of its own statements (the claim, COMMIT, a start
+   * count, the schema check, a failure record, lease-mode statements), in ms. Past it the
+   * statement fails with `StatementTimeoutError` (code `STATEMENT_TIMEOUT`), its connection is
+   * destroyed (never returned to the pool) and the message is given back, its attempt not
+   * counted; a COMMIT that timed out is settled by the claim on redelivery. Holds whatever the
+   * pool's settings. The handler's own statements are bounded by `handlerTimeoutMs` instead.
+   * @default 30000
+   */
+  statementTimeoutMs?: number | undefined;
+  /**
+   * The longest once waits for a connection from the pool, in ms; past it `ConnectTimeoutError`
+   * (code `CONNECT_TIMEOUT`) and the message is given back unrun. @default 10000
+   */
+  connectTimeoutMs?: number | undefined;
   /** The handler's deadline in ms; past it the transaction is abandoned and the outcome is `retry`. @default 60000 */
   handlerTimeoutMs?: number | undefined;
   /** How long processed ids are remembered, in ms. Keep it longer than the broker can redeliver. @default 7 days */
@@ -126,6 +142,8 @@ export const DEFAULT_INBOX_OPTIONS = Object.freeze({
   maxAttempts: 5,
   lockTimeoutMs: 5_000,
   handlerTimeoutMs: 60_000,
+  statementTimeoutMs: DEFAULT_POOL_BOUNDS.statementTimeoutMs,
+  connectTimeoutMs: DEFAULT_POOL_BOUNDS.connectTimeoutMs,
   retentionMs: 7 * DAY_MS,
   retryDelayMs: (attempt: number) => Math.min(1000 * 2 ** Math.max(0, attempt - 1), 60_000),
   failedBodyMaxBytes: 262_144,
@@ -185,6 +203,7 @@ export function resolveInboxOptions<R>(options: InboxOptions<R>): ResolvedInboxO
     }
   }
   const { logger, failureLogger } = resolveLoggers(option);
+  const bounds = resolvePoolBounds(o);
   const lease = resolveLeaseOptions(options);
   const transactions = o.transactions;
   if (transactions !== undefined) {
@@ -198,7 +217,8 @@ export function resolveInboxOptions<R>(options: InboxOptions<R>): ResolvedInboxO
     }
   }
   return Object.freeze({
-    pool,
+    // Every statement and connect of once's own goes through the bounds (bounded-pool.ts).
+    pool: boundPool(pool, bounds),
     consumer: o.consumer,
     handler: o.handler,
     schema: o.schema as string,
@@ -212,6 +232,8 @@ export function resolveInboxOptions<R>(options: InboxOptions<R>): ResolvedInboxO
     maxAttempts: checkNumber('maxAttempts', o.maxAttempts, 1),
     lockTimeoutMs: checkNumber('lockTimeoutMs', o.lockTimeoutMs, 1),
     handlerTimeoutMs: checkNumber('handlerTimeoutMs', o.handlerTimeoutMs, 1),
+    statementTimeoutMs: bounds.statementTimeoutMs,
+    connectTimeoutMs: bounds.connectTimeoutMs,
     retentionMs: checkNumber('retentionMs', o.retentionMs, 1000),
     retryDelayMs: o.retryDelayMs as (attempt: number) => number,
     classify: o.classify,

@@ -1,4 +1,5 @@
 import { sleep } from './adapter/sleep.js';
+import { boundPool, resolvePoolBounds } from './bounded-pool.js';
 import { quoteIdentifier } from './identifier.js';
 import { checkSchema } from './migrate.js';
 import { checkNumber } from './option-check.js';
@@ -30,6 +31,13 @@ export interface PurgeOptions {
   onProgress?: (deleted: number) => void;
   /** Stops between batches when aborted. */
   signal?: AbortSignal;
+  /**
+   * The longest purge() waits for the reply to one statement (a batch's DELETE, the schema
+   * check), in ms; past it `StatementTimeoutError`, the connection destroyed. @default 30000
+   */
+  statementTimeoutMs?: number;
+  /** The longest purge() waits for a pool connection, in ms. @default 10000 */
+  connectTimeoutMs?: number;
 }
 
 /**
@@ -43,6 +51,10 @@ export interface PurgeOptions {
  * with the same error, and nothing is deleted. Returns the number of rows deleted.
  */
 export async function purge(pool: PgPoolLike, options: PurgeOptions = {}): Promise<number> {
+  return purgeOn(boundPool(pool, resolvePoolBounds(options)), options);
+}
+
+async function purgeOn(pool: PgPoolLike, options: PurgeOptions): Promise<number> {
   const schema = options.schema ?? 'once';
   const sql = inboxSql(quoteIdentifier(schema, 'options.schema'));
   const batchSize = checkNumber('batchSize', options.batchSize ?? 5000, 1);

@@ -1,3 +1,4 @@
+import { boundPool, resolvePoolBounds } from './bounded-pool.js';
 import { ErrorCode, OnceError } from './errors.js';
 import { type Logger, silentLogger } from './logger.js';
 import { checkNumber } from './options.js';
@@ -76,6 +77,14 @@ export interface RelayOptions {
   listen?: boolean | undefined;
   /** How long the LISTEN check waits for its notification, in ms. @default 2000 */
   listenCheckMs?: number | undefined;
+  /**
+   * The longest the relay waits for the reply to one of its statements (the claim, marking rows,
+   * COMMIT, cleanup, LISTEN), in ms. Past it the statement fails with `StatementTimeoutError`, its
+   * connection is destroyed and the round rolled back (its rows stay pending). @default 30000
+   */
+  statementTimeoutMs?: number | undefined;
+  /** The longest the relay waits for a pool connection, in ms. @default 10000 */
+  connectTimeoutMs?: number | undefined;
   /** `(fields, message)`; `false` or none: silent. @default silent */
   logger?: Logger | false | undefined;
 }
@@ -99,6 +108,7 @@ export interface RelayHealth {
 
 /** The relay's options after defaults, validated. */
 export interface ResolvedRelayOptions {
+  /** The user's pool behind once's statement and connect bounds (bounded-pool.ts). */
   pool: PgPoolLike;
   publishers: Readonly<Record<string, OutboxPublisher>>;
   batchSize: number;
@@ -130,7 +140,7 @@ export function resolveRelayOptions(options: RelayOptions): ResolvedRelayOptions
   }
   const logger = options.logger || silentLogger;
   return Object.freeze({
-    pool: options.pool,
+    pool: boundPool(options.pool, resolvePoolBounds(options)),
     publishers,
     batchSize: checkNumber('batchSize', options.batchSize ?? 100, 1),
     concurrency: checkNumber('concurrency', options.concurrency ?? DEFAULT_RELAY_CONCURRENCY, 1),

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
+import { keepAlive, warnPoolSettings } from './bounded-pool.js';
 import { Connection, guardNewClients } from './connection.js';
 import { ErrorCode, OnceError, serializeError } from './errors.js';
 import { Events, type OnceEventListener, type OnceEventName } from './events.js';
@@ -92,6 +93,7 @@ export class Relay {
     this.#listenSql = listenSql(schema);
     this.#o = resolveRelayOptions(options);
     const logger = this.#o.logger;
+    warnPoolSettings(this.#o.pool, logger);
     this.#health.pollingOnly = !this.#o.listen;
     this.#events = new Events(logger);
   }
@@ -495,6 +497,8 @@ export class Relay {
     let client: PgClientLike | undefined;
     try {
       client = await this.#o.pool.connect();
+      // An idle LISTEN session sends nothing: only TCP keepalive notices its peer is gone.
+      keepAlive(client);
       const c = client as PgClientLike & {
         on?(event: 'notification', l: () => void): unknown;
       };

@@ -28,6 +28,9 @@ const CONNECTION_CODES = new Set([
   'EHOSTUNREACH',
   'ENOTFOUND',
   'EAI_AGAIN',
+  // once's own bounds (bounded-pool.ts): the connection was destroyed, or none came.
+  'STATEMENT_TIMEOUT',
+  'CONNECT_TIMEOUT',
 ]);
 
 /**

@@ -1,3 +1,4 @@
+import { rawClient } from './bounded-pool.js';
 import { ErrorCode, OnceError } from './errors.js';
 import type { Tx } from './handler.js';
 import type { PgClientLike, QueryConfigLike, QueryResultLike } from './pg-like.js';
@@ -13,7 +14,9 @@ export class TxHandle implements Tx {
   readonly #signals: { signal(): AbortSignal } | undefined;
 
   constructor(client: PgClientLike, signals?: { signal(): AbortSignal }) {
-    this.#client = client;
+    // The handler's statements are bounded by its deadline (handlerTimeoutMs), not by once's
+    // statement bound: a handler may run a statement longer than statementTimeoutMs.
+    this.#client = rawClient(client);
     this.#signals = signals;
   }
 

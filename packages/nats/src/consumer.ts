@@ -6,6 +6,7 @@ import { Dispatcher } from './dispatch.js';
 import { DurableSource } from './durable-source.js';
 import { connectError, NatsErrorCode } from './errors.js';
 import type { NatsConsumerEventMap } from './events.js';
+import { ownConnectOptions } from './liveness.js';
 import {
   type NatsConsumerOptions,
   type ResolvedNatsConsumerOptions,
@@ -137,7 +138,7 @@ export class NatsConsumer<R = unknown> extends ConsumerBase<R, NatsConsumerEvent
     let nc = o.connection;
     if (!nc) {
       try {
-        nc = await connect({ servers: [...o.servers], maxReconnectAttempts: -1, name: `once:${o.consumer}` });
+        nc = await connect(ownConnectOptions(o.servers, `once:${o.consumer}`));
       } catch (err) {
         throw connectError(err, o.servers);
       }

@@ -12,6 +12,7 @@ import {
 } from '@once/core';
 import { Connector, checkMessageId, checkNumber, settledResults, untilAborted } from '@once/core/adapter';
 import { connectError, NatsErrorCode } from './errors.js';
+import { ownConnectOptions } from './liveness.js';
 
 /** Codes of failures that no retry can fix: the relay parks the row at once. */
 const PERMANENT = new Set<string>([ErrorCode.InvalidId, ErrorCode.InvalidOption]);
@@ -68,11 +69,9 @@ export class NatsPublisher implements OutboxPublisher {
     this.#link = new Connector(async () => {
       const nc =
         connection ??
-        (await connect({ servers, maxReconnectAttempts: -1, name: 'once:publisher' }).catch(
-          (err: unknown) => {
-            throw connectError(err, servers);
-          },
-        ));
+        (await connect(ownConnectOptions(servers, 'once:publisher')).catch((err: unknown) => {
+          throw connectError(err, servers);
+        }));
       return { nc, js: jetstream(nc, { timeout }) };
     }, 'the NATS publisher was stopped');
   }

@@ -14,6 +14,7 @@ import {
   withDefaults,
 } from '@once/core/adapter';
 import type { Options } from 'amqplib';
+import { CONNECT_TIMEOUT_MS, withHeartbeat } from './heartbeat.js';
 import type { SocketOptionsLike as SocketOptions } from './socket-options.js';
 
 /** RabbitMQ queue types; quorum is recommended (replicated, and safe under partitions: docs/pitfalls.md R4). */
@@ -23,7 +24,11 @@ export type QueueType = 'quorum' | 'classic';
 export interface RabbitConsumerOptions<R = unknown> extends Omit<InboxOptions<R>, 'consumer'> {
   /** The name effects are recorded under in the inbox. @default queue */
   consumer?: string | undefined;
-  /** AMQP URL (`amqp://user:pass@host:5672/vhost`) or amqplib connect options. */
+  /**
+   * AMQP URL (`amqp://user:pass@host:5672/vhost`) or amqplib connect options. Without a
+   * `heartbeat` in it, once asks for 15 s (a dark path noticed within 30 s; amqplib would take
+   * the broker's 60 s).
+   */
   url: string | Options.Connect;
   /** amqplib socket options (TLS, timeouts). `clientProperties.connection_name` defaults to `once:<consumer>`. */
   socketOptions?: SocketOptions;
@@ -136,8 +141,11 @@ export function resolveRabbitConsumerOptions<R>(options: RabbitConsumerOptions<R
   return {
     inbox,
     rabbit: Object.freeze({
-      url: url as string | Options.Connect,
+      url: withHeartbeat(url as string | Options.Connect),
       socketOptions: {
+        // amqplib's connect and handshake deadline: a broker path that went dark must not keep
+        // a reconnect pending for good.
+        timeout: CONNECT_TIMEOUT_MS,
         ...socketOptions,
         clientProperties: { connection_name: `once:${consumer}`, ...socketOptions.clientProperties },
       },

@@ -17,6 +17,7 @@ import {
 } from '@once/core/adapter';
 import type { Options } from 'amqplib';
 import { RabbitErrorCode } from './errors.js';
+import { withHeartbeat } from './heartbeat.js';
 import { closeLink, type Link, openLink } from './publisher-link.js';
 import type { SocketOptionsLike as SocketOptions } from './socket-options.js';
 
@@ -102,7 +103,7 @@ export class RabbitPublisher {
     };
     this.#logger = options.logger || silentLogger;
     this.#link = new Connector(
-      (lost) => openLink(options.url, socketOptions, this.#logger, lost),
+      (lost) => openLink(withHeartbeat(options.url), socketOptions, this.#logger, lost),
       'the publisher is stopped',
     );
   }

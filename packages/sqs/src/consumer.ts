@@ -11,6 +11,7 @@ import {
   sleep,
   warnIfRetentionShort,
 } from '@once/core/adapter';
+import { warnIfNoClientTimeouts } from './client-timeouts.js';
 import { envelopeOf } from './envelope-of.js';
 import type { SqsConsumerEventMap } from './events.js';
 import type { Held } from './held.js';
@@ -161,6 +162,7 @@ export class SqsConsumer<R = unknown> extends ConsumerBase<R, SqsConsumerEventMa
   /** Checks the queue and the dead-letter target, starts the heartbeat and the receivers. */
   protected async open(): Promise<void> {
     const o = this.options;
+    await warnIfNoClientTimeouts(o.client, this.inbox.options.logger, o.waitTimeSeconds);
     this.#queue = await queueInfo(o.client, o.queueUrl);
     checkIdSource(o, this.inbox.options, this.#queue);
     if (this.#queue.retentionS !== undefined && Number.isFinite(this.#queue.retentionS)) {

@@ -17,6 +17,8 @@ const INBOX_KEY_SET: Record<keyof InboxOptions, true> = {
   maxAttempts: true,
   lockTimeoutMs: true,
   handlerTimeoutMs: true,
+  statementTimeoutMs: true,
+  connectTimeoutMs: true,
   retentionMs: true,
   retryDelayMs: true,
   classify: true,

@@ -44,11 +44,28 @@ function gate<T = void>() {
 function stallablePool(pool: PgPoolLike) {
   let held: (() => void)[] | undefined;
   const records: string[] = [];
+  // once sends its autocommit statements (renewals, step records) on a connection of the pool,
+  // under its statement bound (bounded-pool.ts): the stall sits in the connection's query.
+  const stallable = async (text: string, values?: unknown[]) => {
+    if (text === renewSql && held) await new Promise<void>((r) => held?.push(r));
+    if (text === recordSql) records.push(String(values?.[4]));
+  };
   const wrapped: PgPoolLike = {
-    connect: () => pool.connect(),
+    async connect() {
+      const client = await pool.connect();
+      return {
+        // biome-ignore lint/suspicious/noExplicitAny: pg's own signature
+        async query(text: any, values?: unknown[]) {
+          await stallable(text, values);
+          return client.query(text, values);
+        },
+        release: (err?: Error | boolean) => client.release(err),
+        on: (e: 'error', l: (err: Error) => void) => client.on?.(e, l),
+        off: (e: 'error', l: (err: Error) => void) => client.off?.(e, l),
+      };
+    },
     async query(text: string, values?: unknown[]) {
-      if (text === renewSql && held) await new Promise<void>((r) => held?.push(r));
-      if (text === recordSql) records.push(String(values?.[4]));
+      await stallable(text, values);
       return pool.query(text, values);
     },
   };

@@ -249,8 +249,12 @@ it('stop() during the LISTEN check at start: start() and stop() return at once, 
     async connect() {
       const client = await pool.connect();
       const wrapped: PgClientLike = {
+        // The probe too: once sends its autocommit statements on a connection of the pool
+        // (bounded-pool.ts).
         query<R>(text: string, values?: unknown[]): Promise<QueryResultLike<R>> {
-          return (client as PgClientLike).query<R>(text, values);
+          const q = (client as PgClientLike).query<R>(text, values);
+          if (text.startsWith('SELECT pg_notify')) probe = q;
+          return q;
         },
         release: (err?: Error | boolean) => client.release(err),
         on: (e: string, l: (...args: never[]) => void) => {

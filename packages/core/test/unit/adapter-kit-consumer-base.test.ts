@@ -3,12 +3,14 @@ import { ConsumerBase, type ConsumerHealth } from '../../src/adapter/index.js';
 import { ErrorCode } from '../../src/errors.js';
 import { LATEST_SCHEMA_VERSION } from '../../src/migrations.js';
 
-/** A pool that answers the schema check and nothing else is asked of it here. */
+/**
+ * A pool that answers the schema check and nothing else is asked of it here. once sends it on a
+ * connection of the pool, under its statement bound (bounded-pool.ts).
+ */
+const schemaCheck = async () => ({ rows: [{ version: LATEST_SCHEMA_VERSION }], rowCount: 1 });
 const pool = {
-  query: async () => ({ rows: [{ version: LATEST_SCHEMA_VERSION }], rowCount: 1 }),
-  connect: async () => {
-    throw new Error('not used');
-  },
+  query: schemaCheck,
+  connect: async () => ({ query: schemaCheck, release: () => {} }),
 };
 
 /** The smallest adapter: it only logs the hooks the base calls. */

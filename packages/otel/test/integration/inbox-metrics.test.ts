@@ -168,8 +168,20 @@ describe('instrument(inbox)', () => {
     instrumentation.close();
     const before = await h.collect();
     const queries: string[] = [];
+    // Statements on the pool's connections too: once sends its own there (bounded-pool.ts).
     const spy = {
-      connect: () => pool.connect(),
+      connect: async () => {
+        const c = await pool.connect();
+        return {
+          query: (text: string, values?: unknown[]) => {
+            queries.push(text);
+            return c.query(text, values);
+          },
+          release: (e?: Error | boolean) => c.release(e),
+          on: (e: 'error', l: (err: Error) => void) => c.on(e, l),
+          off: (e: 'error', l: (err: Error) => void) => c.off(e, l),
+        };
+      },
       query: (text: string, values?: unknown[]) => {
         queries.push(text);
         return pool.query(text, values);

@@ -22,6 +22,12 @@ describe('resolveRabbitConsumerOptions', () => {
       retryTiersMs: [1000, 10000, 60000],
     });
     expect(rabbit.socketOptions.clientProperties).toEqual({ connection_name: 'once:c' });
+    // Bounds on the broker path: a 15 s heartbeat unless the URL names one, a connect deadline.
+    expect(rabbit.url).toBe('amqp://localhost?heartbeat=15');
+    expect(rabbit.socketOptions.timeout).toBe(10_000);
+    expect(resolveRabbitConsumerOptions({ ...base, url: 'amqp://localhost?heartbeat=5' }).rabbit.url).toBe(
+      'amqp://localhost?heartbeat=5',
+    );
     expect(inbox).toMatchObject({ consumer: 'c', maxAttempts: 3 });
     expect('queue' in inbox).toBe(false);
   });
