@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FaultProxy, waitFor } from '../../../../test/support/index.js';
+import { FaultProxy, freshDb, waitFor } from '../../../../test/support/index.js';
 import {
   createInbox,
   createOutbox,
@@ -10,7 +10,7 @@ import {
   type OutboxPublisher,
   type PgPoolLike,
 } from '../../src/index.js';
-import { DATABASE_URL, envelope, freshDb } from './fixtures/db.js';
+import { DATABASE_URL, envelope } from './fixtures/db.js';
 
 // Every statement once sends and every connection it takes is bounded on the client, with a
 // default `new pg.Pool()` (no keepAlive, no connectionTimeoutMillis, no query_timeout), against
