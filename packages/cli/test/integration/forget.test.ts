@@ -168,7 +168,7 @@ describe('once forget <consumer> --since <time>', () => {
     expect(none.stdout).toMatch(/^forgot 0 processed ids/);
   });
 
-  it('run twice, after the range took the consumer\'s last rows: the second run is exit 0, forgot 0', async () => {
+  it("run twice, after the range took the consumer's last rows: the second run is exit 0, forgot 0", async () => {
     // Only done rows left for 'orders', so the first run leaves the consumer without any row.
     await db.pool.query(`DELETE FROM ${quoteIdent(db.schema)}.inbox WHERE message_id = 'bad'`);
     const first = await cli(at('forget', 'orders', '--since', '1h', '--yes'));

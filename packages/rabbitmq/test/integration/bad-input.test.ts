@@ -3,7 +3,6 @@ import { freshDb } from '../../../../test/support/index.js';
 import {
   createRabbitConsumer,
   createRabbitPublisher,
-  Header,
   jsonHandler,
   type RabbitConsumer,
   RabbitErrorCode,

@@ -3,9 +3,9 @@ import { settlePlanOf } from '@once/core/adapter';
 import type { Message } from 'amqplib';
 import { describe, expect, it } from 'vitest';
 import { envelopeOf } from '../../src/envelope-of.js';
+import { queueTypeHint } from '../../src/errors.js';
 import { stringHeaders } from '../../src/headers.js';
 import { republishOptions } from '../../src/republish.js';
-import { queueTypeHint } from '../../src/errors.js';
 import { tierFor } from '../../src/topology.js';
 
 function message(props: Partial<Message['properties']> = {}, redelivered = false): Message {
