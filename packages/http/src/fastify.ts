@@ -69,9 +69,15 @@ function plugin(
     getter(this: FastifyRequest): IdempotentContext {
       const ctx = (this as Internal)[kState]?.ctx;
       if (ctx === undefined) {
+        const route = `${this.method} ${this.routeOptions.url}`;
+        const marked = (this.routeOptions.config as { idempotent?: unknown } | undefined)?.idempotent;
+        // Marked, yet not idempotent: the route was declared before the plugin's onRoute hook
+        // existed, so the hook never saw it.
         throw bindingError(
           BindingErrorCode.NotIdempotent,
-          `request.idempotent is only set on idempotent routes: add \`config: { idempotent: true }\` to ${this.method} ${this.routeOptions.url}`,
+          marked !== undefined && marked !== false
+            ? `request.idempotent is not set on ${route}, though its config marks it idempotent: the route was declared before @once/http/fastify was registered: register the plugin before the routes (\`await app.register(fastifyIdempotency, …)\` before declaring them)`
+            : `request.idempotent is only set on idempotent routes: add \`config: { idempotent: true }\` to ${route}`,
         );
       }
       return ctx;

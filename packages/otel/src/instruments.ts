@@ -102,7 +102,7 @@ export function inboxGauges(meter: Meter): InboxGauges {
   return {
     rows: meter.createObservableGauge(MetricName.inboxRows, {
       description:
-        "Rows in the inbox table: PostgreSQL's estimate (pg_class.reltuples) as of the last ANALYZE.",
+        "Rows in the inbox table: PostgreSQL's estimate (pg_class.reltuples) as of the last ANALYZE; before the first, counted up to 10,000, and not observed past that.",
       unit: '{row}',
     }),
     purgeLag: meter.createObservableGauge(MetricName.purgeLag, {

@@ -47,9 +47,10 @@ export function setupError(err: unknown, queue: string): OnceError {
   }
   if (typeof e?.code === 'number') {
     // Channel-level AMQP replies: 403 access refused, 404 not found, 406 precondition failed...
+    const hint = queueTypeHint(message);
     return new OnceError(
       RabbitErrorCode.Topology,
-      `declaring the topology of queue '${queue}' failed: ${message}`,
+      `declaring the topology of queue '${queue}' failed: ${message}${hint === undefined ? '' : `. ${hint}`}`,
       {
         cause: err,
       },
@@ -59,4 +60,28 @@ export function setupError(err: unknown, queue: string): OnceError {
     retryable: true,
     cause: err,
   });
+}
+
+/**
+ * For RabbitMQ's 406 on a queue that exists with another `x-queue-type` ("inequivalent arg
+ * 'x-queue-type' for queue 'q' …: received the value 'quorum' … but current is none", or
+ * "… received 'classic' but current is 'quorum'", as RabbitMQ versions word it): which
+ * `queueType` matches the queue that exists. A queue declared without the argument ("current is
+ * none") is a classic queue. Undefined for any other refusal.
+ */
+export function queueTypeHint(message: string): string | undefined {
+  const m =
+    /inequivalent arg 'x-queue-type' for queue '((?:[^']|'')*)'.*but current is (?:none|(?:the value )?'([a-z]+)')/s.exec(
+      message,
+    );
+  if (!m) return undefined;
+  const existing = m[2] ?? 'classic';
+  const option =
+    existing === 'classic' || existing === 'quorum'
+      ? `pass queueType: '${existing}' to consume it as it is`
+      : 'once consumes quorum and classic queues only';
+  return (
+    `queue '${m[1]}' exists as a ${existing} queue, and a queue's type cannot change: ${option}, ` +
+    'or delete the queue (its messages with it) and let the consumer declare it'
+  );
 }

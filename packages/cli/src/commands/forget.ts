@@ -108,8 +108,17 @@ async function forgetSince(
   since: Date,
   options: ForgetCommandOptions,
 ): Promise<Report> {
-  // Unknown consumer: exit 5.
-  const count = await countForgetRange(db.pool, db.schema, { consumer, since, until: options.until });
+  // A consumer without rows has nothing in the range: forgot 0 (exit 0), like a range that holds
+  // none of its rows. So a second run of the same command, after the first took the consumer's
+  // last rows, reports 0 instead of failing; the text still says the consumer has no rows, for a
+  // mistyped name.
+  const count = await countForgetRange(db.pool, db.schema, { consumer, since, until: options.until }).catch(
+    (err: unknown) => {
+      if (err instanceof AdminError && err.detail.code === AdminErrorCode.UnknownConsumer) return undefined;
+      throw err;
+    },
+  );
+  if (count === undefined) return forgotNothing(db, consumer, since, options.until);
   // The upper bound is fixed now: ids processed after the question are never taken.
   const until = options.until ?? count.asOf;
   const forgetSteps = options.forgetSteps === true;
@@ -177,6 +186,27 @@ async function forgetSince(
       `${removed > 0 ? ': their next deliveries are processed afresh' : ''}` +
       `${keptText.length > 0 ? `. Kept: ${keptText.join(', ')}` : ''}`,
     ...(exitCode === undefined ? {} : { exitCode }),
+  };
+}
+
+/** The report of `forget --since` for a consumer without any row in the schema. */
+function forgotNothing(db: Database, consumer: string, since: Date, until: Date | undefined): Report {
+  // Nothing was read, so the end of the range is --until, or this machine's clock.
+  const end = until ?? new Date();
+  return {
+    data: {
+      schema: db.schema,
+      consumer,
+      since,
+      until: end,
+      removed: 0,
+      steps: 0,
+      kept: { failed: 0, inProgress: 0, withSteps: 0 },
+      stopped: false,
+    },
+    text:
+      `forgot 0 processed ids of consumer ${quote(consumer)} processed from ${formatTime(since)} to ${formatTime(end)}. ` +
+      `It has no rows in schema ${db.schema} (see \`once status\` for the consumers there are)`,
   };
 }
 

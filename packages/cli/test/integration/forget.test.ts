@@ -168,6 +168,33 @@ describe('once forget <consumer> --since <time>', () => {
     expect(none.stdout).toMatch(/^forgot 0 processed ids/);
   });
 
+  it("run twice, after the range took the consumer's last rows: the second run is exit 0, forgot 0", async () => {
+    // Only done rows left for 'orders', so the first run leaves the consumer without any row.
+    await db.pool.query(`DELETE FROM ${quoteIdent(db.schema)}.inbox WHERE message_id = 'bad'`);
+    const first = await cli(at('forget', 'orders', '--since', '1h', '--yes'));
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stdout).toMatch(/^forgot 3 processed ids of consumer "orders"/);
+    const second = await cli(at('forget', 'orders', '--since', '1h', '--yes'));
+    expect(second.code, second.stderr).toBe(0);
+    expect(second.stderr).toBe('');
+    expect(second.stdout).toMatch(
+      /^forgot 0 processed ids of consumer "orders" processed from .+\. It has no rows in schema \S+ \(see `once status` for the consumers there are\)\n$/,
+    );
+    const json = await cli(at('--json', 'forget', 'orders', '--since', '1h', '--yes'));
+    expect(json.code, json.stderr).toBe(0);
+    expect(json.json()).toMatchObject({
+      consumer: 'orders',
+      removed: 0,
+      steps: 0,
+      kept: { failed: 0, inProgress: 0, withSteps: 0 },
+      stopped: false,
+    });
+    // A consumer that never had rows reads the same: nothing to forget is not a failure.
+    const never = await cli(at('forget', 'nobody', '--since', '1h', '--yes'));
+    expect(never.code, never.stderr).toBe(0);
+    expect(never.stdout).toMatch(/^forgot 0 processed ids of consumer "nobody"/);
+  });
+
   it.each([
     [['forget', 'orders'], 'pass exactly one of <id> and --since <time>'],
     [['forget', 'orders', 'a', '--since', '1h'], 'pass exactly one of <id> and --since <time>'],

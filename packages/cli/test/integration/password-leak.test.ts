@@ -65,7 +65,6 @@ const ON_REAL_DB: Readonly<Record<string, number>> = {
   'failed retry c id --out /dev/null': 5,
   'failed discard c id': 5,
   'forget c id --yes': 5,
-  'forget c --since 1d --yes': 5,
   'outbox retry --id x': 5,
 };
 

@@ -3,7 +3,11 @@ import { sqlOf } from './admin-sql.js';
 
 /** The inbox's gauges, read in one cheap statement. */
 export interface InboxGauges {
-  /** The planner's row estimate (0 before the first ANALYZE); null if the table is missing. */
+  /**
+   * The planner's row estimate (`pg_class.reltuples`). Before the table's first ANALYZE (or
+   * vacuum) its rows counted, up to 10,000; null when it holds that many by then (unknown,
+   * never a false 0), or when the table is missing.
+   */
   readonly rowsEstimate: number | null;
   /** Age of the oldest expired row, in seconds (how far purging is behind); null when none. */
   readonly purgeLagSeconds: number | null;

@@ -1,6 +1,12 @@
 import { deleteSteps } from './inbox.js';
 
 /**
+ * The most inbox rows a gauge read counts while the table was never analysed (reltuples -1):
+ * a bounded scan, and only until autovacuum (or an ANALYZE) gives PostgreSQL its estimate.
+ */
+export const UNANALYSED_COUNT_CAP = 10_000;
+
+/**
  * Every statement of the admin API (`@once/core/admin`): what the CLI and the metrics read and
  * change. `schema` is validated and quoted by `quoteIdentifier`; values go as parameters. Counts
  * are cast to float8 so they arrive as numbers (pg returns bigint as a string). The schema
@@ -175,12 +181,18 @@ export function adminSql(schema: string) {
     inboxRegclass: inbox,
 
     /**
-     * Gauges, cheap on a large table: the row estimate (reltuples is -1 before the first
-     * ANALYZE: reported as 0), and the age in seconds of the oldest expired row (min over
-     * inbox_expires_at_idx), NULL when none.
+     * Gauges, cheap on a large table: the row estimate, and the age in seconds of the oldest
+     * expired row (min over inbox_expires_at_idx), NULL when none. reltuples is -1 while the
+     * table was never analysed (nor vacuumed): then the rows are counted, up to
+     * {@link UNANALYSED_COUNT_CAP}, and a table that holds that many is NULL (unknown), never 0.
+     * The count is an uncorrelated subquery inside CASE, so it runs only when reltuples is -1.
      */
     inboxGauges: `SELECT
-        (SELECT greatest(reltuples, 0)::float8 FROM pg_class WHERE oid = to_regclass($1)) AS rows,
+        (SELECT CASE WHEN c.reltuples >= 0 THEN c.reltuples::float8
+            ELSE (SELECT CASE WHEN n < ${UNANALYSED_COUNT_CAP} THEN n::float8 END
+              FROM (SELECT count(*) AS n FROM (SELECT 1 FROM ${inbox} LIMIT ${UNANALYSED_COUNT_CAP}) AS l) AS k)
+          END
+          FROM pg_class AS c WHERE c.oid = to_regclass($1)) AS rows,
         (SELECT extract(epoch FROM now() - min(expires_at))::float8 FROM ${inbox} WHERE expires_at < now()) AS purge_lag_s`,
 
     /**

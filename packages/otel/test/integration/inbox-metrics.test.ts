@@ -200,6 +200,65 @@ describe('instrument(inbox)', () => {
   });
 });
 
+describe('once.inbox.rows on an inbox table PostgreSQL never analysed', () => {
+  const h = metricsHarness();
+  const fresh = freshSchemaName('otel_unanalysed');
+  const table = `${fresh}.inbox`;
+  afterAll(async () => {
+    await h.shutdown();
+    await dropSchema(pool, fresh);
+  });
+
+  const reltuples = async () =>
+    Number(
+      (await pool.query('SELECT reltuples FROM pg_class WHERE oid = to_regclass($1)', [table])).rows[0]
+        .reltuples,
+    );
+
+  it('reports the rows there are, never 0, and nothing (unknown) past the counting cap', async () => {
+    await migrate(pool, { schema: fresh });
+    // Autovacuum would analyse the table at its own time; this test needs it never analysed.
+    await pool.query(`ALTER TABLE ${table} SET (autovacuum_enabled = false)`);
+    const inbox = createInbox({ pool, schema: fresh, consumer: 'ledger', handler });
+    const instrumentation = instrument(inbox, { meterProvider: h.meterProvider });
+    try {
+      for (const id of ['x1', 'x2', 'x3']) {
+        expect((await inbox.process(envelope(id, { kind: 'ok' }))).status).toBe('processed');
+      }
+      const bulk = () =>
+        pool.query(
+          `INSERT INTO ${table} (consumer, message_id, fingerprint, status, expires_at)
+           SELECT 'bulk', 'b' || g, $1, 'done', now() + interval '1 day' FROM generate_series(1, 10000) AS g`,
+          [fingerprint(Buffer.from('{}'))],
+        );
+      // More rows than a collection counts on a table never analysed: no value, not a wrong one.
+      // (First: the SDK goes on exporting a gauge's last value when a collection observes none.)
+      await bulk();
+      expect(await reltuples()).toBe(-1);
+      let m = await h.collect();
+      expect(pointsOf(m, 'once.inbox.rows', { 'once.schema': fresh })).toEqual([]);
+      // The other gauge of the same read is still observed.
+      expect(pointsOf(m, 'once.inbox.purge.lag', { 'once.schema': fresh })).toHaveLength(1);
+
+      // Fewer: the rows there are (a DELETE leaves reltuples at -1).
+      await pool.query(`DELETE FROM ${table} WHERE consumer = 'bulk'`);
+      expect(await reltuples()).toBe(-1);
+      m = await h.collect();
+      expect(pointsOf(m, 'once.inbox.rows', { 'once.schema': fresh })).toHaveLength(1);
+      expect(sumOf(m, 'once.inbox.rows', { 'once.schema': fresh })).toBe(3);
+
+      // Once analysed, PostgreSQL's estimate, however many rows.
+      await bulk();
+      await pool.query(`ANALYZE ${table}`);
+      expect(await reltuples()).toBe(10003);
+      m = await h.collect();
+      expect(sumOf(m, 'once.inbox.rows', { 'once.schema': fresh })).toBe(10003);
+    } finally {
+      instrumentation.close();
+    }
+  });
+});
+
 describe('a message that did not run is not-run, never a retry', () => {
   const h = metricsHarness();
   afterAll(() => h.shutdown());

@@ -3,7 +3,6 @@ import { freshDb } from '../../../../test/support/index.js';
 import {
   createRabbitConsumer,
   createRabbitPublisher,
-  Header,
   jsonHandler,
   type RabbitConsumer,
   RabbitErrorCode,
@@ -122,11 +121,29 @@ it('an unreachable broker is a clear, retryable error at start', async () => {
 
 it('a queue declared with other arguments is a topology error naming the queue', async () => {
   const queue = unique(`${run}-classic`);
+  queues.push(queue);
   await admin.ch.assertQueue(queue, { durable: true }); // classic
   const c = consumer(queue, { queueType: 'quorum' });
+  const err = await c.start().then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toMatchObject({ code: RabbitErrorCode.Topology });
+  const message = (err as Error).message;
+  expect(message).toContain('PRECONDITION_FAILED');
+  // The refusal says which option matches the queue that exists.
+  expect(message).toContain(`queue '${queue}' exists as a classic queue`);
+  expect(message).toContain("pass queueType: 'classic'");
+});
+
+it('a quorum queue met with queueType: classic suggests quorum', async () => {
+  const queue = unique(`${run}-quorum`);
+  queues.push(queue);
+  await admin.ch.assertQueue(queue, { durable: true, arguments: { 'x-queue-type': 'quorum' } });
+  const c = consumer(queue, { queueType: 'classic' });
   await expect(c.start()).rejects.toMatchObject({
     code: RabbitErrorCode.Topology,
-    message: expect.stringContaining('PRECONDITION_FAILED'),
+    message: expect.stringContaining("pass queueType: 'quorum'"),
   });
 });
 

@@ -3,6 +3,7 @@ import { settlePlanOf } from '@once/core/adapter';
 import type { Message } from 'amqplib';
 import { describe, expect, it } from 'vitest';
 import { envelopeOf } from '../../src/envelope-of.js';
+import { queueTypeHint } from '../../src/errors.js';
 import { stringHeaders } from '../../src/headers.js';
 import { republishOptions } from '../../src/republish.js';
 import { tierFor } from '../../src/topology.js';
@@ -143,5 +144,33 @@ describe('republishOptions', () => {
       contentType: 'application/json',
       headers: { keep: 'y', 'x-once-attempt': 2 },
     });
+  });
+});
+
+describe('queueTypeHint: which queueType matches the queue that exists', () => {
+  it.each([
+    [
+      "PRECONDITION_FAILED - inequivalent arg 'x-queue-type' for queue 'orders' in vhost '/': received the value 'quorum' of type 'longstr' but current is none",
+      "queue 'orders' exists as a classic queue, and a queue's type cannot change: pass queueType: 'classic' to consume it as it is",
+    ],
+    [
+      "PRECONDITION_FAILED - inequivalent arg 'x-queue-type' for queue 'orders' in vhost '/': received 'classic' but current is 'quorum'",
+      "pass queueType: 'quorum' to consume it as it is",
+    ],
+    [
+      "PRECONDITION_FAILED - inequivalent arg 'x-queue-type' for queue 'orders' in vhost '/': received 'quorum' but current is 'stream'",
+      "queue 'orders' exists as a stream queue, and a queue's type cannot change: once consumes quorum and classic queues only",
+    ],
+  ])('%s', (message, hint) => {
+    expect(queueTypeHint(message)).toContain(hint);
+  });
+
+  it('says nothing for another refusal', () => {
+    expect(
+      queueTypeHint(
+        "PRECONDITION_FAILED - inequivalent arg 'x-message-ttl' for queue 'orders.retry.1000ms' in vhost '/': received the value '1000' of type 'signedint' but current is none",
+      ),
+    ).toBeUndefined();
+    expect(queueTypeHint("ACCESS_REFUSED - access to queue 'orders' refused")).toBeUndefined();
   });
 });
