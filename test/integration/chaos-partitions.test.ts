@@ -111,7 +111,9 @@ function clientIn(lab: Lab, slot: string, port: number, keepAliveMs?: number) {
 // One of the two blocks is defined, never both: which one depends on the machine, and a run says
 // which in its test names.
 const onRoot = () => {
-  const rootRules = () => sh('nft', ['list', 'ruleset']);
+  // Stateless (-s): the rules without their counters, which other programs' traffic moves (a
+  // dockerd left from an earlier run counts every local packet in its nat table).
+  const rootRules = () => sh('nft', ['-s', 'list', 'ruleset']);
 
   it('puts each slot in a namespace of its own, with the addresses on its veths only and no rule in root', () => {
     const before = rootRules();
