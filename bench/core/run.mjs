@@ -249,8 +249,8 @@ console.log(
 // Warm-up: every variant runs BENCH_WARM_MSG messages (default 5000) one at a time, or
 // BENCH_WARM_BATCH (default 20000) batched, before anything is measured. `process.cpuUsage()`
 // counts V8's compiler threads: with a short warm-up, part of a variant's measured CPU is its code
-// still being compiled, which weighs on the larger code (once) more than on the floor (docs/benchmarks.md,
-// "Second round").
+// still being compiled, which weighs on the larger code (once) more than on the floor
+// (docs/history/benchmarks-issue-14.md, "Second round").
 for (const [name, v] of Object.entries(variants)) {
   const n = v.batch > 1 ? WARM_BATCH : WARM_MSG;
   const envs = Array.from({ length: n }, (_, i) => envelope(`warm-${name}-${i}`));

@@ -233,7 +233,7 @@ for (const shape of TABLES) {
 
 // ---- sizes: each shape's indexes against shared_buffers
 const shared = (await q('SHOW shared_buffers'))[0].shared_buffers;
-// The settings that decide what a large inbox costs (see docs/benchmarks.md, "Sixth round").
+// The settings that decide what a large inbox costs (see docs/history/benchmarks-issue-14.md, "Sixth round").
 const server = await serverSettings(pool);
 log(
   `server: ${Object.entries(server)

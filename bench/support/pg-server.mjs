@@ -16,7 +16,7 @@ export async function flushStats(pool, connections = pool.options.max) {
 }
 
 /**
- * The server settings that decide what a large inbox costs (docs/benchmarks.md, "Sixth round"),
+ * The server settings that decide what a large inbox costs (docs/history/benchmarks-issue-14.md, "Sixth round"),
  * as `{ name: value }`, for a bench's results file. `pool`: anything with `query`.
  */
 export async function serverSettings(pool) {

@@ -58,3 +58,44 @@ it('every link in the docs resolves inside the repository', () => {
   expect(checked).toBeGreaterThan(20);
   expect(bad.join('\n')).toBe('');
 });
+
+/** Source and script files whose comments may name a section of a docs page. */
+function sourceFiles(): string[] {
+  const out: string[] = [];
+  for (const top of ['packages', 'bench', 'scripts', 'chaos', 'test']) {
+    for (const f of readdirSync(join(root, top), { recursive: true, encoding: 'utf8' })) {
+      if (f.includes('node_modules') || f.includes('dist/') || f.includes('generated')) continue;
+      if (/\.(ts|mts|mjs|js)$/.test(f)) out.push(`${top}/${f}`);
+    }
+  }
+  return out;
+}
+
+/** The headings of a markdown page, without their leading hashes. */
+function headingsOf(md: string): string[] {
+  return md
+    .split('\n')
+    .filter((l) => /^#{1,6}\s/.test(l))
+    .map((l) => l.replace(/^#+\s+/, ''));
+}
+
+it('a comment that names a section of a docs page names one that exists', () => {
+  const bad: string[] = [];
+  let checked = 0;
+  for (const file of sourceFiles()) {
+    const text = readFileSync(join(root, file), 'utf8').replace(/\n\s*(\/\/|\*)\s*/g, ' ');
+    for (const m of text.matchAll(/(docs\/[\w/.-]+\.md),?\s*\(?"([^"]{3,80})"/g)) {
+      const [, page = '', section = ''] = m;
+      if (!existsSync(join(root, page))) {
+        bad.push(`${file}: ${page} (no such page)`);
+        continue;
+      }
+      checked++;
+      const headings = headingsOf(readFileSync(join(root, page), 'utf8'));
+      if (!headings.some((h) => h.startsWith(section) || h.includes(section)))
+        bad.push(`${file}: ${page}, "${section}" (no such heading)`);
+    }
+  }
+  expect(checked).toBeGreaterThan(2);
+  expect(bad.join('\n')).toBe('');
+});

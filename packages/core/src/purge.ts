@@ -13,7 +13,7 @@ export interface PurgeOptions {
   /**
    * Rows deleted per statement. Each statement holds its rows' locks until it commits (expired
    * rows, which consumers rarely touch); fewer, larger statements disturbed paced consumers' p99
-   * less than 1,000-row ones on the bench (docs/benchmarks.md, "Scale"). @default 5000
+   * less than 1,000-row ones on the bench (docs/history/benchmarks-issue-14.md, "Scale"). @default 5000
    */
   batchSize?: number;
   /** Stop after this many rows (for a bounded maintenance window). @default no limit */
