@@ -98,7 +98,9 @@ async function make() {
       logger: false,
       handler,
     });
-    c.on('consumer:stopped', () => void connection.close());
+    c.on('consumer:state', (e) => {
+      if (e.state === 'stopped') void connection.close();
+    });
     return c;
   }
   throw new Error(`unknown broker ${broker}`);

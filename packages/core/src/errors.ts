@@ -16,6 +16,7 @@ export const ErrorCode = {
   AttemptsExhausted: 'ATTEMPTS_EXHAUSTED',
   StatementTimeout: 'STATEMENT_TIMEOUT',
   ConnectTimeout: 'CONNECT_TIMEOUT',
+  UnknownEvent: 'UNKNOWN_EVENT',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

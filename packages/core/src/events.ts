@@ -1,5 +1,6 @@
 import type { EnvelopeSource } from './envelope.js';
 import type { SerializedError } from './errors.js';
+import { ErrorCode, OnceError } from './errors.js';
 import type { Logger } from './logger.js';
 import type { FailReason } from './outcome.js';
 
@@ -42,6 +43,56 @@ export interface OnceEventMap {
 export type OnceEventName = keyof OnceEventMap;
 export type OnceEventListener<E extends OnceEventName> = (event: OnceEventMap[E]) => void;
 
+/** Every name of an event map, as an object the compiler checks for completeness. */
+export type EventNames<M> = { readonly [K in keyof M]-?: true };
+
+/** The inbox's and relay's event names, at run time. */
+export const ONCE_EVENT_NAMES: EventNames<OnceEventMap> = Object.freeze({
+  'message:processed': true,
+  'message:duplicate': true,
+  'message:conflict': true,
+  'message:failed': true,
+  'message:retry': true,
+  'message:not-run': true,
+  'message:busy': true,
+  'handler:settled': true,
+  'lease:takeover': true,
+  'outbox:published': true,
+  'outbox:publish-failed': true,
+  'outbox:parked': true,
+});
+
+/**
+ * Names that were events of an earlier 0.x (CHANGELOG's rename tables), or that belong to the
+ * other emitter, with what to subscribe to instead: an upgrade that still listens to them is told,
+ * where it would otherwise never hear a thing.
+ */
+const INSTEAD: Readonly<Record<string, string>> = Object.freeze({
+  'dead-letter': "'message:dead-lettered' on the consumer",
+  'dead-letter:failed': "'error' on the consumer (its `where` is 'dead-letter')",
+  'message:dead-letter': "'message:dead-lettered' on the consumer",
+  'message:dead-lettered': "consumer.on('message:dead-lettered'), not inbox.on",
+  'message:killed-consumer': "consumer.on('message:killed-consumer'), not inbox.on",
+  'message:processed': "consumer.inbox.on('message:processed'): per-message events are the inbox's",
+  'message:duplicate': "consumer.inbox.on('message:duplicate'): per-message events are the inbox's",
+  'message:failed': "consumer.inbox.on('message:failed'): per-message events are the inbox's",
+  'message:retry': "consumer.inbox.on('message:retry'): per-message events are the inbox's",
+});
+
+/**
+ * Refuses a subscription to a name outside `names`: a listener on a name nobody emits never
+ * fires, which would silently drop (say) dead-letter alerting after an upgrade.
+ */
+export function checkEventName(owner: string, names: object, name: PropertyKey): void {
+  if (typeof name === 'string' && Object.hasOwn(names, name)) return;
+  const text = String(name);
+  const hint = Object.hasOwn(INSTEAD, text) ? `; use ${INSTEAD[text]}` : '';
+  throw new OnceError(
+    ErrorCode.UnknownEvent,
+    `${owner}.on: '${text}' is not an event of ${owner}${hint}. Its events: ${Object.keys(names).join(', ')}`,
+  );
+}
+
 /**
  * A tiny typed emitter over an event map, shared by core and the adapters. A listener that
  * throws is logged and otherwise ignored: observability must never change what happens to a
@@ -51,12 +102,17 @@ export class TypedEmitter<M extends object> {
   readonly #listeners = new Map<keyof M, Set<(event: never) => void>>();
   readonly #logger: Logger;
 
-  constructor(logger: Logger) {
+  readonly #names: { owner: string; names: { readonly [K in keyof M]-?: true } } | undefined;
+
+  /** With `names`, `on()` refuses any other name (`UNKNOWN_EVENT`, naming `owner`). */
+  constructor(logger: Logger, names?: { owner: string; names: { readonly [K in keyof M]-?: true } }) {
     this.#logger = logger;
+    this.#names = names;
   }
 
   /** Subscribe; returns an unsubscribe function. */
   on<E extends keyof M>(name: E, listener: (event: M[E]) => void): () => void {
+    if (this.#names) checkEventName(this.#names.owner, this.#names.names, name);
     let set = this.#listeners.get(name);
     if (!set) {
       set = new Set();

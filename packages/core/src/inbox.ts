@@ -14,7 +14,7 @@ import { Readiness } from './engine/readiness.js';
 import { recordFailed } from './engine/record-failure.js';
 import { SingleTx } from './engine/single-tx.js';
 import type { Envelope } from './envelope.js';
-import { Events, type OnceEventListener, type OnceEventName } from './events.js';
+import { Events, ONCE_EVENT_NAMES, type OnceEventListener, type OnceEventName } from './events.js';
 import { LeaseProcessor } from './lease/lease-processor.js';
 import { type InboxOptions, type ResolvedInboxOptions, resolveInboxOptions } from './options.js';
 import type { Outcome } from './outcome.js';
@@ -52,7 +52,7 @@ export class Inbox<R = unknown> {
     this.options = options;
     guardNewClients(options.pool, options.logger);
     warnPoolSettings(options.pool, options.logger);
-    this.#events = new Events(options.logger);
+    this.#events = new Events(options.logger, { owner: 'Inbox', names: ONCE_EVENT_NAMES });
     this.#readiness = new Readiness(options);
     this.#ctx = engineContext(options, this.#events, this.#readiness.fault);
     this.#pause = new BatchPause(options.logger, options.consumer);

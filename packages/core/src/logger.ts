@@ -36,9 +36,43 @@ export const consoleFailureLogger: Logger = Object.freeze({
   error: (fields: Record<string, unknown>, message: string) => console.error(line(fields, message)),
 });
 
+/** The name of a function's first parameter, as its source spells it; undefined for native code. */
+export function firstParameterOf(fn: unknown): string | undefined {
+  if (typeof fn !== 'function') return undefined;
+  const src = Function.prototype.toString.call(fn);
+  const arrow = /^\s*(?:async\s+)?([A-Za-z_$][\w$]*)\s*=>/.exec(src);
+  if (arrow) return arrow[1];
+  const list = /^[^(]*\(\s*([A-Za-z_$][\w$]*)/.exec(src);
+  return list?.[1];
+}
+
+const MESSAGE_FIRST = /^(msg|message|text|str|string|line|format|fmt|template)$/i;
+const warnedLoggers = new WeakSet<object>();
+
+/**
+ * A logger written for the `(message, fields)` order of an earlier 0.x would print every fields
+ * object as its message, silently. Its methods' first parameter names give it away (`msg`,
+ * `message`, …): warn once per logger, in the order it expects, so the warning itself reads right.
+ */
+function warnIfMessageFirst(logger: Logger): void {
+  if (warnedLoggers.has(logger)) return;
+  warnedLoggers.add(logger);
+  const levels = (['debug', 'info', 'warn', 'error'] as const).filter((level) =>
+    MESSAGE_FIRST.test(firstParameterOf(logger[level]) ?? ''),
+  );
+  if (levels.length === 0) return;
+  const text =
+    `once: the logger's ${levels.join('/')} method takes the message first; once calls ` +
+    'logger.warn(fields, message), the order of pino and bunyan: swap its parameters (docs/core.md, "Logging")';
+  if (levels.includes('warn')) {
+    (logger.warn as unknown as (message: string, fields: Record<string, unknown>) => void)(text, { levels });
+  } else logger.warn({ levels }, text);
+}
+
 /** The two loggers an option resolves to: everything (silent by default) and the failure lines. */
 export function resolveLoggers(option: LoggerOption | undefined): { logger: Logger; failureLogger: Logger } {
   if (option === false) return { logger: silentLogger, failureLogger: silentLogger };
   if (option === undefined) return { logger: silentLogger, failureLogger: consoleFailureLogger };
+  warnIfMessageFirst(option);
   return { logger: option, failureLogger: option };
 }

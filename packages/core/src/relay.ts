@@ -3,7 +3,7 @@ import { setMaxListeners } from 'node:events';
 import { keepAlive, warnPoolSettings } from './bounded-pool.js';
 import { Connection, guardNewClients } from './connection.js';
 import { ErrorCode, OnceError, serializeError } from './errors.js';
-import { Events, type OnceEventListener, type OnceEventName } from './events.js';
+import { Events, ONCE_EVENT_NAMES, type OnceEventListener, type OnceEventName } from './events.js';
 import { quoteIdentifier } from './identifier.js';
 import type { OutboxMessage, OutboxPublisher, OutboxPublishResult } from './outbox-publisher.js';
 import type { PgClientLike } from './pg-like.js';
@@ -95,7 +95,7 @@ export class Relay {
     const logger = this.#o.logger;
     warnPoolSettings(this.#o.pool, logger);
     this.#health.pollingOnly = !this.#o.listen;
-    this.#events = new Events(logger);
+    this.#events = new Events(logger, { owner: 'Relay', names: ONCE_EVENT_NAMES });
   }
 
   /** Subscribe to `outbox:published`, `outbox:publish-failed`, `outbox:parked`. */

@@ -46,3 +46,12 @@ export type KafkaConsumerEventName = keyof KafkaConsumerEventMap;
 export type KafkaConsumerEventListener<E extends KafkaConsumerEventName> = (
   event: KafkaConsumerEventMap[E],
 ) => void;
+
+/** The events this consumer adds to the kit's, at run time: `on()` refuses any other name. */
+export const KAFKA_CONSUMER_EVENT_NAMES = Object.freeze({
+  'slice:done': true,
+  'partition:retry': true,
+  'partition:replay': true,
+  'group:joined': true,
+  'consumer:crashed': true,
+} satisfies Record<Exclude<keyof KafkaConsumerEventMap, keyof ConsumerEventMap>, true>);

@@ -15,7 +15,7 @@ import {
   Partitioners,
 } from 'kafkajs';
 import { type DeadLetterOutcome, deadLetterMessage } from './dead-letter.js';
-import type { KafkaConsumerEventMap } from './events.js';
+import { KAFKA_CONSUMER_EVENT_NAMES, type KafkaConsumerEventMap } from './events.js';
 import type { AdminLike, ConsumerLike, ProducerLike } from './kafka-like.js';
 import {
   type KafkaConsumerOptions,
@@ -63,6 +63,8 @@ export interface KafkaConsumerHealth extends ConsumerHealth {
  * every client closed. Safe to call more than once.
  */
 export class KafkaConsumer<R = unknown> extends ConsumerBase<R, KafkaConsumerEventMap, KafkaConsumerHealth> {
+  /** The events this consumer adds to the kit's: `on()` refuses any other name. */
+  protected readonly ownEventNames = KAFKA_CONSUMER_EVENT_NAMES;
   /** The Kafka options after defaults. */
   readonly options: ResolvedKafkaConsumerOptions;
   readonly #states = new Map<string, PartitionState>();

@@ -5,7 +5,7 @@ import { ConsumerBase, type ConsumerHealth, type ConsumerState, sleep } from '@o
 import { Dispatcher } from './dispatch.js';
 import { DurableSource } from './durable-source.js';
 import { connectError, NatsErrorCode } from './errors.js';
-import type { NatsConsumerEventMap } from './events.js';
+import { NATS_CONSUMER_EVENT_NAMES, type NatsConsumerEventMap } from './events.js';
 import { ownConnectOptions } from './liveness.js';
 import {
   type NatsConsumerOptions,
@@ -66,6 +66,8 @@ const FETCH_BACKOFF_MAX_MS = 5_000;
  * `Settler`'s (settle.ts).
  */
 export class NatsConsumer<R = unknown> extends ConsumerBase<R, NatsConsumerEventMap, NatsConsumerHealth> {
+  /** The events this consumer adds to the kit's: `on()` refuses any other name. */
+  protected readonly ownEventNames = NATS_CONSUMER_EVENT_NAMES;
   /** The JetStream options after defaults. */
   readonly options: ResolvedNatsConsumerOptions;
   readonly #dispatch: Dispatcher<R>;

@@ -22,3 +22,10 @@ export type NatsConsumerEventName = keyof NatsConsumerEventMap;
 export type NatsConsumerEventListener<E extends NatsConsumerEventName> = (
   event: NatsConsumerEventMap[E],
 ) => void;
+
+/** The events this consumer adds to the kit's, at run time: `on()` refuses any other name. */
+export const NATS_CONSUMER_EVENT_NAMES = Object.freeze({
+  connected: true,
+  disconnected: true,
+  settled: true,
+} satisfies Record<Exclude<keyof NatsConsumerEventMap, keyof ConsumerEventMap>, true>);

@@ -9,7 +9,7 @@ import {
 import { type ChannelModel, type ConfirmChannel, connect } from 'amqplib';
 import { ChannelConsumer, type ChannelConsumerContext } from './channel-consumer.js';
 import { RabbitErrorCode, setupError } from './errors.js';
-import type { RabbitConsumerEventMap } from './events.js';
+import { RABBIT_CONSUMER_EVENT_NAMES, type RabbitConsumerEventMap } from './events.js';
 import {
   type RabbitConsumerOptions,
   type ResolvedRabbitConsumerOptions,
@@ -66,6 +66,8 @@ export class RabbitConsumer<R = unknown> extends ConsumerBase<
   RabbitConsumerEventMap,
   RabbitConsumerHealth
 > {
+  /** The events this consumer adds to the kit's: `on()` refuses any other name. */
+  protected readonly ownEventNames = RABBIT_CONSUMER_EVENT_NAMES;
   /** The AMQP options after defaults. */
   readonly options: ResolvedRabbitConsumerOptions;
   readonly #topology: Topology;

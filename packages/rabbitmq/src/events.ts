@@ -34,3 +34,11 @@ export type RabbitConsumerEventName = keyof RabbitConsumerEventMap;
 export type RabbitConsumerEventListener<E extends RabbitConsumerEventName> = (
   event: RabbitConsumerEventMap[E],
 ) => void;
+
+/** The events this consumer adds to the kit's, at run time: `on()` refuses any other name. */
+export const RABBIT_CONSUMER_EVENT_NAMES = Object.freeze({
+  connected: true,
+  disconnected: true,
+  'reconnect-scheduled': true,
+  settled: true,
+} satisfies Record<Exclude<keyof RabbitConsumerEventMap, keyof ConsumerEventMap>, true>);

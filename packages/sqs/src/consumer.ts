@@ -13,7 +13,7 @@ import {
 } from '@once/core/adapter';
 import { warnIfNoClientTimeouts } from './client-timeouts.js';
 import { envelopeOf } from './envelope-of.js';
-import type { SqsConsumerEventMap } from './events.js';
+import { SQS_CONSUMER_EVENT_NAMES, type SqsConsumerEventMap } from './events.js';
 import type { Held } from './held.js';
 import { KeyLanes } from './key-lanes.js';
 import {
@@ -61,6 +61,8 @@ export interface SqsConsumerHealth extends ConsumerHealth {
  * heartbeat ends. The client and pool stay open. Idempotent.
  */
 export class SqsConsumer<R = unknown> extends ConsumerBase<R, SqsConsumerEventMap, SqsConsumerHealth> {
+  /** The events this consumer adds to the kit's: `on()` refuses any other name. */
+  protected readonly ownEventNames = SQS_CONSUMER_EVENT_NAMES;
   /** The SQS options after defaults. */
   readonly options: ResolvedSqsConsumerOptions;
   readonly #held = new Map<string, Held>();

@@ -22,3 +22,12 @@ export type SqsConsumerEventName = keyof SqsConsumerEventMap;
 export type SqsConsumerEventListener<E extends SqsConsumerEventName> = (
   event: SqsConsumerEventMap[E],
 ) => void;
+
+/** The events this consumer adds to the kit's, at run time: `on()` refuses any other name. */
+export const SQS_CONSUMER_EVENT_NAMES = Object.freeze({
+  received: true,
+  'receive:error': true,
+  'delete:failed': true,
+  'visibility:failed': true,
+  'heartbeat:cap': true,
+} satisfies Record<Exclude<keyof SqsConsumerEventMap, keyof ConsumerEventMap>, true>);

@@ -1,7 +1,13 @@
-import type { TypedEmitter } from '../events.js';
+import { checkEventName, type TypedEmitter } from '../events.js';
 import { createInbox, type Inbox } from '../inbox.js';
 import type { InboxOptions } from '../options.js';
-import type { Consumer, ConsumerEventMap, ConsumerHealth, ConsumerState } from './consumer.js';
+import {
+  CONSUMER_EVENT_NAMES,
+  type Consumer,
+  type ConsumerEventMap,
+  type ConsumerHealth,
+  type ConsumerState,
+} from './consumer.js';
 import { ConsumerLifecycle } from './lifecycle.js';
 import { StartCounter } from './start-counter.js';
 
@@ -93,8 +99,17 @@ export abstract class ConsumerBase<
     return this.life.state;
   }
 
-  /** Subscribes to a consumer event; returns an unsubscribe function. */
+  /**
+   * The adapter's own event names, those its map adds to the kit's: `on()` refuses a name that is
+   * neither with `UNKNOWN_EVENT`.
+   */
+  protected abstract readonly ownEventNames: Readonly<Record<Exclude<keyof M, keyof ConsumerEventMap>, true>>;
+
+  /** Subscribes to a consumer event; returns an unsubscribe function. Throws `UNKNOWN_EVENT` for a name it never emits. */
   on<E extends keyof M>(name: E, listener: (event: M[E]) => void): () => void {
+    if (!Object.hasOwn(CONSUMER_EVENT_NAMES, name)) {
+      checkEventName(this.constructor.name, { ...CONSUMER_EVENT_NAMES, ...this.ownEventNames }, name);
+    }
     return this.life.events.on(name, listener);
   }
 

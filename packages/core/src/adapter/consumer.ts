@@ -1,5 +1,6 @@
 import type { EnvelopeSource } from '../envelope.js';
 import type { SerializedError } from '../errors.js';
+import type { EventNames } from '../events.js';
 import type { Inbox } from '../inbox.js';
 import type { FailReason } from '../outcome.js';
 
@@ -69,6 +70,16 @@ export interface ConsumerEventMap {
   /** Something failed that the consumer retried or worked around; never thrown. */
   error: { where: string; error: SerializedError };
 }
+
+/** The kit's event names, at run time: an adapter spreads them into its own. */
+export const CONSUMER_EVENT_NAMES: EventNames<ConsumerEventMap> = Object.freeze({
+  'consumer:state': true,
+  'consumer:paused': true,
+  'consumer:resumed': true,
+  'message:dead-lettered': true,
+  'message:killed-consumer': true,
+  error: true,
+});
 
 /**
  * What every once consumer is, whatever its broker: started and stopped once, a state, a health

@@ -1,5 +1,6 @@
 import type { Defined, InboxOptions } from '../options.js';
 import { nearest } from './nearest.js';
+import { retiredOption } from './retired-options.js';
 import { checkFunction, invalidOption } from './validators.js';
 
 // Every key of InboxOptions: the Record type makes the compiler fail when core adds an option
@@ -90,6 +91,8 @@ export function splitOptions<O extends object, K extends keyof O & string>(
     if (adapterKeys.has(key)) adapter[key] = value;
     else if (key in INBOX_KEY_SET) inbox[key] = value;
     else {
+      const retired = retiredOption(spec.factory, key);
+      if (retired !== undefined) throw invalidOption(key, `of ${spec.factory} ${retired} (see CHANGELOG.md)`);
       const near = nearest(key, known);
       throw invalidOption(
         key,

@@ -15,6 +15,7 @@ const pool = {
 
 /** The smallest adapter: it only logs the hooks the base calls. */
 class TestConsumer extends ConsumerBase<unknown> {
+  protected readonly ownEventNames = {};
   readonly log: string[] = [];
 
   constructor() {
@@ -61,4 +62,22 @@ it('ConsumerBase: the Consumer methods over the lifecycle; the adapter writes on
   expect(c.state).toBe('stopped');
   expect(c.log).toEqual(['open fetching=true', 'drain', 'close']);
   expect(states).toEqual(['starting', 'running', 'stopping', 'stopped']);
+});
+
+it("ConsumerBase.on refuses a name neither the kit's map nor the adapter's has (UNKNOWN_EVENT)", () => {
+  const c = new TestConsumer();
+  expect(() => c.on('dead-letter' as never, () => {})).toThrow(
+    expect.objectContaining({
+      code: 'UNKNOWN_EVENT',
+      message: expect.stringMatching(
+        /^TestConsumer\.on: 'dead-letter' is not an event of TestConsumer; use 'message:dead-lettered'/,
+      ),
+    }),
+  );
+  expect(() => c.on('message:processed' as never, () => {})).toThrow(
+    /consumer\.inbox\.on\('message:processed'\)/,
+  );
+  for (const name of ['consumer:state', 'consumer:paused', 'message:dead-lettered', 'error'] as const) {
+    expect(() => c.on(name, () => {})).not.toThrow();
+  }
 });

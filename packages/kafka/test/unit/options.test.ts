@@ -50,8 +50,12 @@ describe('resolveKafkaConsumerOptions', () => {
   it('refuses unknown keys, naming the nearest, and missing required ones', () => {
     const typo = bad({ maxBatchSize: 10 });
     expect(typo.code).toBe('INVALID_OPTION');
+    // maxBatchSize was an option of an earlier 0.x: the refusal names what replaced it.
     expect(typo.message).toBe(
-      "options.maxBatchSize is not an option of createKafkaConsumer; did you mean 'batchSize'?",
+      "options.maxBatchSize of createKafkaConsumer became 'batchSize' (see CHANGELOG.md)",
+    );
+    expect(bad({ batchSze: 10 }).message).toBe(
+      "options.batchSze is not an option of createKafkaConsumer; did you mean 'batchSize'?",
     );
     expect(bad({ partitionConcurency: 2 }).message).toContain('options.partitionConcurency is not an option');
     expect(bad({ maxAttemps: 2 }).message).toContain("did you mean 'maxAttempts'?");
@@ -60,8 +64,12 @@ describe('resolveKafkaConsumerOptions', () => {
   });
 
   it('refuses the removed offset fencing (issue #28) rather than running without it unnoticed', () => {
-    expect(bad({ offsetFencing: true }).message).toMatch(/^options\.offsetFencing is not an option/);
-    expect(bad({ fenceOf: () => undefined }).message).toMatch(/^options\.fenceOf is not an option/);
+    expect(bad({ offsetFencing: true }).message).toMatch(
+      /^options\.offsetFencing of createKafkaConsumer was removed/,
+    );
+    expect(bad({ fenceOf: () => undefined }).message).toMatch(
+      /^options\.fenceOf of createKafkaConsumer offset fencing was removed/,
+    );
   });
 
   it('resolves the dead-letter topic forms', () => {

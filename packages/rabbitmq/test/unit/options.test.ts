@@ -42,7 +42,10 @@ describe('resolveRabbitConsumerOptions', () => {
     [{ retryTiersMs: [] }, 'options.retryTiersMs'],
     [{ retryTiersMs: [1000, -1] }, 'options.retryTiersMs[1]'],
     [{ batch: 'yes' }, 'options.batch'],
-    [{ maxRedeliveries: 5 }, 'options.maxRedeliveries is not an option of createRabbitConsumer'],
+    [
+      { maxRedeliveries: 5 },
+      "options.maxRedeliveries of createRabbitConsumer was removed: use core's 'maxAttempts'",
+    ],
     [{ prefech: 5 }, "did you mean 'prefetch'?"],
     [{ queue: undefined }, 'options.queue is required'],
     [{ handler: undefined }, 'options.handler is required'],
