@@ -19,3 +19,21 @@ it('opens with npm install and the first consumer; the contributors’ prerequis
   }
   expect(readme.slice(0, readme.indexOf('## A first consumer'))).toMatch(/ids? of the producer's choosing/i);
 });
+
+it('says where a NATS user starts that a new durable reads the whole stream, unlike a new Kafka group', () => {
+  const nats = readFileSync(fileURLToPath(new URL('../../packages/nats/README.md', import.meta.url)), 'utf8');
+  const guide = readFileSync(fileURLToPath(new URL('../../docs/nats.md', import.meta.url)), 'utf8');
+  const natsSample = readme.slice(readme.indexOf("from '@once/nats'"));
+  const flat = (t: string) => t.replace(/\n\s*(\/\/)?\s*/g, ' ');
+  for (const text of [natsSample, nats, guide].map(flat)) {
+    expect(text).toMatch(/reads the stream from its first message/);
+    expect(text).toMatch(/Kafka group/);
+  }
+  // And the guide's first step installs the NATS packages.
+  expect(guide).toMatch(/npm install @once\/core @once\/nats @nats-io\/transport-node @nats-io\/jetstream pg/);
+});
+
+it('claims nothing about the Node version the tests run that the repository contradicts', () => {
+  const transactions = readFileSync(fileURLToPath(new URL('../../docs/transactions.md', import.meta.url)), 'utf8');
+  expect(transactions).not.toMatch(/run Node 20/);
+});
