@@ -37,3 +37,9 @@ it('claims nothing about the Node version the tests run that the repository cont
   const transactions = readFileSync(fileURLToPath(new URL('../../docs/transactions.md', import.meta.url)), 'utf8');
   expect(transactions).not.toMatch(/run Node 20/);
 });
+
+it('docs/core.md documents jsonHandler with a sample', () => {
+  const core = readFileSync(fileURLToPath(new URL('../../docs/core.md', import.meta.url)), 'utf8');
+  expect(core).toMatch(/^#+ .*`jsonHandler`/m);
+  expect(core).toMatch(/handler: jsonHandler\(/);
+});
