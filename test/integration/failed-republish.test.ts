@@ -229,7 +229,11 @@ it("--to '' republishes to RabbitMQ's default exchange (outbox destination amq.d
           `SELECT status FROM ${quoteIdent(db.schema)}.inbox WHERE consumer = 'direct' AND message_id = 'order-8'`,
         )
       ).rows[0]?.status;
-    await waitFor('the poison message to be recorded failed', async () => (await status()) === 'failed', 20_000);
+    await waitFor(
+      'the poison message to be recorded failed',
+      async () => (await status()) === 'failed',
+      20_000,
+    );
 
     const at = (...args: string[]) => ['--schema', db.schema, ...args];
     // Without the key, '' names no queue: refused before anything changes.
@@ -242,9 +246,14 @@ it("--to '' republishes to RabbitMQ's default exchange (outbox destination amq.d
     expect(noTo.stderr).toContain(`--to '' --key`);
 
     fixed = true;
-    const r = await cli(at('--json', 'failed', 'retry', 'direct', 'order-8', '--republish', '--to', '', '--key', direct));
+    const r = await cli(
+      at('--json', 'failed', 'retry', 'direct', 'order-8', '--republish', '--to', '', '--key', direct),
+    );
     expect(r.code, r.stderr).toBe(0);
-    expect(r.json()).toMatchObject({ deleted: true, republished: { destination: 'amq.default', key: direct } });
+    expect(r.json()).toMatchObject({
+      deleted: true,
+      republished: { destination: 'amq.default', key: direct },
+    });
 
     r2 = createRelay({ pool, schema: db.schema, publishers: { 'amq.default': p }, pollIntervalMs: 100 });
     await r2.start();

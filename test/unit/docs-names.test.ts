@@ -40,7 +40,10 @@ describe('the parsing', () => {
 
   it('finds the clashes of issue #29: one table, two shapes; one name, two brokers; two programs, one table', () => {
     const found = clashes([
-      block("CREATE TABLE charges (order_id text, cents int); createKafkaConsumer({ groupId: 'billing' })", 'a'),
+      block(
+        "CREATE TABLE charges (order_id text, cents int); createKafkaConsumer({ groupId: 'billing' })",
+        'a',
+      ),
       block("CREATE TABLE charges (order_id text, amount int); createNatsConsumer({ consumer: 'billing' })"),
       block("INSERT INTO charges (amount) VALUES (1); createInbox({ consumer: 'x' })", 'b'),
     ]);
@@ -69,7 +72,8 @@ describe('the docs’ samples together', () => {
       const path = join(dir, `${p.program}.mjs`);
       writeFileSync(path, p.code);
       const r = spawnSync(process.execPath, ['--check', path], { encoding: 'utf8' });
-      if (r.status !== 0) bad.push(`${p.file}:${p.line} (${p.program}): ${r.stderr.split('\n').slice(0, 5).join(' ')}`);
+      if (r.status !== 0)
+        bad.push(`${p.file}:${p.line} (${p.program}): ${r.stderr.split('\n').slice(0, 5).join(' ')}`);
     }
     expect(bad.join('\n')).toBe('');
   });

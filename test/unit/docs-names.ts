@@ -134,7 +134,9 @@ export interface ConsumerName {
 /** The string-literal consumer names of the factory calls in a block. */
 export function consumerNames(b: Block): ConsumerName[] {
   const out: ConsumerName[] = [];
-  for (const m of b.code.matchAll(/\b(create(?:Kafka|Sqs|Rabbit|Nats)Consumer|createInbox|createIdempotency)\s*\(/g)) {
+  for (const m of b.code.matchAll(
+    /\b(create(?:Kafka|Sqs|Rabbit|Nats)Consumer|createInbox|createIdempotency)\s*\(/g,
+  )) {
     const f = FACTORIES[m[1]!]!;
     const args = parenthesised(b.code, m.index + m[0].length - 1) ?? '';
     const name = new RegExp(`\\b${f.key}:\\s*(['"\`])([^'"\`]+)\\1`).exec(args);
@@ -176,7 +178,9 @@ export function clashes(all: Block[]): string[] {
     const first = kinds.get(c.name);
     if (!first) kinds.set(c.name, c);
     else if (first.kind !== c.kind)
-      problems.push(`${c.at}: consumer name '${c.name}' (${c.kind}) is a ${first.kind} consumer's at ${first.at}`);
+      problems.push(
+        `${c.at}: consumer name '${c.name}' (${c.kind}) is a ${first.kind} consumer's at ${first.at}`,
+      );
   }
   const owner = new Map<string, Block>();
   for (const p of all.filter((b) => b.program)) {

@@ -30,11 +30,16 @@ it('says where a NATS user starts that a new durable reads the whole stream, unl
     expect(text).toMatch(/Kafka group/);
   }
   // And the guide's first step installs the NATS packages.
-  expect(guide).toMatch(/npm install @once\/core @once\/nats @nats-io\/transport-node @nats-io\/jetstream pg/);
+  expect(guide).toMatch(
+    /npm install @once\/core @once\/nats @nats-io\/transport-node @nats-io\/jetstream pg/,
+  );
 });
 
 it('claims nothing about the Node version the tests run that the repository contradicts', () => {
-  const transactions = readFileSync(fileURLToPath(new URL('../../docs/transactions.md', import.meta.url)), 'utf8');
+  const transactions = readFileSync(
+    fileURLToPath(new URL('../../docs/transactions.md', import.meta.url)),
+    'utf8',
+  );
   expect(transactions).not.toMatch(/run Node 20/);
 });
 

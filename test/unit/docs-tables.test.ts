@@ -19,7 +19,8 @@ function walk(dir: string): string[] {
   return entries.flatMap((e) => {
     if (e.name === 'node_modules' || e.name.startsWith('.')) return [];
     const path = dir === '.' ? e.name : `${dir}/${e.name}`;
-    if (e.isDirectory()) return dir === '.' && !['docs', 'packages', 'examples'].includes(e.name) ? [] : walk(path);
+    if (e.isDirectory())
+      return dir === '.' && !['docs', 'packages', 'examples'].includes(e.name) ? [] : walk(path);
     return e.isFile() && e.name.endsWith('.md') ? [path] : [];
   });
 }
@@ -38,7 +39,17 @@ describe('cells', () => {
 });
 
 it('finds a row short of its header', () => {
-  const md = ['| | a | b | c |', '|---|---|---|---|', '| x | 1 | 2 | 3 |', '| y | 1 | 2 |', '', '```', '| no | table |', '|---|', '```'].join('\n');
+  const md = [
+    '| | a | b | c |',
+    '|---|---|---|---|',
+    '| x | 1 | 2 | 3 |',
+    '| y | 1 | 2 |',
+    '',
+    '```',
+    '| no | table |',
+    '|---|',
+    '```',
+  ].join('\n');
   expect(badRows(md)).toEqual([{ line: 4, expected: 4, found: 3 }]);
 });
 

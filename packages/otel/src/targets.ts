@@ -65,6 +65,7 @@ export interface RabbitSettledEvent {
 
 /** The `message:dead-lettered` event of @once/rabbitmq's consumer (the adapter kit's shape). */
 export interface RabbitDeadLetteredEvent {
+  /** Why: `permanent`, `max-attempts`, `invalid-id`, `previously-failed`, `conflict`, ... */
   reason: string;
   /** The dead-letter exchange. */
   deadLetter: string | undefined;

@@ -45,7 +45,11 @@ describe('README samples, HTTP', () => {
       const post = (key: string, body: string) =>
         fetch(`http://127.0.0.1:${port}/charges`, {
           method: 'POST',
-          headers: { 'idempotency-key': `"${key}"`, authorization: 'Bearer acct-1', 'content-type': 'application/json' },
+          headers: {
+            'idempotency-key': `"${key}"`,
+            authorization: 'Bearer acct-1',
+            'content-type': 'application/json',
+          },
           body,
         });
       await waitFor('the server to listen', async () => {

@@ -72,8 +72,22 @@ function kafkaSide(group: string, topic: string, partitions: number) {
 
 // As written in each sample: table, group, topic (with the partitions its comment creates).
 const SAMPLES = [
-  { readme: 'README.md', marker: 'readme-kafka', table: 'charges', amount: 'cents', group: 'billing', partitions: 3 },
-  { readme: 'packages/kafka/README.md', marker: 'kafka-readme', table: 'invoices', amount: 'amount', group: 'invoicing', partitions: 1 },
+  {
+    readme: 'README.md',
+    marker: 'readme-kafka',
+    table: 'charges',
+    amount: 'cents',
+    group: 'billing',
+    partitions: 3,
+  },
+  {
+    readme: 'packages/kafka/README.md',
+    marker: 'kafka-readme',
+    table: 'invoices',
+    amount: 'amount',
+    group: 'invoicing',
+    partitions: 1,
+  },
 ] as const;
 
 describe('README samples, Kafka', () => {
