@@ -48,3 +48,9 @@ it('docs/core.md documents jsonHandler with a sample', () => {
   expect(core).toMatch(/^#+ .*`jsonHandler`/m);
   expect(core).toMatch(/handler: jsonHandler\(/);
 });
+
+it('docs/http.md shows the Fetch binding on Hono, with the request Hono has not read', () => {
+  const http = readFileSync(fileURLToPath(new URL('../../docs/http.md', import.meta.url)), 'utf8');
+  expect(http).toMatch(/from 'hono'/);
+  expect(http).toMatch(/createCharge\(c\.req\.raw\)/);
+});
