@@ -34,3 +34,12 @@ it('the otel README names only events the packages declare', () => {
   expect(unknown).toEqual([]);
   expect(readme).not.toMatch(/SQS's `dead-letter`|RabbitMQ's\s+`settled`/);
 });
+
+it("the otel README's setup is today's SDK: NodeSDK's metricReaders, SDK 3's sdk-trace, a program peers-check/otel runs", () => {
+  const readme = readFileSync(join(root, 'packages/otel/README.md'), 'utf8');
+  expect(readme).toMatch(/metricReaders: \[/);
+  expect(readme).not.toMatch(/as `metricReader` of `NodeSDK`/);
+  expect(readme).toMatch(/^<!-- sample: otel-setup\b/m);
+  expect(readme).toMatch(/from '@opentelemetry\/sdk-trace';/);
+  expect(readFileSync(join(root, 'scripts/peers-check/run'), 'utf8')).toMatch(/\$HERE\/otel/);
+});
