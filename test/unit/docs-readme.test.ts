@@ -54,3 +54,11 @@ it('docs/http.md shows the Fetch binding on Hono, with the request Hono has not 
   expect(http).toMatch(/from 'hono'/);
   expect(http).toMatch(/createCharge\(c\.req\.raw\)/);
 });
+
+it('packages/core/README.md declares the envelope it processes', () => {
+  const core = readFileSync(fileURLToPath(new URL('../../packages/core/README.md', import.meta.url)), 'utf8');
+  const use = core.slice(core.indexOf('## Use'));
+  const block = use.slice(use.indexOf('```ts'), use.indexOf('```', use.indexOf('```ts') + 5));
+  expect(block).toMatch(/inbox\.process\(envelope\)/);
+  expect(block).toMatch(/const envelope = \{/);
+});
