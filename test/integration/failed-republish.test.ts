@@ -196,3 +196,78 @@ it('stored jsonb is decoded: a header with a NUL is republished byte-identical, 
   );
   expect(fromJsonb(stored.rows[0].headers)).toEqual({ 'x-bin': 'a\u0000b' });
 });
+
+it("--to '' republishes to RabbitMQ's default exchange (outbox destination amq.default), straight to the queue the key names", {
+  timeout: 60_000,
+}, async () => {
+  const url = serviceUrls().amqpUrl;
+  const direct = `${exchange}-direct`;
+  let fixed = false;
+  const c = createRabbitConsumer({
+    url,
+    queue: direct,
+    pool,
+    schema: db.schema,
+    consumer: 'direct',
+    handler: async (envelope, { tx }) => {
+      if (!fixed) throw new PermanentError('price service says no');
+      await db.ledger.record(tx, { messageId: envelope.id ?? '', key: 'k', payload: 'ok' });
+    },
+  });
+  const p = createRabbitPublisher({ url });
+  let r2: Relay | undefined;
+  try {
+    await c.start();
+    // Sent to the queue itself, through the default exchange, as most producers do.
+    const ch = await rabbit.conn.createConfirmChannel();
+    ch.sendToQueue(direct, Buffer.from('{"order":8}'), { messageId: 'order-8', persistent: true });
+    await ch.waitForConfirms();
+    await ch.close();
+    const status = async () =>
+      (
+        await pool.query<{ status: string }>(
+          `SELECT status FROM ${quoteIdent(db.schema)}.inbox WHERE consumer = 'direct' AND message_id = 'order-8'`,
+        )
+      ).rows[0]?.status;
+    await waitFor(
+      'the poison message to be recorded failed',
+      async () => (await status()) === 'failed',
+      20_000,
+    );
+
+    const at = (...args: string[]) => ['--schema', db.schema, ...args];
+    // Without the key, '' names no queue: refused before anything changes.
+    const noKey = await cli(at('failed', 'retry', 'direct', 'order-8', '--republish', '--to', ''));
+    expect(noKey.code).toBe(2);
+    expect(noKey.stderr).toContain("--to '' is RabbitMQ's default exchange: give --key <queue>");
+    expect(await status()).toBe('failed');
+    // The refusal without --to names the way to the queue itself.
+    const noTo = await cli(at('failed', 'retry', 'direct', 'order-8', '--republish'));
+    expect(noTo.stderr).toContain(`--to '' --key`);
+
+    fixed = true;
+    const r = await cli(
+      at('--json', 'failed', 'retry', 'direct', 'order-8', '--republish', '--to', '', '--key', direct),
+    );
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.json()).toMatchObject({
+      deleted: true,
+      republished: { destination: 'amq.default', key: direct },
+    });
+
+    r2 = createRelay({ pool, schema: db.schema, publishers: { 'amq.default': p }, pollIntervalMs: 100 });
+    await r2.start();
+    await waitFor('the republished message to be processed', async () => (await status()) === 'done', 20_000);
+    const effects = await pool.query(
+      `SELECT count(*)::int AS n FROM ${db.ledger.table} WHERE message_id = 'order-8'`,
+    );
+    expect(effects.rows[0].n).toBe(1);
+  } finally {
+    await r2?.stop();
+    await c.stop();
+    await p.stop();
+    const tiers = [1000, 10000, 60000].map((t) => `${direct}.retry.${t}ms`);
+    await rabbit.deleteQueues([direct, `${direct}.dead`, ...tiers]);
+    await rabbit.deleteExchanges([`${direct}.dlx`]);
+  }
+});

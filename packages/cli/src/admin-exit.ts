@@ -60,7 +60,7 @@ export function cliErrorOf(err: AdminError): CliError {
       const origin = d.origin ?? {};
       return cannotRepublish(
         origin.broker === 'rabbitmq'
-          ? `it came from RabbitMQ queue ${quote(origin.queue ?? '')}, and a queue is not an exchange: pass --to <exchange> (and --key <routing key> if it differs from ${quote(origin.key ?? '')})`
+          ? `it came from RabbitMQ queue ${quote(origin.queue ?? '')}, and a queue is not an exchange: pass --to <exchange> (and --key <routing key> if it differs from ${quote(origin.key ?? '')}), or --to '' --key ${quote(origin.queue ?? '')} for the queue itself through the default exchange`
           : d.origin === null
             ? 'its source was not recorded (it failed before schema version 5): pass --to <destination>'
             : `it came from ${origin.broker === undefined ? 'an unknown broker' : escapeText(origin.broker)} ${quote(origin.queue ?? '')}, which has no default destination: pass --to <destination>`,

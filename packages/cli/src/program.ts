@@ -119,7 +119,7 @@ export function buildProgram(
     )
     .option(
       '--to <destination>',
-      'with --republish: the outbox destination (default: the Kafka topic, SQS queue or NATS subject it came from)',
+      "with --republish: the outbox destination (default: the Kafka topic, SQS queue or NATS subject it came from); '' with --key <queue>: RabbitMQ's default exchange (outbox destination amq.default)",
     )
     .option('--key <key>', 'with --republish: the key to publish with (default: the key it came with)')
     .option('--forget-steps', "lease mode: delete the message's recorded steps too (their effects run again)")

@@ -53,9 +53,9 @@ export function subscribeRabbitDeadLetters(c: RabbitConsumerLike, m: EventInstru
     [Attr.system]: 'rabbitmq',
     [Attr.destination]: c.options.queue,
   };
-  return c.on('settled', (e) => {
-    // The settled event names the outcome (failed, conflict), not the fail reason.
-    if (e.plan !== 'dead-letter') return;
-    m.deadLetters.add(1, { ...base, [Attr.deadLetterReason]: e.status, [Attr.deadLetterTarget]: 'exchange' });
+  return c.on('message:dead-lettered', (e) => {
+    // The reason as on every broker (max-attempts, permanent, invalid-id, conflict, ...).
+    const target = e.deadLetter === undefined ? 'discard' : 'exchange';
+    m.deadLetters.add(1, { ...base, [Attr.deadLetterReason]: e.reason, [Attr.deadLetterTarget]: target });
   });
 }

@@ -24,6 +24,7 @@ export type {
   NatsConsumerLike,
   NatsDeadLetteredEvent,
   RabbitConsumerLike,
+  RabbitDeadLetteredEvent,
   RabbitSettledEvent,
   RelayLike,
   SqsConsumerLike,

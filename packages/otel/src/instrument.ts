@@ -15,7 +15,7 @@ import {
 } from './instrument-options.js';
 import { eventInstruments } from './instruments.js';
 import { subscribeRelay } from './relay-metrics.js';
-import { SCOPE_NAME } from './scope.js';
+import { SCOPE_NAME, SCOPE_VERSION } from './scope.js';
 import { type InboxLike, type InstrumentTarget, kindOf } from './targets.js';
 
 /** What {@link instrument} returns: stop recording. */
@@ -32,7 +32,7 @@ export interface Instrumentation {
 export function instrument(target: InstrumentTarget, options: InstrumentOptions = {}): Instrumentation {
   const o = checkInstrumentOptions(options);
   const kind = kindOf(target);
-  const meter = (o.meterProvider ?? metrics.getMeterProvider()).getMeter(SCOPE_NAME);
+  const meter = (o.meterProvider ?? metrics.getMeterProvider()).getMeter(SCOPE_NAME, SCOPE_VERSION);
   const m = eventInstruments(meter);
   const off: (() => void)[] = [];
   let inbox: InboxLike | undefined;

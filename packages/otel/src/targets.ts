@@ -53,17 +53,29 @@ export interface SqsConsumerLike {
   on(name: 'message:dead-lettered', listener: (event: SqsDeadLetterEvent) => void): () => void;
 }
 
-/** The `settled` event of @once/rabbitmq's consumer. */
+/**
+ * The `settled` event of @once/rabbitmq's consumer.
+ * @deprecated no longer read: `once.dead_letters` comes from `message:dead-lettered`, as on the
+ * other brokers ({@link RabbitDeadLetteredEvent}).
+ */
 export interface RabbitSettledEvent {
   status: string;
   plan: string;
+}
+
+/** The `message:dead-lettered` event of @once/rabbitmq's consumer (the adapter kit's shape). */
+export interface RabbitDeadLetteredEvent {
+  /** Why: `permanent`, `max-attempts`, `invalid-id`, `previously-failed`, `conflict`, ... */
+  reason: string;
+  /** The dead-letter exchange. */
+  deadLetter: string | undefined;
 }
 
 /** A `RabbitConsumer` from @once/rabbitmq. */
 export interface RabbitConsumerLike {
   readonly inbox: InboxLike;
   readonly options: { readonly queue: string };
-  on(name: 'settled', listener: (event: RabbitSettledEvent) => void): () => void;
+  on(name: 'message:dead-lettered', listener: (event: RabbitDeadLetteredEvent) => void): () => void;
 }
 
 /** The `message:dead-lettered` event of @once/nats's consumer (the adapter kit's shape). */

@@ -12,7 +12,7 @@ import {
 } from '@opentelemetry/api';
 import { Attr, destinationOf, systemOf } from './attributes.js';
 import { type Headers, headerGetter } from './header-getter.js';
-import { SCOPE_NAME } from './scope.js';
+import { SCOPE_NAME, SCOPE_VERSION } from './scope.js';
 
 /** Something that reads a context from a carrier: the global `propagation` or any `TextMapPropagator`. */
 export interface ContextExtractor {
@@ -39,7 +39,7 @@ export interface TracedOptions {
  * rethrown unchanged: once's outcome logic sees exactly what the handler threw.
  */
 export function traced<R>(handler: Handler<R>, options: TracedOptions = {}): Handler<R> {
-  const tracer = (options.tracerProvider ?? trace.getTracerProvider()).getTracer(SCOPE_NAME);
+  const tracer = (options.tracerProvider ?? trace.getTracerProvider()).getTracer(SCOPE_NAME, SCOPE_VERSION);
   const propagator = options.propagator ?? propagation;
   return (envelope, ctx) => {
     const parent = propagator.extract<Headers>(context.active(), envelope.headers, headerGetter);

@@ -23,6 +23,11 @@ import type { SocketOptionsLike as SocketOptions } from './socket-options.js';
 
 /** Bytes an AMQP shortstr holds: `messageId`, routing key. */
 const SHORTSTR_BYTES = 255;
+/**
+ * The outbox's name for RabbitMQ's default exchange, whose own name, `''`, no outbox destination
+ * can have: RabbitMQ's management UI shows it as `amq.default`, a name no exchange can take.
+ */
+const DEFAULT_EXCHANGE_ALIAS = 'amq.default';
 
 /** Codes of failures that no retry can fix: the relay parks the row at once. */
 const PERMANENT = new Set<string>([
@@ -36,7 +41,10 @@ const PERMANENT = new Set<string>([
 export interface OutboxMessage {
   /** The outbox row id; becomes the AMQP `messageId`, which once consumers deduplicate on. */
   id: string;
-  /** The exchange to publish to (`''` is the default exchange, where `key` names the queue). */
+  /**
+   * The exchange to publish to. `''` or `'amq.default'` (the outbox's name for it) is the default
+   * exchange, where `key` names the queue.
+   */
   destination: string;
   body: Buffer | string;
   /** The routing key. @default '' */
@@ -173,7 +181,7 @@ export class RabbitPublisher {
     signal.addEventListener('abort', onAbort, { once: true });
     try {
       await link.publisher.publish(
-        message.destination,
+        message.destination === DEFAULT_EXCHANGE_ALIAS ? '' : message.destination,
         routingKey,
         body,
         {

@@ -1,9 +1,14 @@
 /**
  * Runs a README's first sample as the program a reader would paste: the block after its
- * `<!-- sample: NAME ... -->` marker, taken verbatim from the Markdown file, with only connection
- * strings and names replaced (each replacement must match, so a sample that drifts fails here),
- * transpiled by TypeScript to an ES module under .cache/ (where node resolves `@once/*` to the
- * workspace packages' built dist/, as an installed package would) and started as a child process.
+ * `<!-- sample: NAME ... -->` marker, taken from the Markdown file and written as it is to a
+ * `.mjs` file under .cache/ (where node resolves `@once/*` to the workspace packages' built dist/,
+ * as an installed package would), started as a child process. Nothing is transpiled: a sample
+ * that is not plain JavaScript fails here as it would for a reader. Its names (topic, group,
+ * queue, table) are the ones written in it, so the broker side clears what an earlier run left
+ * under them; addresses come from the environment variables the sample reads (`KAFKA_BROKERS`,
+ * `NATS_URL`, `AMQP_URL`, `DATABASE_URL`). The only changes a broker side may ask for are
+ * replacements of what cannot exist here (SQS's AWS queue URLs), each of which must match, and
+ * the `message-id` variant deletes the `idOf:` line, as the sample's comment tells a reader to.
  *
  * The scenario, the same for every broker: a plain producer (no once publisher) sends messages
  * and re-sends of some of them; the program must write each effect once, survive PostgreSQL
@@ -12,7 +17,6 @@
  */
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import ts from 'typescript';
 import { expect } from 'vitest';
 import {
   type Child,
@@ -66,19 +70,12 @@ export function rewriteSample(code: string, rewrite: Rewrite): string {
   return out;
 }
 
-/** Transpiles the sample to `.cache/readme-samples/<file>.mjs` and returns that path. */
+/** Writes the sample, as it is, to `.cache/readme-samples/<file>.mjs` and returns that path. */
 export function writeProgram(file: string, code: string): string {
-  const out = ts.transpileModule(code, {
-    compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
-    reportDiagnostics: true,
-  });
-  if (out.diagnostics?.length) {
-    throw new Error(ts.formatDiagnostics(out.diagnostics, ts.createCompilerHost({})));
-  }
   const dir = `${root}.cache/readme-samples`;
   mkdirSync(dir, { recursive: true });
   const path = `${dir}/${file}.mjs`;
-  writeFileSync(path, out.outputText);
+  writeFileSync(path, code);
   return path;
 }
 
@@ -90,9 +87,11 @@ export interface Sent {
 
 /** What a broker contributes to {@link runSample}. */
 export interface BrokerSide {
-  /** Replacements for the broker's names and addresses in the sample. */
+  /** Replacements of what cannot exist here (SQS's AWS URLs); empty: the sample runs as written. */
   readonly replace: readonly (readonly [string, string])[];
-  /** Extra environment for the program (e.g. the SQS endpoint). */
+  /** Clears what an earlier run left under the sample's names and creates what its comments say to. */
+  prepare?(): Promise<void>;
+  /** Environment for the program: the service addresses the sample reads. */
   readonly env?: Readonly<Record<string, string>>;
   /** Sends with a plain producer; `withIdHeader` sets the broker's `message-id` header. */
   send(messages: readonly Sent[], withIdHeader: boolean): Promise<void>;
@@ -176,10 +175,18 @@ export async function runSample(spec: SampleSpec): Promise<SampleResult> {
     const url = new URL(serviceEnv('DATABASE_URL'));
     url.searchParams.set('application_name', app);
     url.searchParams.set('options', `-c search_path=${schema}`);
-    const code = rewriteSample(readSample(spec.readme, spec.marker), {
+    const asWritten = readSample(spec.readme, spec.marker);
+    const code = rewriteSample(asWritten, {
       replace: spec.broker.replace,
       dropIdOf: spec.variant === 'header',
     });
+    if (spec.variant === 'idOf' && spec.broker.replace.length === 0)
+      expect(code, 'the program is the sample as written').toBe(asWritten);
+    // What an earlier run recorded under the sample's consumer name (none before the first migrate).
+    await admin.query('DELETE FROM once.inbox WHERE consumer = $1', [spec.consumer]).catch((err) => {
+      if ((err as { code?: string }).code !== '42P01') throw err;
+    });
+    await spec.broker.prepare?.();
     script = writeProgram(`${spec.marker}-${spec.variant}-${app}`, code);
     const withHeader = spec.variant === 'header';
     const ids = Array.from({ length: 30 }, (_, i) => `${app}-${i}`);

@@ -66,13 +66,23 @@ export interface FailedRetryOptions {
   readonly forgetSteps?: boolean | undefined;
 }
 
+/**
+ * The outbox destination `--to ''` stands for: RabbitMQ's default exchange, whose own name no
+ * outbox destination can have; @once/rabbitmq's publisher sends `amq.default` to it.
+ */
+export const RABBIT_DEFAULT_EXCHANGE = 'amq.default';
+
 /** Refuses what `failed retry` cannot do, before the database is touched. */
 export function checkFailedRetryOptions(options: FailedRetryOptions, json: boolean): void {
   if (!options.republish && (options.to !== undefined || options.key !== undefined)) {
     throw new CliError(ExitCode.Usage, 'USAGE', '--to and --key only apply with --republish');
   }
-  if (options.to !== undefined && options.to.length === 0) {
-    throw new CliError(ExitCode.Usage, 'USAGE', '--to must name an outbox destination');
+  if (options.to !== undefined && options.to.length === 0 && options.key === undefined) {
+    throw new CliError(
+      ExitCode.Usage,
+      'USAGE',
+      "--to '' is RabbitMQ's default exchange: give --key <queue> (the queue it delivers to)",
+    );
   }
   if (json && options.out === '-') {
     throw new CliError(
@@ -104,7 +114,9 @@ export async function failedRetryCommand(
   try {
     result = await retryFailed(db.pool, db.schema, key, {
       forgetSteps: options.forgetSteps,
-      republish: options.republish ? { destination: options.to, key: options.key } : undefined,
+      republish: options.republish
+        ? { destination: options.to === '' ? RABBIT_DEFAULT_EXCHANGE : options.to, key: options.key }
+        : undefined,
       // Inside the transaction, before the delete: a failed write leaves the record in place.
       save: async ({ body }) => {
         if (body === null) return;
@@ -155,7 +167,11 @@ export async function failedRetryCommand(
     : '';
   const text =
     `deleted the failed record of ${quote(id)} (consumer ${quote(consumer)}); ` +
-    `its next delivery is processed afresh${sent}${where ? `. Body (${formatBytes(body?.length ?? 0)}) written to ${where}` : ''}`;
+    `its next delivery is processed afresh${sent}${
+      republished?.destination === RABBIT_DEFAULT_EXCHANGE
+        ? ` (${RABBIT_DEFAULT_EXCHANGE}: RabbitMQ's default exchange, routing straight to the queue named by the key; give your relay a RabbitMQ publisher for '${RABBIT_DEFAULT_EXCHANGE}')`
+        : ''
+    }${where ? `. Body (${formatBytes(body?.length ?? 0)}) written to ${where}` : ''}`;
   return {
     data: {
       schema: db.schema,

@@ -119,19 +119,27 @@ describe('dead letters', () => {
     expect(sumOf(m, 'once.dead_letters', { ...base, 'once.dead_letter.target': 'discard' })).toBe(1);
   });
 
-  it('RabbitMQ: only settled deliveries planned as dead letters count, not acks or retries', async () => {
-    const { consumer, events } = consumerWith<{ settled: { status: string; plan: string } }>('r', {
-      queue: 'emails',
-    });
+  it('RabbitMQ: message:dead-lettered, by its reason as on the other brokers (not the outcome)', async () => {
+    const { consumer, events } = consumerWith<{
+      settled: { status: string; plan: string };
+      'message:dead-lettered': { reason: string; deadLetter: string | undefined };
+    }>('r', { queue: 'emails' });
     const handle = instrument(consumer, { meterProvider: h.meterProvider, pool: false });
-    events.emit('settled', { status: 'processed', plan: 'ack' });
-    events.emit('settled', { status: 'retry', plan: 'retry' });
-    events.emit('settled', { status: 'conflict', plan: 'dead-letter' });
+    // A settled event alone counts nothing: the dead-lettered event follows a dead letter.
+    events.emit('settled', { status: 'failed', plan: 'dead-letter' });
+    events.emit('message:dead-lettered', { reason: 'max-attempts', deadLetter: 'emails.dlx' });
+    events.emit('message:dead-lettered', { reason: 'conflict', deadLetter: 'emails.dlx' });
     handle.close();
     const m = await h.collect();
-    expect(sumOf(m, 'once.dead_letters', { 'once.consumer': 'r' })).toBe(1);
-    expect(
-      sumOf(m, 'once.dead_letters', { 'once.consumer': 'r', 'once.dead_letter.reason': 'conflict' }),
-    ).toBe(1);
+    const r = (reason: string) =>
+      sumOf(m, 'once.dead_letters', {
+        'once.consumer': 'r',
+        'once.dead_letter.reason': reason,
+        'once.dead_letter.target': 'exchange',
+      });
+    expect(sumOf(m, 'once.dead_letters', { 'once.consumer': 'r' })).toBe(2);
+    expect(r('max-attempts')).toBe(1);
+    expect(r('conflict')).toBe(1);
+    expect(r('failed')).toBe(0);
   });
 });

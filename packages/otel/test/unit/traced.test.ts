@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import type { Envelope, HandlerContext } from '@once/core';
 import { type Span, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -58,6 +59,14 @@ describe('traced', () => {
       'once.attempt': 2,
     });
     expect(span!.status.code).toBe(SpanStatusCode.UNSET);
+  });
+
+  it("names its instrumentation scope with this package's version (issue #29: it was undefined)", async () => {
+    await traced(() => 'ok', options())(envelope({}), ctx);
+    const [span] = t.exporter.getFinishedSpans();
+    const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8'));
+    expect(version).toMatch(/^\d+\.\d+\.\d+/);
+    expect(span!.instrumentationScope).toEqual({ name: '@once/otel', version, schemaUrl: undefined });
   });
 
   it('finds the header whatever its case, and names SQS destinations by queue name', async () => {
