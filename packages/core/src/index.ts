@@ -84,8 +84,6 @@ export {
   type OutcomeBase,
   type ProcessedOutcome,
   type RetryOutcome,
-  type SettleAction,
-  settleActionOf,
 } from './outcome.js';
 export type { PgClientLike, PgPoolLike, QueryConfigLike, QueryResultLike } from './pg-like.js';
 export { type PurgeOptions, purge } from './purge.js';
