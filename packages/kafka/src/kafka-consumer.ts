@@ -152,7 +152,8 @@ export class KafkaConsumer<R = unknown> extends ConsumerBase<R, KafkaConsumerEve
               isStopping: () => this.life.stopping,
               isFetching: () => this.life.fetching,
               committedMetadata: (topic, partition) => this.#committedMetadata(topic, partition),
-              deadLetter: (topic, partition, message, plan) => this.#deadLetter(topic, partition, message, plan),
+              deadLetter: (topic, partition, message, plan) =>
+                this.#deadLetter(topic, partition, message, plan),
               retryLater: (topic, partition, offset, delayMs) =>
                 this.#holds.retryLater(topic, partition, offset, delayMs),
               gate: this.#gate,

@@ -1,9 +1,8 @@
-import type { Envelope, Logger, Outcome } from '@once/core';
+import type { Envelope, Logger, Outcome, ResolvedInboxOptions } from '@once/core';
 import {
   type DeadLetterPlan,
   deadLetteredEvent,
   type Gate,
-  type SettleContext,
   type SettlePlan,
   type StartCounter,
   serializeError,
@@ -23,7 +22,7 @@ import { planSettle } from './settle-plan.js';
 /** The inbox calls the runner makes. */
 export interface InboxLike {
   /** What core's settle plans need of the inbox's options. */
-  readonly options: SettleContext;
+  readonly options: Pick<ResolvedInboxOptions, 'consumer' | 'recordFailed'>;
   process(envelope: Envelope): Promise<Outcome>;
   processBatch(envelopes: readonly Envelope[]): Promise<Outcome[]>;
   notRun(envelopes: readonly Envelope[]): Outcome[];
@@ -53,12 +52,7 @@ export interface PartitionBatchDeps {
   /** The group's committed offset metadata for a partition (read once per assignment). */
   committedMetadata(topic: string, partition: number): Promise<string | null>;
   /** Sends a dead-letter copy; resolves once Kafka acknowledged it (or when dead-lettering is off). */
-  deadLetter(
-    topic: string,
-    partition: number,
-    message: KafkaMessage,
-    plan: DeadLetterPlan,
-  ): Promise<void>;
+  deadLetter(topic: string, partition: number, message: KafkaMessage, plan: DeadLetterPlan): Promise<void>;
   /**
    * Pauses the partition and seeks back to `offset`; resumes it after `delayMs`, or, without a
    * delay, when the consumer fetches again (the database is back).

@@ -1,4 +1,4 @@
-import type { RerunPlan, RetryPlan, SettlePlan } from '@once/core/adapter';
+import type { RetryPlan, SettlePlan } from '@once/core/adapter';
 
 /** What to do with a slice's messages, in offset order, from core's plan for each. */
 export interface SlicePlan {
@@ -12,7 +12,7 @@ export interface SlicePlan {
    * Core's plan for the message at `retryAt`: a retry (when, and as which attempt), or a rerun (at
    * once, as the same attempt). Undefined when it has no plan (it never reached the inbox).
    */
-  retry: RetryPlan | RerunPlan | undefined;
+  retry: RetryPlan | (SettlePlan & { kind: 'rerun' }) | undefined;
 }
 
 /**
@@ -25,7 +25,8 @@ export function planSettle(plans: readonly (SettlePlan | undefined)[], count: nu
   for (let k = 0; k < count; k++) {
     const plan = plans[k];
     if (!plan) return { prefix: k, deadLetter, retryAt: k, retry: undefined };
-    if (plan.kind === 'retry' || plan.kind === 'rerun') return { prefix: k, deadLetter, retryAt: k, retry: plan };
+    if (plan.kind === 'retry' || plan.kind === 'rerun')
+      return { prefix: k, deadLetter, retryAt: k, retry: plan };
     if (plan.kind === 'dead-letter') deadLetter.push(k);
   }
   return { prefix: count, deadLetter, retryAt: undefined, retry: undefined };

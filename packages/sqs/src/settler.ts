@@ -4,12 +4,11 @@ import {
   DeleteMessageBatchCommand,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
-import type { Logger, Outcome } from '@once/core';
+import type { Logger, Outcome, ResolvedInboxOptions } from '@once/core';
 import {
   type DeadLetterPlan,
   deadLetteredEvent,
   logDropped,
-  type SettleContext,
   type SettlePlan,
   serializeError,
   settlePlanOf,
@@ -36,7 +35,7 @@ interface SettlerDeps {
   client: SQSClient;
   queueUrl: string;
   /** What core's settle plans need of the inbox's options (`inbox.options`). */
-  settleContext: SettleContext;
+  settleContext: Pick<ResolvedInboxOptions, 'consumer' | 'recordFailed'>;
   /** The id attribute: first among the originals a dead-letter copy carries. */
   idHeader: string;
   /** See `settleLingerMs`. */

@@ -1,9 +1,10 @@
 import type { Envelope } from '../envelope.js';
 import type { Inbox } from '../inbox.js';
+import type { ResolvedInboxOptions } from '../options.js';
 import type { Outcome } from '../outcome.js';
 import { type Gate, processGate } from './isolation-gate.js';
 import type { Limiter } from './limiter.js';
-import { type SettleContext, type SettlePlan, settlePlanOf } from './settle-plan.js';
+import { type SettlePlan, settlePlanOf } from './settle-plan.js';
 import type { StartCounter } from './start-counter.js';
 
 /** What {@link processGroup} runs a group through. */
@@ -18,7 +19,7 @@ export interface ProcessGroupDeps<R> {
 /** What a {@link DeliveryPipeline} needs from its adapter: the broker's side of each step. */
 export interface DeliveryPipelineSpec<T, R> extends Omit<ProcessGroupDeps<R>, 'gate' | 'limiter'> {
   /** What core's settle plans need of the inbox's options: pass `inbox.options`. */
-  settleContext: SettleContext;
+  settleContext: Pick<ResolvedInboxOptions, 'consumer' | 'recordFailed'>;
   /** Groups running at once. */
   concurrency: number;
   /** Deliveries per group (one transaction): the batch size, 1 without batching. */

@@ -63,16 +63,7 @@ export { KeyedSerializer } from './keyed-serializer.js';
 export { ConsumerLifecycle, type LifecycleHooks, type LifecycleSpec } from './lifecycle.js';
 export { Limiter } from './limiter.js';
 export { checkMessageId, settledResults } from './publish-results.js';
-export {
-  type AckPlan,
-  type DeadLetterPlan,
-  type RerunPlan,
-  type RetryPlan,
-  type SettleContext,
-  type SettlePlan,
-  type SettlePlanBase,
-  settlePlanOf,
-} from './settle-plan.js';
+export { type DeadLetterPlan, type RetryPlan, type SettlePlan, settlePlanOf } from './settle-plan.js';
 export { sleep } from './sleep.js';
 export {
   type AdapterOptionKey,

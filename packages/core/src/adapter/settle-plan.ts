@@ -1,27 +1,18 @@
 import type { EnvelopeSource } from '../envelope.js';
 import type { SerializedError } from '../errors.js';
+import type { ResolvedInboxOptions } from '../options.js';
 import type { Outcome } from '../outcome.js';
 import { type DeadLetterRecord, deadLetterRecordOf } from './dead-letter-record.js';
 
-/** What every plan says about the outcome it came from: the fields of an adapter's `settled` event. */
-export interface SettlePlanBase {
-  /** The message id core decided on; undefined when the message had no usable one. */
-  id: string | undefined;
-  /**
-   * The outcome's status, to report (the `settled` event, a log line), never to decide on: what to
-   * do is `kind` and the plan's fields.
-   */
-  outcome: Outcome['status'];
-}
-
-/** Processed, a duplicate, or a conflict under the `warn`/`ignore` policy: ack, commit, delete. */
-export interface AckPlan extends SettlePlanBase {
-  kind: 'ack';
-}
-
-/** Deliver again after `delayMs`, as attempt `attempt`. */
-export interface RetryPlan extends SettlePlanBase {
+/**
+ * Deliver again after `delayMs`, as attempt `attempt`. `id` and `outcome`, as on every plan: the
+ * message id core decided on (undefined without a usable one), and the outcome's status, to report
+ * (the `settled` event, a log line), never to decide on.
+ */
+export interface RetryPlan {
   kind: 'retry';
+  id: string | undefined;
+  outcome: 'retry' | 'not-run' | 'busy';
   delayMs: number;
   /**
    * The attempt of the redelivery: raised by one only when the failure was the message's own
@@ -41,17 +32,10 @@ export interface RetryPlan extends SettlePlanBase {
   failure: SerializedError | undefined;
 }
 
-/**
- * The handler never started because an earlier message in its batch, partition or group must go
- * first: run it again, unchanged (same attempt), once that one is settled. Never spent.
- */
-export interface RerunPlan extends SettlePlanBase {
-  kind: 'rerun';
-}
-
 /** Send a copy with `record` to the dead-letter destination, then ack the original. */
-export interface DeadLetterPlan extends SettlePlanBase {
+export interface DeadLetterPlan {
   kind: 'dead-letter';
+  id: string | undefined;
   outcome: 'failed' | 'conflict';
   /** What the copy carries (the `once-dead-letter` header or attribute): reason, error, origin. */
   record: DeadLetterRecord;
@@ -69,27 +53,35 @@ export interface DeadLetterPlan extends SettlePlanBase {
 /**
  * What an adapter does with a delivery once core has decided: the only thing adapters read of an
  * outcome. Core makes every decision (did it fail, does the attempt count, is it recorded, where
- * does it go); the adapter turns the plan into its broker's calls.
+ * does it go); the adapter turns the plan into its broker's calls. Every plan carries `id` and
+ * `outcome` (the outcome's status), the fields of an adapter's `settled` event.
  */
-export type SettlePlan = AckPlan | RetryPlan | RerunPlan | DeadLetterPlan;
+export type SettlePlan =
+  /** Processed, a duplicate, or a conflict under the `warn`/`ignore` policy: ack, commit, delete. */
+  | { kind: 'ack'; id: string | undefined; outcome: 'processed' | 'duplicate' | 'conflict' }
+  | RetryPlan
+  /**
+   * The handler never started because an earlier message in its batch, partition or group must
+   * go first: run it again, unchanged (same attempt), once that one is settled. Never spent.
+   */
+  | { kind: 'rerun'; id: string | undefined; outcome: 'not-run' }
+  | DeadLetterPlan;
 
-/** What {@link settlePlanOf} needs of the inbox's options (pass `inbox.options`). */
-export interface SettleContext {
-  /** The consumer name, written into the dead-letter record. */
-  consumer: string;
-  /** Whether the inbox writes `failed` rows (`InboxOptions.recordFailed`). */
-  recordFailed: boolean;
-}
-
-/** The one mapping from an outcome to what the broker is told. */
-export function settlePlanOf(outcome: Outcome, inbox: SettleContext): SettlePlan {
-  const { id, status } = outcome;
+/**
+ * The one mapping from an outcome to what the broker is told. `inbox`: the inbox's options (the
+ * consumer goes into the dead-letter record; `recordFailed` says whether a failure was written down).
+ */
+export function settlePlanOf(
+  outcome: Outcome,
+  inbox: Pick<ResolvedInboxOptions, 'consumer' | 'recordFailed'>,
+): SettlePlan {
+  const { id } = outcome;
   switch (outcome.status) {
     case 'processed':
     case 'duplicate':
-      return { kind: 'ack', id, outcome: status };
+      return { kind: 'ack', id, outcome: outcome.status };
     case 'conflict':
-      if (outcome.action === 'ack') return { kind: 'ack', id, outcome: status };
+      if (outcome.action === 'ack') return { kind: 'ack', id, outcome: 'conflict' };
       return {
         kind: 'dead-letter',
         id,
@@ -107,12 +99,11 @@ export function settlePlanOf(outcome: Outcome, inbox: SettleContext): SettlePlan
         // A redelivery of an id recorded failed found that row, whatever recordFailed says now.
         recorded:
           outcome.id !== undefined &&
-          (outcome.reason === 'previously-failed' ||
-            (inbox.recordFailed && outcome.reason !== 'invalid-id')),
+          (outcome.reason === 'previously-failed' || (inbox.recordFailed && outcome.reason !== 'invalid-id')),
         source: outcome.envelope.source,
       };
     case 'not-run':
-      if (outcome.why === 'behind') return { kind: 'rerun', id, outcome: status };
+      if (outcome.why === 'behind') return { kind: 'rerun', id, outcome: 'not-run' };
       return retry(outcome, false, undefined);
     case 'busy':
       return retry(outcome, false, undefined);
@@ -122,7 +113,7 @@ export function settlePlanOf(outcome: Outcome, inbox: SettleContext): SettlePlan
 }
 
 function retry(
-  outcome: Outcome & { delayMs: number },
+  outcome: Outcome & { status: RetryPlan['outcome']; delayMs: number },
   spent: boolean,
   failure: SerializedError | undefined,
 ): RetryPlan {

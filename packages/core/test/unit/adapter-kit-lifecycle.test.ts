@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { ConsumerLifecycle, type LifecycleHooks, StartCounter, settlePlanOf } from '../../src/adapter/index.js';
+import {
+  ConsumerLifecycle,
+  type LifecycleHooks,
+  StartCounter,
+  settlePlanOf,
+} from '../../src/adapter/index.js';
 import type { Envelope } from '../../src/envelope.js';
 import { ErrorCode, OnceError } from '../../src/errors.js';
 import type { HandlerContext } from '../../src/handler.js';
@@ -297,7 +302,14 @@ describe('StartCounter', () => {
     await counter.settled(
       e,
       settlePlanOf(
-        { status: 'retry', id: 'k', envelope: e, error: { name: 'E', message: 'x' }, delayMs: 0, spent: true },
+        {
+          status: 'retry',
+          id: 'k',
+          envelope: e,
+          error: { name: 'E', message: 'x' },
+          delayMs: 0,
+          spent: true,
+        },
         plans,
       ),
     );

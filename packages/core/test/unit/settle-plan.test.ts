@@ -18,28 +18,48 @@ const off = { consumer: 'c', recordFailed: false };
 
 describe('settlePlanOf', () => {
   it.each<[string, Outcome, Partial<SettlePlan>]>([
-    ['processed', { status: 'processed', id: 'a', envelope, result: 1 }, { kind: 'ack', id: 'a', outcome: 'processed' }],
-    ['duplicate', { status: 'duplicate', id: 'a', envelope, result: 1 }, { kind: 'ack', id: 'a', outcome: 'duplicate' }],
-    ['conflict (ack)', { status: 'conflict', id: 'a', envelope, action: 'ack' }, { kind: 'ack', outcome: 'conflict' }],
+    [
+      'processed',
+      { status: 'processed', id: 'a', envelope, result: 1 },
+      { kind: 'ack', id: 'a', outcome: 'processed' },
+    ],
+    [
+      'duplicate',
+      { status: 'duplicate', id: 'a', envelope, result: 1 },
+      { kind: 'ack', id: 'a', outcome: 'duplicate' },
+    ],
+    [
+      'conflict (ack)',
+      { status: 'conflict', id: 'a', envelope, action: 'ack' },
+      { kind: 'ack', id: 'a', outcome: 'conflict' },
+    ],
     [
       'retry, spent',
       { status: 'retry', id: 'a', envelope, error: err, delayMs: 5, spent: true },
-      { kind: 'retry', outcome: 'retry', delayMs: 5, attempt: 4, spent: true, failure: err },
+      { kind: 'retry', id: 'a', outcome: 'retry', delayMs: 5, attempt: 4, spent: true, failure: err },
     ],
     [
       'retry, not spent',
       { status: 'retry', id: 'a', envelope, error: err, delayMs: 5, spent: false },
-      { kind: 'retry', outcome: 'retry', delayMs: 5, attempt: 3, spent: false, failure: err },
+      { kind: 'retry', id: 'a', outcome: 'retry', delayMs: 5, attempt: 3, spent: false, failure: err },
     ],
     [
       'not-run, unavailable',
       { status: 'not-run', id: 'a', envelope, why: 'unavailable', error: err, delayMs: 9 },
-      { kind: 'retry', outcome: 'not-run', delayMs: 9, attempt: 3, spent: false, failure: undefined },
+      {
+        kind: 'retry',
+        id: 'a',
+        outcome: 'not-run',
+        delayMs: 9,
+        attempt: 3,
+        spent: false,
+        failure: undefined,
+      },
     ],
     [
       'busy',
       { status: 'busy', id: 'a', envelope, delayMs: 6 },
-      { kind: 'retry', outcome: 'busy', delayMs: 6, attempt: 3, spent: false, failure: undefined },
+      { kind: 'retry', id: 'a', outcome: 'busy', delayMs: 6, attempt: 3, spent: false, failure: undefined },
     ],
     [
       'not-run, behind',

@@ -97,8 +97,16 @@ describe('settlePlanOf and tiers', () => {
         ? { kind: 'retry', tierMs: tierFor(p.delayMs, tiers), attempt: p.attempt }
         : p;
     };
-    expect(plan({ status: 'processed', result: undefined })).toEqual({ kind: 'ack', id: 'x', outcome: 'processed' });
-    expect(plan({ status: 'duplicate', result: undefined })).toEqual({ kind: 'ack', id: 'x', outcome: 'duplicate' });
+    expect(plan({ status: 'processed', result: undefined })).toEqual({
+      kind: 'ack',
+      id: 'x',
+      outcome: 'processed',
+    });
+    expect(plan({ status: 'duplicate', result: undefined })).toEqual({
+      kind: 'ack',
+      id: 'x',
+      outcome: 'duplicate',
+    });
     expect(plan({ status: 'retry', error, delayMs: 2000, spent: true })).toEqual({
       kind: 'retry',
       tierMs: 10000,
@@ -124,7 +132,11 @@ describe('settlePlanOf and tiers', () => {
     expect(plan({ status: 'conflict', action: 'dead-letter' })).toMatchObject({
       record: { reason: 'conflict' },
     });
-    expect(plan({ status: 'conflict', action: 'ack' })).toEqual({ kind: 'ack', id: 'x', outcome: 'conflict' });
+    expect(plan({ status: 'conflict', action: 'ack' })).toEqual({
+      kind: 'ack',
+      id: 'x',
+      outcome: 'conflict',
+    });
   });
 });
 
