@@ -3,7 +3,7 @@ import { guardNewClients } from './connection.js';
 import { BatchPause } from './engine/batch-pause.js';
 import { BatchTx } from './engine/batch-tx.js';
 import { type EngineContext, engineContext } from './engine/context.js';
-import { logFailureOutcome, logsOwnFailureLines } from './engine/failure-lines.js';
+import { logFailureOutcome } from './engine/failure-lines.js';
 import { HttpTx } from './engine/http-tx.js';
 import { type Item, prepare } from './engine/item.js';
 import { forgetStart, noteStart } from './engine/note-start.js';
@@ -47,9 +47,17 @@ export class Inbox<R = unknown> {
   readonly #one: { one(item: Item): Promise<Outcome<R>> };
   /** Lease mode: every message runs alone, under its lease. */
   readonly #lease: boolean;
+  /** Who logs this inbox's failure lines: the inbox (`engine`) or the consumer that made it (`adapter`). */
+  readonly failureLines: 'engine' | 'adapter';
 
-  constructor(options: ResolvedInboxOptions<R>) {
+  /**
+   * `setup.failureLines`: who logs the failure lines (dead letters, conflicts, invalid ids,
+   * exhausted attempts). `engine` (the default) for a bare inbox; a broker consumer that logs
+   * them where it settles, with the destination, makes its inbox with `adapter`.
+   */
+  constructor(options: ResolvedInboxOptions<R>, setup: { failureLines?: 'engine' | 'adapter' } = {}) {
     this.options = options;
+    this.failureLines = setup.failureLines ?? 'engine';
     guardNewClients(options.pool, options.logger);
     warnPoolSettings(options.pool, options.logger);
     this.#events = new Events(options.logger, { owner: 'Inbox', names: ONCE_EVENT_NAMES });
@@ -214,8 +222,8 @@ export class Inbox<R = unknown> {
   #emit(o: Outcome<R>, started: number): void {
     this.#readiness.note(o);
     emitOutcome(this.#events, this.options.consumer, o, started);
-    // Only a conflict or a failure has a line (see failure-lines.ts): no lookup for the rest.
-    if ((o.status === 'conflict' || o.status === 'failed') && logsOwnFailureLines(this))
+    // Only a conflict or a failure has a line (see failure-lines.ts).
+    if ((o.status === 'conflict' || o.status === 'failed') && this.failureLines === 'engine')
       logFailureOutcome(this.options.failureLogger, this.options.consumer, o, this.options.recordFailed);
   }
 }

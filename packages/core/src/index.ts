@@ -73,19 +73,17 @@ export type {
   OutboxPublishResult,
   OutboxRepublish,
 } from './outbox-publisher.js';
-export {
-  type BusyOutcome,
-  type ConflictOutcome,
-  type DuplicateOutcome,
-  type FailedOutcome,
-  type FailReason,
-  type NotRunOutcome,
-  type Outcome,
-  type OutcomeBase,
-  type ProcessedOutcome,
-  type RetryOutcome,
-  type SettleAction,
-  settleActionOf,
+export type {
+  BusyOutcome,
+  ConflictOutcome,
+  DuplicateOutcome,
+  FailedOutcome,
+  FailReason,
+  NotRunOutcome,
+  Outcome,
+  OutcomeBase,
+  ProcessedOutcome,
+  RetryOutcome,
 } from './outcome.js';
 export type { PgClientLike, PgPoolLike, QueryConfigLike, QueryResultLike } from './pg-like.js';
 export { type PurgeOptions, purge } from './purge.js';

@@ -80,7 +80,7 @@ export interface BusyOutcome extends OutcomeBase {
   delayMs: number;
 }
 
-/** What processing a message came to: each adapter maps it to a settle action. */
+/** What processing a message came to. Broker adapters act on its settle plan (`settlePlanOf` of `@once/core/adapter`). */
 export type Outcome<R = unknown> =
   | ProcessedOutcome<R>
   | DuplicateOutcome<R>
@@ -89,23 +89,3 @@ export type Outcome<R = unknown> =
   | RetryOutcome
   | NotRunOutcome
   | BusyOutcome;
-
-/** What the broker should do with a delivery. */
-export type SettleAction = 'ack' | 'retry' | 'dead-letter';
-
-/** The one mapping from outcome to broker action, shared by every adapter. */
-export function settleActionOf(outcome: Outcome): SettleAction {
-  switch (outcome.status) {
-    case 'processed':
-    case 'duplicate':
-      return 'ack';
-    case 'conflict':
-      return outcome.action;
-    case 'failed':
-      return 'dead-letter';
-    case 'retry':
-    case 'not-run':
-    case 'busy':
-      return 'retry';
-  }
-}

@@ -1,11 +1,4 @@
-import {
-  type Envelope,
-  type HandlerContext,
-  type Inbox,
-  type Logger,
-  type Outcome,
-  silentLogger,
-} from '@once/core';
+import { type Envelope, type HandlerContext, type Inbox, type Logger, silentLogger } from '@once/core';
 import {
   createHttpInbox,
   HttpResponseStore,
@@ -13,6 +6,7 @@ import {
   type StoredHttpResponse,
   UnclaimedTx,
 } from '@once/core/adapter';
+import { answerOf, type KeyAnswer } from './answer.js';
 import { fingerprintInput } from './fingerprint.js';
 import { legacyInputOf } from './fingerprint-upgrade.js';
 import { parseIdempotencyKey } from './key.js';
@@ -173,8 +167,8 @@ export class Idempotency {
     };
     const job: Job = { run, key, scope };
     this.#jobs.set(envelope, job);
-    let outcome = await this.#inbox.process(envelope);
-    if (outcome.status === 'conflict') {
+    let answer = answerOf(await this.#inbox.process(envelope));
+    if (answer.kind === 'mismatch') {
       // Maybe a key a build of fingerprint version 1 stored for this very request (docs/http.md,
       // "Upgrades"): then processed again under that build's fingerprint, so the inbox decides as
       // it did then (a replay, a 409 while a lease is held, a takeover); else the 422 stands.
@@ -187,21 +181,21 @@ export class Idempotency {
       if (legacy !== undefined) {
         const again: Envelope = { ...envelope, body: legacy };
         this.#jobs.set(again, job);
-        outcome = await this.#inbox.process(again);
+        answer = answerOf(await this.#inbox.process(again));
       }
     }
-    return this.#answer(outcome, job);
+    return this.#answer(answer, job);
   }
 
-  async #answer(outcome: Outcome<StoredHttpResponse>, job: Job): Promise<HandleResult> {
+  async #answer(answer: KeyAnswer, job: Job): Promise<HandleResult> {
     const key = job.key;
-    switch (outcome.status) {
+    switch (answer.kind) {
       case 'processed':
         return { status: 'processed', key, response: job.answered! };
-      case 'duplicate':
+      case 'replay':
         // Lease mode's duplicates come without the response: read it.
-        return outcome.result ? this.#replayOf(outcome.result, key) : this.#replay(outcome.id, key);
-      case 'conflict':
+        return answer.stored ? this.#replayOf(answer.stored, key) : this.#replay(answer.id, key);
+      case 'mismatch':
         return {
           status: 'mismatch',
           key,
@@ -211,8 +205,7 @@ export class Idempotency {
             'this Idempotency-Key was used with another request (method, route, headers or body); use a new key for a new request',
           ),
         };
-      case 'busy': {
-        const seconds = Math.max(1, Math.ceil(outcome.delayMs / 1000));
+      case 'in-flight':
         return {
           status: 'in-flight',
           key,
@@ -220,22 +213,19 @@ export class Idempotency {
             409,
             HttpProblem.KeyInFlight,
             'a request with this Idempotency-Key is still being processed; retry after Retry-After seconds',
-            [['retry-after', String(seconds)]],
+            [['retry-after', String(answer.retryAfterS)]],
           ),
         };
-      }
-      case 'retry':
       case 'failed':
-        // 'failed' is recorded nowhere (recordFailed is off): the retry runs again.
         if (job.unstored) return { status: 'not-stored', key, response: job.unstored };
-        return this.#failed(key, outcome.error);
-      case 'not-run':
+        return this.#failed(key, answer.error);
+      case 'unavailable':
         return {
           status: 'failed',
           key,
-          error: outcome.error,
-          response: problemResponse(503, HttpProblem.Unavailable, outcome.error.message, [
-            ['retry-after', String(Math.max(1, Math.ceil(outcome.delayMs / 1000)))],
+          error: answer.error,
+          response: problemResponse(503, HttpProblem.Unavailable, answer.error.message, [
+            ['retry-after', String(answer.retryAfterS)],
           ]),
         };
     }

@@ -1,26 +1,15 @@
-import {
-  DEAD_LETTER_RECORD,
-  type DeadLetterOutcome,
-  deadLetterRecordOf,
-  encodeDeadLetterRecord,
-} from '@once/core/adapter';
+import { DEAD_LETTER_RECORD, type DeadLetterRecord, encodeDeadLetterRecord } from '@once/core/adapter';
 import type { IHeaders, KafkaMessage, Message } from 'kafkajs';
-
-export type { DeadLetterOutcome } from '@once/core/adapter';
 
 /**
  * Builds the dead-letter copy of a message: the original key, value and headers, byte for byte,
  * plus one header, `once-dead-letter` ({@link DEAD_LETTER_RECORD}), holding core's
- * `DeadLetterRecord` as JSON: reason, error, attempts, consumer, id, origin (topic, partition,
- * offset, group) and time, the same record every broker adapter writes. Read it back with
- * `decodeDeadLetterRecord` from `@once/core/adapter`.
+ * `DeadLetterRecord` as JSON (the record of core's settle plan): reason, error, attempts,
+ * consumer, id, origin (topic, partition, offset, group) and time, the same record every broker
+ * adapter writes. Read it back with `decodeDeadLetterRecord` from `@once/core/adapter`.
  */
-export function deadLetterMessage(
-  original: KafkaMessage,
-  outcome: DeadLetterOutcome,
-  consumer: string,
-): Message {
+export function deadLetterMessage(original: KafkaMessage, record: DeadLetterRecord): Message {
   const headers: IHeaders = { ...(original.headers ?? {}) };
-  headers[DEAD_LETTER_RECORD] = encodeDeadLetterRecord(deadLetterRecordOf(outcome, consumer));
+  headers[DEAD_LETTER_RECORD] = encodeDeadLetterRecord(record);
   return { key: original.key ?? null, value: original.value, headers };
 }

@@ -8,7 +8,6 @@
  * ```
  */
 export { jsonHandler } from '@once/core/adapter';
-export type { DeadLetterOutcome } from './dead-letter.js';
 export { KafkaErrorCode } from './errors.js';
 export type {
   KafkaConsumerEventListener,

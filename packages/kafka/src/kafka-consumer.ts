@@ -3,6 +3,7 @@ import {
   ConsumerBase,
   type ConsumerHealth,
   type ConsumerState,
+  type DeadLetterPlan,
   logDropped,
   processGate,
   type StartCounter,
@@ -14,7 +15,7 @@ import {
   type KafkaMessage,
   Partitioners,
 } from 'kafkajs';
-import { type DeadLetterOutcome, deadLetterMessage } from './dead-letter.js';
+import { deadLetterMessage } from './dead-letter.js';
 import { KAFKA_CONSUMER_EVENT_NAMES, type KafkaConsumerEventMap } from './events.js';
 import type { AdminLike, ConsumerLike, ProducerLike } from './kafka-like.js';
 import {
@@ -153,8 +154,8 @@ export class KafkaConsumer<R = unknown> extends ConsumerBase<R, KafkaConsumerEve
               isStopping: () => this.life.stopping,
               isFetching: () => this.life.fetching,
               committedMetadata: (topic, partition) => this.#committedMetadata(topic, partition),
-              deadLetter: (topic, partition, message, outcome) =>
-                this.#deadLetter(topic, partition, message, outcome),
+              deadLetter: (topic, partition, message, plan) =>
+                this.#deadLetter(topic, partition, message, plan),
               retryLater: (topic, partition, offset, delayMs) =>
                 this.#holds.retryLater(topic, partition, offset, delayMs),
               gate: this.#gate,
@@ -228,12 +229,12 @@ export class KafkaConsumer<R = unknown> extends ConsumerBase<R, KafkaConsumerEve
     topic: string,
     partition: number,
     message: KafkaMessage,
-    outcome: DeadLetterOutcome,
+    plan: DeadLetterPlan,
   ): Promise<void> {
     const target = this.options.deadLetterTopicOf(topic);
     const logger = this.inbox.options.logger;
     if (target === undefined || !this.#producer) {
-      logDropped(logger, outcome, {
+      logDropped(logger, plan, {
         name: 'once/kafka',
         action: 'skipped',
         fields: { topic, partition, offset: message.offset },
@@ -244,7 +245,7 @@ export class KafkaConsumer<R = unknown> extends ConsumerBase<R, KafkaConsumerEve
     await this.#producer.send({
       topic: target,
       acks: -1,
-      messages: [deadLetterMessage(message, outcome, this.options.consumer)],
+      messages: [deadLetterMessage(message, plan.record)],
     });
     // The warn line (id, reason, destination) comes from the adapter kit; this adds the position.
     logger.debug(

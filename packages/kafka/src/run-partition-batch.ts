@@ -1,7 +1,9 @@
-import type { Envelope, Logger, Outcome } from '@once/core';
+import type { Envelope, Logger, Outcome, ResolvedInboxOptions } from '@once/core';
 import {
+  type DeadLetterPlan,
   deadLetteredEvent,
   type Gate,
+  type SettlePlan,
   type StartCounter,
   serializeError,
   settlePlanOf,
@@ -9,7 +11,6 @@ import {
   type TypedEmitter,
 } from '@once/core/adapter';
 import type { EachBatchPayload, KafkaMessage, Offsets } from 'kafkajs';
-import type { DeadLetterOutcome } from './dead-letter.js';
 import { envelopeOf, type MappedMessage } from './envelope-of.js';
 import type { KafkaConsumerEventMap } from './events.js';
 import { isOwnershipLost } from './kafka-like.js';
@@ -20,6 +21,8 @@ import { planSettle } from './settle-plan.js';
 
 /** The inbox calls the runner makes. */
 export interface InboxLike {
+  /** What core's settle plans need of the inbox's options. */
+  readonly options: Pick<ResolvedInboxOptions, 'consumer' | 'recordFailed'>;
   process(envelope: Envelope): Promise<Outcome>;
   processBatch(envelopes: readonly Envelope[]): Promise<Outcome[]>;
   notRun(envelopes: readonly Envelope[]): Outcome[];
@@ -49,12 +52,7 @@ export interface PartitionBatchDeps {
   /** The group's committed offset metadata for a partition (read once per assignment). */
   committedMetadata(topic: string, partition: number): Promise<string | null>;
   /** Sends a dead-letter copy; resolves once Kafka acknowledged it (or when dead-lettering is off). */
-  deadLetter(
-    topic: string,
-    partition: number,
-    message: KafkaMessage,
-    outcome: DeadLetterOutcome,
-  ): Promise<void>;
+  deadLetter(topic: string, partition: number, message: KafkaMessage, plan: DeadLetterPlan): Promise<void>;
   /**
    * Pauses the partition and seeks back to `offset`; resumes it after `delayMs`, or, without a
    * delay, when the consumer fetches again (the database is back).
@@ -251,14 +249,14 @@ class BatchRun {
     for (;;) {
       const started = performance.now();
       const leave = await deps.gate.shared();
-      let outcomes: (Outcome | undefined)[];
+      let plans: (SettlePlan | undefined)[];
       try {
-        outcomes = await this.#process(mapped);
+        plans = await this.#process(mapped);
       } finally {
         leave();
       }
       // Batch mode ends the slice after a wait: the rest is a fresh slice (a new transaction).
-      const step = await this.#settle(mapped, outcomes, started, deps.options.batch ? null : marker);
+      const step = await this.#settle(mapped, plans, started, deps.options.batch ? null : marker);
       if (typeof step !== 'object') return typeof step === 'number' ? settled + step : step;
       settled += step.waited;
       if (deps.options.batch || this.#shouldStop() || this.#overTime()) return settled;
@@ -286,16 +284,16 @@ class BatchRun {
     if (!(await this.#commit(message.offset, encodeMarker({ end: replay.end.toString() }))))
       return this.#commitFailed(message);
     const leave = await deps.gate.exclusive();
-    let outcomes: (Outcome | undefined)[];
+    let plans: (SettlePlan | undefined)[];
     const started = performance.now();
     const mapped = this.#map(message, attemptOf(this.#state, message.offset), true);
     try {
       deps.counter.mark(mapped.envelope);
-      outcomes = await this.#process([mapped]);
+      plans = await this.#process([mapped]);
     } finally {
       leave();
     }
-    const step = await this.#settle([mapped], outcomes, started, null);
+    const step = await this.#settle([mapped], plans, started, null);
     return typeof step === 'object' ? step.waited : step;
   }
 
@@ -321,24 +319,26 @@ class BatchRun {
     });
   }
 
-  /** Runs the inbox; a message without an outcome (the inbox threw, the generation ended) is undefined. */
-  async #process(mapped: MappedMessage[]): Promise<(Outcome | undefined)[]> {
+  /**
+   * Runs the inbox and gives core's settle plan for each message; a message without an outcome
+   * (the inbox threw, the generation ended) has none (undefined).
+   */
+  async #process(mapped: MappedMessage[]): Promise<(SettlePlan | undefined)[]> {
     const { inbox, options } = this.#deps;
     const envelopes = mapped.map((m) => m.envelope);
-    const results: Outcome[] = [];
+    const results: SettlePlan[] = [];
     try {
       if (options.batch && envelopes.length > 1) {
-        results.push(...(await inbox.processBatch(envelopes)));
+        for (const o of await inbox.processBatch(envelopes)) results.push(settlePlanOf(o, inbox.options));
       } else {
         for (const envelope of envelopes) {
           // The generation ended (a heartbeat said so): the partition may be another member's now.
           if (this.#lost) break;
-          const o = await inbox.process(envelope);
-          results.push(o);
+          const plan = settlePlanOf(await inbox.process(envelope), inbox.options);
+          results.push(plan);
           // Core says run it (or what follows) again: the rest of the slice waits behind it,
-          // without an outcome (#settle reports them not run if they are to be read again).
-          const next = settlePlanOf(o, options.consumer).kind;
-          if (next === 'retry' || next === 'rerun') break;
+          // without a plan (#settle reports them not run if they are to be read again).
+          if (plan.kind === 'retry' || plan.kind === 'rerun') break;
         }
       }
     } catch (err) {
@@ -357,20 +357,20 @@ class BatchRun {
    */
   async #settle(
     mapped: MappedMessage[],
-    outcomes: (Outcome | undefined)[],
+    plans: (SettlePlan | undefined)[],
     started: number,
     marker: string | null,
   ): Promise<Settled> {
     const deps = this.#deps;
-    const plan = planSettle(outcomes, mapped.length, deps.options.consumer);
+    const plan = planSettle(plans, mapped.length);
     let prefix = plan.prefix;
     let retryDelay: number | undefined;
     let retryAttempt = 0;
     for (const k of plan.deadLetter) {
       const m = mapped[k]!;
-      const outcome = outcomes[k] as DeadLetterOutcome;
+      const dead = plans[k] as DeadLetterPlan;
       try {
-        await deps.deadLetter(this.#topic, this.#partition, m.message, outcome);
+        await deps.deadLetter(this.#topic, this.#partition, m.message, dead);
       } catch (err) {
         // Not dead-lettered, so not settled: the redelivery is `failed` again and goes again.
         this.#emitError('dead-letter', err);
@@ -381,24 +381,26 @@ class BatchRun {
       }
       deps.events.emit(
         'message:dead-lettered',
-        deadLetteredEvent(outcome, deps.options.deadLetterTopicOf(this.#topic)),
+        deadLetteredEvent(dead, deps.options.deadLetterTopicOf(this.#topic)),
       );
     }
     if (retryDelay === undefined && plan.retryAt !== undefined) {
-      const o = outcomes[plan.retryAt];
+      const retry = plan.retry;
       const env = mapped[plan.retryAt]!.envelope;
       // Core's plan says when, and as which attempt: raised only when the failure was the
       // message's own (not a database fault, a lost commit, a wait bound, a neighbour not run).
-      retryAttempt = (plan.retry?.attempt ?? env.attempt) - 1;
-      retryDelay = plan.retry ? plan.retry.delayMs : this.#faultDelay();
-      if (o?.status === 'retry') {
+      // A rerun (a neighbour before it stopped) runs at once as the same attempt; a message
+      // without a plan (it never reached the inbox) after the fault backoff.
+      retryAttempt = (retry?.kind === 'retry' ? retry.attempt : env.attempt) - 1;
+      retryDelay = retry === undefined ? this.#faultDelay() : retry.kind === 'retry' ? retry.delayMs : 0;
+      if (retry?.kind === 'retry' && retry.failure) {
         deps.events.emit('partition:retry', {
           topic: this.#topic,
           partition: this.#partition,
           offset: env.source.offset!,
           attempt: env.attempt,
           delayMs: retryDelay,
-          error: o.error,
+          error: retry.failure,
         });
       }
     }
@@ -435,9 +437,7 @@ class BatchRun {
     }
     // Read again after the pause: the messages that waited behind the retried one without
     // running are reported not run (batch mode: the inbox already did).
-    const behind = outcomes[prefix]
-      ? mapped.slice(prefix + 1).filter((_, j) => !outcomes[prefix + 1 + j])
-      : [];
+    const behind = plans[prefix] ? mapped.slice(prefix + 1).filter((_, j) => !plans[prefix + 1 + j]) : [];
     if (behind.length > 0) deps.inbox.notRun(behind.map((m) => m.envelope));
     deps.retryLater(this.#topic, this.#partition, at, retryDelay);
     return 'paused';

@@ -51,11 +51,11 @@ export class Dispatcher<R> {
     this.#pipeline = new DeliveryPipeline<Held, R>({
       inbox: ctx.inbox,
       counter: ctx.counter,
-      consumer: o.consumer,
+      settleContext: ctx.inbox.options,
       concurrency: o.concurrency,
       batchSize: o.batch ? o.batchSize : 1,
       envelope: (h) => h.envelope,
-      settle: (h, outcome, plan) => this.#settler.settle(h, outcome, plan),
+      settle: (h, plan) => this.#settler.settle(h, plan),
       // The inbox threw: hand the messages back to JetStream after a pause.
       handBack: (held) => {
         for (const h of held) this.#settler.respond(h, 'nak', DEAD_LETTER_RETRY_MS);

@@ -133,15 +133,15 @@ export class LegacyGeneration {
       redelivered: false,
     };
     const outcome = await inbox.process(envelope);
-    // Another process may have recorded it first: its answer is the one.
-    if (outcome.status === 'processed' || outcome.status === 'duplicate') {
-      return recordOf(outcome.result, consumer);
-    }
+    // Processed, or a duplicate (another process recorded it first: its answer is the one): the
+    // two outcomes with a result. This is a record, not a delivery: nothing is settled.
+    if ('result' in outcome) return recordOf(outcome.result, consumer);
+    const cause = 'error' in outcome ? outcome.error : undefined;
     throw new OnceError(
       NatsErrorCode.SequenceIds,
-      `could not record which stream generation keeps bare sequence ids for consumer '${consumer}' ` +
-        `(inbox outcome '${outcome.status}'); fetching waits and tries again`,
-      { retryable: true, cause: 'error' in outcome ? outcome.error : undefined },
+      `could not record which stream generation keeps bare sequence ids for consumer '${consumer}'` +
+        `${cause ? ` (${cause.message})` : ' (its id is held or recorded otherwise)'}; fetching waits and tries again`,
+      { retryable: true, cause },
     );
   }
 }

@@ -1,6 +1,6 @@
 import type { JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import { headers as natsHeaders } from '@nats-io/transport-node';
-import type { Envelope, Logger, Outcome } from '@once/core';
+import type { Envelope, Logger } from '@once/core';
 import {
   DEAD_LETTER_RECORD,
   deadLetteredEvent,
@@ -56,13 +56,13 @@ export class Settler<R> {
     this.#ctx = ctx;
   }
 
-  async settle(h: Held, outcome: Outcome<R>, plan: SettlePlan): Promise<void> {
+  async settle(h: Held, plan: SettlePlan): Promise<void> {
     const c = this.#ctx;
     const deadLetter = c.deadLetterSubject === false ? undefined : c.deadLetterSubject;
     if (plan.kind === 'ack') {
       this.respond(h, 'ack');
     } else if (plan.kind === 'retry') {
-      await c.counter.settled(outcome);
+      await c.counter.settled(h.envelope, plan);
       this.respond(h, 'nak', plan.delayMs);
     } else if (plan.kind === 'dead-letter') {
       if (deadLetter !== undefined) {
@@ -76,24 +76,22 @@ export class Settler<R> {
         }
       }
       this.respond(h, 'term');
-      if (outcome.status === 'failed' || outcome.status === 'conflict') {
-        if (deadLetter === undefined) {
-          logDropped(c.logger, outcome, {
-            name: 'once/nats',
-            action: 'termed',
-            fields: {
-              stream: c.stream(),
-              durable: c.durable,
-              subject: h.m.subject,
-              sequence: h.m.info.streamSequence,
-            },
-            unrecorded: { headers: h.m.headers?.keys() ?? [] },
-          });
-        }
-        c.events.emit('message:dead-lettered', deadLetteredEvent(outcome, deadLetter));
+      if (deadLetter === undefined) {
+        logDropped(c.logger, plan, {
+          name: 'once/nats',
+          action: 'termed',
+          fields: {
+            stream: c.stream(),
+            durable: c.durable,
+            subject: h.m.subject,
+            sequence: h.m.info.streamSequence,
+          },
+          unrecorded: { headers: h.m.headers?.keys() ?? [] },
+        });
       }
+      c.events.emit('message:dead-lettered', deadLetteredEvent(plan, deadLetter));
     }
-    c.events.emit('settled', { id: outcome.id, status: outcome.status, plan: plan.kind });
+    c.events.emit('settled', { id: plan.id, status: plan.outcome, plan: plan.kind });
   }
 
   /** Acks, naks or terms; a closed connection refuses, and JetStream redelivers after `ack_wait`. */

@@ -1,4 +1,4 @@
-import type { Inbox, Outcome } from '@once/core';
+import type { Inbox } from '@once/core';
 import {
   DEAD_LETTER_RECORD,
   DeliveryPipeline,
@@ -70,12 +70,12 @@ export class ChannelConsumer<R> {
     const o = ctx.options;
     this.#pipeline = new DeliveryPipeline<ConsumeMessage, R>({
       ...ctx,
-      consumer: o.consumer,
+      settleContext: ctx.inbox.options,
       concurrency: o.concurrency,
       batchSize: o.batch ? o.batchSize : 1,
       envelope: (m) => envelopeOf(m, o.queue, o.idHeader),
       redelivered: (m) => m.fields.redelivered,
-      settle: (m, outcome, plan) => this.#settle(m, outcome, plan),
+      settle: (m, plan) => this.#settle(m, plan),
       // The inbox threw: hand the messages back (they come again as redeliveries) after a pause.
       handBack: async (messages) => {
         await sleep(REQUEUE_PAUSE_MS);
@@ -161,14 +161,14 @@ export class ChannelConsumer<R> {
   }
 
   /** An ack is done at once (no promise); a retry or a dead letter waits for the broker's confirm. */
-  #settle(m: ConsumeMessage, outcome: Outcome<R>, plan: SettlePlan): Promise<void> | undefined {
-    if (plan.kind !== 'ack') return this.#republish(m, outcome, plan);
+  #settle(m: ConsumeMessage, plan: SettlePlan): Promise<void> | undefined {
+    if (plan.kind !== 'ack') return this.#republish(m, plan);
     this.#done(m, 'ack');
-    this.#settled(outcome, plan);
+    this.#settled(plan);
     return undefined;
   }
 
-  async #republish(m: ConsumeMessage, outcome: Outcome<R>, plan: SettlePlan): Promise<void> {
+  async #republish(m: ConsumeMessage, plan: SettlePlan): Promise<void> {
     const t = this.#ctx.topology;
     try {
       if (plan.kind === 'retry') {
@@ -191,17 +191,15 @@ export class ChannelConsumer<R> {
       return;
     }
     this.#done(m, 'ack');
-    this.#settled(outcome, plan);
-    if (plan.kind === 'dead-letter' && (outcome.status === 'failed' || outcome.status === 'conflict')) {
-      this.#ctx.events.emit('message:dead-lettered', deadLetteredEvent(outcome, t.deadLetterExchange));
-    }
+    this.#settled(plan);
+    if (plan.kind === 'dead-letter')
+      this.#ctx.events.emit('message:dead-lettered', deadLetteredEvent(plan, t.deadLetterExchange));
   }
 
   /** The `settled` event, built only when someone listens. */
-  #settled(outcome: Outcome<R>, plan: SettlePlan): void {
+  #settled(plan: SettlePlan): void {
     const events = this.#ctx.events;
-    if (events.has('settled'))
-      events.emit('settled', { id: outcome.id, status: outcome.status, plan: plan.kind });
+    if (events.has('settled')) events.emit('settled', { id: plan.id, status: plan.outcome, plan: plan.kind });
   }
 
   #done(m: ConsumeMessage, kind: AckKind): void {

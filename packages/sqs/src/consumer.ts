@@ -102,7 +102,7 @@ export class SqsConsumer<R = unknown> extends ConsumerBase<R, SqsConsumerEventMa
     this.#settler = new Settler({
       client: sqs.client,
       queueUrl: sqs.queueUrl,
-      consumer: sqs.consumer,
+      settleContext: this.inbox.options,
       idHeader: sqs.idHeader,
       lingerMs: sqs.settleLingerMs,
       logger,

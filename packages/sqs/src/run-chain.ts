@@ -61,10 +61,11 @@ async function runEach<R>(ctx: ChainContext<R>, entries: Held[], acks: Held[] | 
       faultRest(ctx, entries.slice(i));
       return;
     }
-    // Only a retry changes a start count (StartCounter.settled): no promise for the others.
-    if (outcome.status === 'retry') await ctx.counter.settled(outcome);
-    let plan = ctx.settler.settle(e, outcome, acks);
-    if (plan instanceof Promise) plan = await plan;
+    const plan = ctx.settler.planOf(outcome);
+    // Only a failed run changes a start count (StartCounter.settled): no promise for the others.
+    if (plan.kind === 'retry' && plan.failure) await ctx.counter.settled(e.envelope, plan);
+    const sent = ctx.settler.settle(e, plan, acks);
+    if (sent) await sent;
     if (plan.kind === 'retry') {
       // The rest of the group never reached the inbox: it reports them not run, then they go back.
       const rest = entries.slice(i + 1);
@@ -116,24 +117,30 @@ async function runBatches<R>(ctx: ChainContext<R>, all: Held[]): Promise<void> {
       faultRest(ctx, run);
       return;
     }
-    // Only a retry changes a start count (StartCounter.settled): no promise for the others.
-    const retries = outcomes.filter((o) => o.status === 'retry');
-    if (retries.length > 0) await Promise.all(retries.map((o) => ctx.counter.settled(o)));
+    const plans = outcomes.map((o) => ctx.settler.planOf(o));
+    // Only a failed run changes a start count (StartCounter.settled): no promise for the others.
+    const counts: Promise<void>[] = [];
+    for (let k = 0; k < run.length; k++) {
+      const p = plans[k]!;
+      if (p.kind === 'retry' && p.failure) counts.push(ctx.counter.settled(run[k]!.envelope, p));
+    }
+    if (counts.length > 0) await Promise.all(counts);
     const again: Held[] = [];
     for (let k = 0; k < run.length; k++) {
       const e = run[k]!;
+      const plan = plans[k]!;
       const delay = stopped.get(key(e));
       if (delay !== undefined) {
         retryRest(ctx, [e], delay);
         continue;
       }
       // Not run only because another group's message stopped the batch: straight into the next.
-      if (ctx.settler.planOf(outcomes[k]!).kind === 'rerun') {
+      if (plan.kind === 'rerun') {
         again.push(e);
         continue;
       }
-      let plan = ctx.settler.settle(e, outcomes[k]!);
-      if (plan instanceof Promise) plan = await plan;
+      const sent = ctx.settler.settle(e, plan);
+      if (sent) await sent;
       if (plan.kind === 'retry') stopped.set(key(e), plan.delayMs);
     }
     remaining = again;

@@ -4,10 +4,9 @@ import {
   DeleteMessageBatchCommand,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
-import type { Logger, Outcome } from '@once/core';
+import type { Logger, Outcome, ResolvedInboxOptions } from '@once/core';
 import {
-  type DeadLetterOutcome,
-  type DeadLetterRecord,
+  type DeadLetterPlan,
   deadLetteredEvent,
   logDropped,
   type SettlePlan,
@@ -35,8 +34,8 @@ export const toSeconds = (ms: number): number =>
 interface SettlerDeps {
   client: SQSClient;
   queueUrl: string;
-  /** The inbox's consumer name, for the dead-letter record. */
-  consumer: string;
+  /** What core's settle plans need of the inbox's options (`inbox.options`). */
+  settleContext: Pick<ResolvedInboxOptions, 'consumer' | 'recordFailed'>;
   /** The id attribute: first among the originals a dead-letter copy carries. */
   idHeader: string;
   /** See `settleLingerMs`. */
@@ -82,18 +81,17 @@ export class Settler {
 
   /** Core's settle plan for an outcome. */
   planOf(outcome: Outcome): SettlePlan {
-    return settlePlanOf(outcome, this.#d.consumer);
+    return settlePlanOf(outcome, this.#d.settleContext);
   }
 
   /**
-   * Carries out core's plan: delete, delay, or dead-letter. A `rerun` the caller did not take back
-   * is made visible again at once. Returns the plan, or for a dead letter a promise of it that
-   * resolves once the dead letter is sent (the rest settle at once: no promise per message).
-   * With `acks`, an ack is let go of and collected there instead of queued for deletion: the
-   * caller deletes them together with {@link deleteAll} (a FIFO chain, see runChain).
+   * Carries out core's plan ({@link planOf}): delete, delay, or dead-letter. A `rerun` the caller
+   * did not take back is made visible again at once. Returns nothing, or for a dead letter a
+   * promise that resolves once the dead letter is sent (the rest settle at once: no promise per
+   * message). With `acks`, an ack is let go of and collected there instead of queued for
+   * deletion: the caller deletes them together with {@link deleteAll} (a FIFO chain, see runChain).
    */
-  settle(e: Held, outcome: Outcome, acks?: Held[]): SettlePlan | Promise<SettlePlan> {
-    const plan = this.planOf(outcome);
+  settle(e: Held, plan: SettlePlan, acks?: Held[]): Promise<void> | undefined {
     e.settling = true;
     if (plan.kind === 'ack') {
       if (acks) {
@@ -102,8 +100,8 @@ export class Settler {
       } else this.delete(e);
     } else if (plan.kind === 'retry') this.delay(e, plan.delayMs, 'retry');
     else if (plan.kind === 'rerun') this.delay(e, 0, 'retry');
-    else return this.#deadLetter(e, plan.record, outcome as DeadLetterOutcome).then(() => plan);
-    return plan;
+    else return this.#deadLetter(e, plan);
+    return undefined;
   }
 
   delete(e: Held): void {
@@ -229,13 +227,13 @@ export class Settler {
     });
   }
 
-  async #deadLetter(e: Held, record: DeadLetterRecord, outcome: DeadLetterOutcome): Promise<void> {
+  async #deadLetter(e: Held, plan: DeadLetterPlan): Promise<void> {
     const messageId = e.message.MessageId;
     const target = this.target;
     const done = (deadLetter: string | undefined) =>
-      this.#d.events.emit('message:dead-lettered', deadLetteredEvent(outcome, deadLetter));
+      this.#d.events.emit('message:dead-lettered', deadLetteredEvent(plan, deadLetter));
     if (target === 'discard') {
-      logDropped(this.#d.logger, outcome, { name: 'once/sqs', action: 'deleted', fields: { messageId } });
+      logDropped(this.#d.logger, plan, { name: 'once/sqs', action: 'deleted', fields: { messageId } });
       done(undefined);
       this.delete(e);
       return;
@@ -247,7 +245,7 @@ export class Settler {
       return;
     }
     try {
-      await sendToDeadLetter(this.#d.client, target, e.message, record, this.#d.idHeader);
+      await sendToDeadLetter(this.#d.client, target, e.message, plan.record, this.#d.idHeader);
     } catch (err) {
       // Not sent, so not deleted: it comes back, is `failed` again, and is sent again.
       this.#d.logger.warn(

@@ -1,6 +1,6 @@
 import { checkEventName, type TypedEmitter } from '../events.js';
-import { createInbox, type Inbox } from '../inbox.js';
-import type { InboxOptions } from '../options.js';
+import { Inbox } from '../inbox.js';
+import { type InboxOptions, resolveInboxOptions } from '../options.js';
 import {
   CONSUMER_EVENT_NAMES,
   type Consumer,
@@ -61,7 +61,11 @@ export abstract class ConsumerBase<
       onExhausted: (envelope, starts) =>
         this.#events.emit('message:killed-consumer', { id: envelope.id, starts, source: envelope.source }),
     });
-    this.inbox = createInbox<R>({ ...spec.inbox, handler: this.counter.wrap(spec.inbox.handler) });
+    // The consumer logs the failure lines where it settles, with their destination (see lifecycle.ts).
+    this.inbox = new Inbox<R>(
+      resolveInboxOptions<R>({ ...spec.inbox, handler: this.counter.wrap(spec.inbox.handler) }),
+      { failureLines: 'adapter' },
+    );
     this.life = new ConsumerLifecycle<R, M>({
       name: spec.name,
       inbox: this.inbox,

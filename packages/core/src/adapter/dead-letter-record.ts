@@ -87,12 +87,3 @@ export function decodeDeadLetterRecord(value: string | Buffer | undefined): Dead
     return undefined;
   }
 }
-
-/**
- * True when core wrote a `failed` inbox row for the outcome (body, error, origin): a permanent
- * failure, exhausted attempts, or a redelivery of an id already recorded failed. An invalid id
- * and a conflict have no row of their own: with dead-lettering off, a log line is all that is left.
- */
-export function isRecordedFailed(outcome: DeadLetterOutcome): boolean {
-  return outcome.status === 'failed' && outcome.id !== undefined && outcome.reason !== 'invalid-id';
-}

@@ -1,21 +1,21 @@
 import type { Logger } from '../logger.js';
 import type { ConsumerEventMap } from './consumer.js';
-import { type DeadLetterOutcome, isRecordedFailed } from './dead-letter-record.js';
+import type { DeadLetterPlan } from './settle-plan.js';
 
 /**
- * The `message:dead-lettered` event for an outcome that left the source: copied to
+ * The `message:dead-lettered` event for a plan that took the message off the source: copied to
  * `deadLetter`, or dropped with dead-lettering off (`deadLetter` undefined).
  */
 export function deadLetteredEvent(
-  outcome: DeadLetterOutcome,
+  plan: DeadLetterPlan,
   deadLetter: string | undefined,
 ): ConsumerEventMap['message:dead-lettered'] {
   return {
-    id: outcome.id,
-    reason: outcome.status === 'conflict' ? 'conflict' : outcome.reason,
-    source: outcome.envelope.source,
+    id: plan.id,
+    reason: plan.record.reason,
+    source: plan.source,
     deadLetter,
-    recorded: isRecordedFailed(outcome),
+    recorded: plan.recorded,
   };
 }
 
@@ -37,12 +37,12 @@ export interface DroppedSpec {
 /**
  * Logs, at error level, a failed message dropped because dead-lettering is off. A `failed` inbox
  * row holds the body and error of most (`once failed list`); an invalid id has no key to record
- * under and a conflict's id belongs to the processed message it collided with, so for those this
- * line is all that is left, and says so.
+ * under, a conflict's id belongs to the processed message it collided with, and with
+ * `recordFailed` off nothing is written: for those this line is all that is left, and says so.
  */
-export function logDropped(logger: Logger, outcome: DeadLetterOutcome, spec: DroppedSpec): void {
-  const { reason, id } = deadLetteredEvent(outcome, undefined);
-  const recorded = isRecordedFailed(outcome);
+export function logDropped(logger: Logger, plan: DeadLetterPlan, spec: DroppedSpec): void {
+  const { id, recorded } = plan;
+  const reason = plan.record.reason;
   const where = recorded
     ? 'its failed inbox row holds the body and error (once failed list)'
     : 'it is NOT recorded anywhere but this log line';

@@ -1,5 +1,6 @@
 import type { Envelope } from '../envelope.js';
 import type { Inbox } from '../inbox.js';
+import type { ResolvedInboxOptions } from '../options.js';
 import type { Outcome } from '../outcome.js';
 import { type Gate, processGate } from './isolation-gate.js';
 import type { Limiter } from './limiter.js';
@@ -17,8 +18,8 @@ export interface ProcessGroupDeps<R> {
 
 /** What a {@link DeliveryPipeline} needs from its adapter: the broker's side of each step. */
 export interface DeliveryPipelineSpec<T, R> extends Omit<ProcessGroupDeps<R>, 'gate' | 'limiter'> {
-  /** The inbox's consumer name, for core's settle plans. */
-  consumer: string;
+  /** What core's settle plans need of the inbox's options: pass `inbox.options`. */
+  settleContext: Pick<ResolvedInboxOptions, 'consumer' | 'recordFailed'>;
   /** Groups running at once. */
   concurrency: number;
   /** Deliveries per group (one transaction): the batch size, 1 without batching. */
@@ -33,7 +34,7 @@ export interface DeliveryPipelineSpec<T, R> extends Omit<ProcessGroupDeps<R>, 'g
    * Carries out core's plan (never `rerun`: the pipeline runs those again itself); a promise when
    * it has to wait for the broker (a republish), nothing when it is done at once (an ack).
    */
-  settle(item: T, outcome: Outcome<R>, plan: SettlePlan): Promise<void> | undefined;
+  settle(item: T, plan: SettlePlan): Promise<void> | undefined;
   /** The inbox threw (a bug, it answers every message): give the group back to the broker. */
   handBack(items: T[]): Promise<void> | void;
   /** An error the pipeline handled: `inbox` (it threw), `process` (a group's run failed). */
@@ -163,8 +164,8 @@ export class DeliveryPipeline<T, R = unknown> {
     }
     if (items.length === 1) {
       // A lone delivery (every group without batching): no arrays, no Promise.all.
-      const plan = settlePlanOf(outcomes[0]!, spec.consumer);
-      if (plan.kind !== 'rerun') await spec.settle(items[0]!, outcomes[0]!, plan);
+      const plan = settlePlanOf(outcomes[0]!, spec.settleContext);
+      if (plan.kind !== 'rerun') await spec.settle(items[0]!, plan);
       else if (!this.#closed) this.#queue.unshift(items[0]!);
       return;
     }
@@ -173,11 +174,10 @@ export class DeliveryPipeline<T, R = unknown> {
     const rerun: T[] = [];
     const settles: (Promise<void> | undefined)[] = [];
     for (let i = 0; i < outcomes.length; i++) {
-      const outcome = outcomes[i]!;
-      const plan = settlePlanOf(outcome, spec.consumer);
+      const plan = settlePlanOf(outcomes[i]!, spec.settleContext);
       if (plan.kind === 'rerun') rerun.push(items[i]!);
       else {
-        const settled = spec.settle(items[i]!, outcome, plan);
+        const settled = spec.settle(items[i]!, plan);
         if (settled) settles.push(settled);
       }
     }

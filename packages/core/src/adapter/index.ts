@@ -19,7 +19,7 @@
  *
  * ```ts
  * const { inbox, adapter } = splitOptions(options, { factory: 'createNatsConsumer', adapterKeys: ['subject'] });
- * const plan = settlePlanOf(await inbox.process(envelope), inbox.options.consumer); // what to tell the broker
+ * const plan = settlePlanOf(await inbox.process(envelope), inbox.options); // what to tell the broker
  * ```
  */
 
@@ -44,12 +44,9 @@ export type { Consumer, ConsumerEventMap, ConsumerHealth, ConsumerState } from '
 export { ConsumerBase, type ConsumerBaseSpec } from './consumer-base.js';
 export {
   DEAD_LETTER_RECORD,
-  type DeadLetterOutcome,
   type DeadLetterRecord,
-  deadLetterRecordOf,
   decodeDeadLetterRecord,
   encodeDeadLetterRecord,
-  isRecordedFailed,
 } from './dead-letter-record.js';
 export { type DroppedSpec, deadLetteredEvent, logDropped } from './dead-lettered.js';
 export { decodedIdCheck } from './decoded-id.js';
@@ -66,7 +63,7 @@ export { KeyedSerializer } from './keyed-serializer.js';
 export { ConsumerLifecycle, type LifecycleHooks, type LifecycleSpec } from './lifecycle.js';
 export { Limiter } from './limiter.js';
 export { checkMessageId, settledResults } from './publish-results.js';
-export { type SettlePlan, settlePlanOf } from './settle-plan.js';
+export { type DeadLetterPlan, type RetryPlan, type SettlePlan, settlePlanOf } from './settle-plan.js';
 export { sleep } from './sleep.js';
 export {
   type AdapterOptionKey,

@@ -1,4 +1,3 @@
-import { handOverFailureLines } from '../engine/failure-lines.js';
 import { ErrorCode, OnceError, serializeError } from '../errors.js';
 import { TypedEmitter } from '../events.js';
 import type { Inbox } from '../inbox.js';
@@ -89,11 +88,12 @@ export class ConsumerLifecycle<R, M extends ConsumerEventMap = ConsumerEventMap>
   }
 
   /**
-   * The failure lines of a consumer, logged here once for every adapter: each dead letter with
-   * where it went, and each conflict that is acknowledged rather than dead-lettered.
+   * The failure lines of a consumer whose inbox leaves them to it (`inbox.failureLines` is
+   * `adapter`, as `ConsumerBase` makes it), logged here once for every adapter: each dead letter
+   * with where it went, and each conflict that is acknowledged rather than dead-lettered.
    */
   #failureLines(inbox: Inbox<R>): void {
-    handOverFailureLines(inbox);
+    if (inbox.failureLines !== 'adapter') return;
     const failures = inbox.options.failureLogger;
     const name = this.#spec.name;
     this.#base.on('message:dead-lettered', (e) => {

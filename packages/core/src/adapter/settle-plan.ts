@@ -1,53 +1,129 @@
+import type { EnvelopeSource } from '../envelope.js';
+import type { SerializedError } from '../errors.js';
+import type { ResolvedInboxOptions } from '../options.js';
 import type { Outcome } from '../outcome.js';
 import { type DeadLetterRecord, deadLetterRecordOf } from './dead-letter-record.js';
 
 /**
- * What an adapter does with a delivery once core has decided: the only thing adapters read from
- * an outcome. Core makes every decision (did it fail, does the attempt count, where does it go);
- * the adapter turns the plan into its broker's calls.
+ * Deliver again after `delayMs`, as attempt `attempt`. `id` and `outcome`, as on every plan: the
+ * message id core decided on (undefined without a usable one), and the outcome's status, to report
+ * (the `settled` event, a log line), never to decide on.
+ */
+export interface RetryPlan {
+  kind: 'retry';
+  id: string | undefined;
+  outcome: 'retry' | 'not-run' | 'busy';
+  delayMs: number;
+  /**
+   * The attempt of the redelivery: raised by one only when the failure was the message's own
+   * (`spent`). Adapters that carry the attempt in a header write this number.
+   */
+  attempt: number;
+  /**
+   * True when this run counts toward `maxAttempts`: the handler threw, or a statement failed on
+   * what it did. False for faults of the environment and for a message that never ran.
+   */
+  spent: boolean;
+  /**
+   * The error of this run when the message ran and failed (its handler or its transaction threw).
+   * Undefined when it did not run: another worker holds its id (`busy`), or the database or
+   * schema cannot be used (`not-run`).
+   */
+  failure: SerializedError | undefined;
+}
+
+/** Send a copy with `record` to the dead-letter destination, then ack the original. */
+export interface DeadLetterPlan {
+  kind: 'dead-letter';
+  id: string | undefined;
+  outcome: 'failed' | 'conflict';
+  /** What the copy carries (the `once-dead-letter` header or attribute): reason, error, origin. */
+  record: DeadLetterRecord;
+  /**
+   * True when core wrote a `failed` inbox row for the message (body, error, origin; `once failed
+   * list`): a permanent failure or exhausted attempts with `recordFailed` on, or a redelivery of
+   * an id recorded failed before. An invalid id has no key to record under and a conflict's id
+   * belongs to the processed message, so with dead-lettering off a log line is all that is left.
+   */
+  recorded: boolean;
+  /** Where the message came from (its envelope's source), for the `message:dead-lettered` event. */
+  source: EnvelopeSource;
+}
+
+/**
+ * What an adapter does with a delivery once core has decided: the only thing adapters read of an
+ * outcome. Core makes every decision (did it fail, does the attempt count, is it recorded, where
+ * does it go); the adapter turns the plan into its broker's calls. Every plan carries `id` and
+ * `outcome` (the outcome's status), the fields of an adapter's `settled` event.
  */
 export type SettlePlan =
   /** Processed, a duplicate, or a conflict under the `warn`/`ignore` policy: ack, commit, delete. */
-  | { kind: 'ack' }
-  /**
-   * Deliver again after `delayMs`, as attempt `attempt` (raised by one only when the failure was
-   * the message's own: adapters that carry the attempt in a header write this number).
-   */
-  | { kind: 'retry'; delayMs: number; attempt: number }
+  | { kind: 'ack'; id: string | undefined; outcome: 'processed' | 'duplicate' | 'conflict' }
+  | RetryPlan
   /**
    * The handler never started because an earlier message in its batch, partition or group must
-   * go first: run it again, unchanged, once that one is settled. Never spent.
+   * go first: run it again, unchanged (same attempt), once that one is settled. Never spent.
    */
-  | { kind: 'rerun' }
-  /** Send a copy with `record` to the dead-letter destination, then ack the original. */
-  | { kind: 'dead-letter'; record: DeadLetterRecord };
+  | { kind: 'rerun'; id: string | undefined; outcome: 'not-run' }
+  | DeadLetterPlan;
 
-// The plans without fields, one frozen object each: one per message would be garbage.
-const ACK: SettlePlan = Object.freeze({ kind: 'ack' });
-const RERUN: SettlePlan = Object.freeze({ kind: 'rerun' });
-
-/** The one mapping from an outcome to what the broker is told. An `ack` or `rerun` plan is shared: read it, never change it. */
-export function settlePlanOf(outcome: Outcome, consumer: string): SettlePlan {
+/**
+ * The one mapping from an outcome to what the broker is told. `inbox`: the inbox's options (the
+ * consumer goes into the dead-letter record; `recordFailed` says whether a failure was written down).
+ */
+export function settlePlanOf(
+  outcome: Outcome,
+  inbox: Pick<ResolvedInboxOptions, 'consumer' | 'recordFailed'>,
+): SettlePlan {
+  const { id } = outcome;
   switch (outcome.status) {
     case 'processed':
     case 'duplicate':
-      return ACK;
+      return { kind: 'ack', id, outcome: outcome.status };
     case 'conflict':
-      return outcome.action === 'ack'
-        ? ACK
-        : { kind: 'dead-letter', record: deadLetterRecordOf(outcome, consumer) };
-    case 'failed':
-      return { kind: 'dead-letter', record: deadLetterRecordOf(outcome, consumer) };
-    case 'not-run':
-      if (outcome.why === 'behind') return RERUN;
-      return { kind: 'retry', delayMs: outcome.delayMs, attempt: outcome.envelope.attempt };
-    case 'busy':
-      return { kind: 'retry', delayMs: outcome.delayMs, attempt: outcome.envelope.attempt };
-    case 'retry':
+      if (outcome.action === 'ack') return { kind: 'ack', id, outcome: 'conflict' };
       return {
-        kind: 'retry',
-        delayMs: outcome.delayMs,
-        attempt: outcome.envelope.attempt + (outcome.spent ? 1 : 0),
+        kind: 'dead-letter',
+        id,
+        outcome: 'conflict',
+        record: deadLetterRecordOf(outcome, inbox.consumer),
+        recorded: false,
+        source: outcome.envelope.source,
       };
+    case 'failed':
+      return {
+        kind: 'dead-letter',
+        id,
+        outcome: 'failed',
+        record: deadLetterRecordOf(outcome, inbox.consumer),
+        // A redelivery of an id recorded failed found that row, whatever recordFailed says now.
+        recorded:
+          outcome.id !== undefined &&
+          (outcome.reason === 'previously-failed' || (inbox.recordFailed && outcome.reason !== 'invalid-id')),
+        source: outcome.envelope.source,
+      };
+    case 'not-run':
+      if (outcome.why === 'behind') return { kind: 'rerun', id, outcome: 'not-run' };
+      return retry(outcome, false, undefined);
+    case 'busy':
+      return retry(outcome, false, undefined);
+    case 'retry':
+      return retry(outcome, outcome.spent, outcome.error);
   }
+}
+
+function retry(
+  outcome: Outcome & { status: RetryPlan['outcome']; delayMs: number },
+  spent: boolean,
+  failure: SerializedError | undefined,
+): RetryPlan {
+  return {
+    kind: 'retry',
+    id: outcome.id,
+    outcome: outcome.status,
+    delayMs: outcome.delayMs,
+    attempt: outcome.envelope.attempt + (spent ? 1 : 0),
+    spent,
+    failure,
+  };
 }

@@ -2,7 +2,7 @@ import type { Envelope } from '../envelope.js';
 import { AttemptsExhaustedError, serializeError } from '../errors.js';
 import type { Handler } from '../handler.js';
 import type { Inbox } from '../inbox.js';
-import type { Outcome } from '../outcome.js';
+import type { SettlePlan } from './settle-plan.js';
 
 /** What a {@link StartCounter} needs. */
 export interface StartCounterSpec<R> {
@@ -89,14 +89,14 @@ export class StartCounter<R> {
    * deadlock) is taken back, so such faults never push a message towards `maxAttempts`. Best
    * effort: a refusal is logged at debug level and the count stays.
    */
-  async settled(outcome: Outcome<R>): Promise<void> {
-    if (!this.#spec.attemptIsStarts || outcome.status !== 'retry') return;
-    const { envelope } = outcome;
+  async settled(envelope: Envelope, plan: SettlePlan): Promise<void> {
+    // Only a run that failed (a `retry` plan with its failure) changes a count.
+    if (!this.#spec.attemptIsStarts || plan.kind !== 'retry' || plan.failure === undefined) return;
     const inbox = this.#spec.inbox();
     const counted = this.#counted.has(envelope);
     try {
-      if (outcome.spent && !counted) await inbox.noteStart(envelope);
-      else if (!outcome.spent && counted) {
+      if (plan.spent && !counted) await inbox.noteStart(envelope);
+      else if (!plan.spent && counted) {
         await inbox.forgetStart(envelope);
         this.#counted.delete(envelope);
       }

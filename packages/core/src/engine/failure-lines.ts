@@ -3,25 +3,19 @@
  * messages silently): dead letters, conflicts, invalid ids, exhausted attempts. One warn line
  * each, with id, reason and destination, to `options.failureLogger`.
  *
- * Inside a broker adapter the adapter knows the destination (its dead-letter topic or queue), so
- * the adapter kit takes the lines over ({@link handOverFailureLines}) and core stays quiet, which
- * keeps it one line per message.
+ * Who logs them is decided where the inbox is made ({@link FailureLineOwner}): a bare inbox logs
+ * its own; inside a broker adapter the adapter knows the destination (its dead-letter topic or
+ * queue), so the consumer logs them and the engine stays quiet, which keeps it one line per message.
  */
 
 import type { Logger } from '../logger.js';
 import type { Outcome } from '../outcome.js';
 
-const handedOver = new WeakSet<object>();
-
-/** Called by the adapter kit: this inbox's failure lines are logged by the consumer. */
-export function handOverFailureLines(inbox: object): void {
-  handedOver.add(inbox);
-}
-
-/** Whether the inbox logs its own failure lines (no adapter took them over). */
-export function logsOwnFailureLines(inbox: object): boolean {
-  return !handedOver.has(inbox);
-}
+/**
+ * Who logs an inbox's failure lines: `engine` (the inbox itself: a bare inbox, `@once/http`), or
+ * `adapter` (the broker consumer that made the inbox, which logs them when it settles).
+ */
+export type FailureLineOwner = 'engine' | 'adapter';
 
 /**
  * Logs `o` when it is one of the four failures; used by a bare inbox (no adapter). `recorded`:

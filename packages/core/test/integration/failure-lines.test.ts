@@ -1,6 +1,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { freshDb } from '../../../../test/support/index.js';
-import { createInbox, type Handler, type InboxOptions } from '../../src/index.js';
+import { ConsumerLifecycle } from '../../src/adapter/index.js';
+import { createInbox, type Handler, Inbox, type InboxOptions } from '../../src/index.js';
+import { resolveInboxOptions } from '../../src/options.js';
 import { envelope } from './fixtures/db.js';
 
 // Issue #15: with no logger, the four failures a user must see are printed, one console.warn
@@ -88,5 +90,58 @@ describe('failure lines by default', () => {
     await ib.process(envelope(undefined));
     expect(spy).not.toHaveBeenCalled();
     expect(got).toEqual([[expect.objectContaining({ reason: 'invalid-id' }), expect.any(String)]]);
+  });
+});
+
+describe('who owns the failure lines', () => {
+  it('an inbox made with failureLines: adapter leaves them to its consumer: the engine logs none', async () => {
+    const options = resolveInboxOptions({
+      pool: db.pool,
+      schema: db.schema,
+      consumer: 'fl-adapter',
+      handler: ok,
+      retryDelayMs: () => 0,
+    });
+    const ib = new Inbox(options, { failureLines: 'adapter' });
+    expect(ib.failureLines).toBe('adapter');
+    expect(inboxOf('fl-engine').failureLines).toBe('engine');
+    const spy = capture();
+    await ib.process(envelope('a-1'));
+    const o = await ib.process(envelope('a-1', { body: Buffer.from('other') }));
+    expect(o.status).toBe('conflict');
+    expect((await ib.process(envelope(undefined))).status).toBe('failed');
+    expect(spy).not.toHaveBeenCalled();
+  });
+
+  it('the consumer logs its dead letters once, with their destination, when its inbox leaves them to it', async () => {
+    const got: [Record<string, unknown>, unknown][] = [];
+    const rec = (fields: object, msg?: string) => void got.push([fields as Record<string, unknown>, msg]);
+    const logger = { debug: rec, info: rec, warn: rec, error: rec };
+    const options = resolveInboxOptions({
+      pool: db.pool,
+      schema: db.schema,
+      consumer: 'fl-consumer',
+      handler: ok,
+      logger,
+    });
+    const engine = new Inbox(options);
+    const adapter = new Inbox(options, { failureLines: 'adapter' });
+    for (const ib of [engine, adapter]) {
+      const life = new ConsumerLifecycle({ name: 'once/test', inbox: ib, logger, stopTimeoutMs: 100 });
+      life.events.emit('message:dead-lettered', {
+        id: 'd-1',
+        reason: 'permanent',
+        source: { broker: 't', queue: 'q' },
+        deadLetter: 'q.dlq',
+        recorded: true,
+      });
+    }
+    // Only the consumer whose inbox left the lines to it logs the dead letter.
+    expect(got).toEqual([
+      [
+        { consumer: 'fl-consumer', id: 'd-1', reason: 'permanent', destination: 'q.dlq', recorded: true },
+        'once/test: message dead-lettered',
+      ],
+    ]);
   });
 });

@@ -1,11 +1,19 @@
 import { describe, expect, it } from 'vitest';
-import { ConsumerLifecycle, type LifecycleHooks, StartCounter } from '../../src/adapter/index.js';
+import {
+  ConsumerLifecycle,
+  type LifecycleHooks,
+  StartCounter,
+  settlePlanOf,
+} from '../../src/adapter/index.js';
 import type { Envelope } from '../../src/envelope.js';
 import { ErrorCode, OnceError } from '../../src/errors.js';
 import type { HandlerContext } from '../../src/handler.js';
 import type { Inbox } from '../../src/inbox.js';
 import { silentLogger } from '../../src/logger.js';
 import { LATEST_SCHEMA_VERSION } from '../../src/migrations.js';
+
+/** What the settle plans need of an inbox's options. */
+const plans = { consumer: 'c', recordFailed: true };
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -271,13 +279,13 @@ describe('StartCounter', () => {
         spent,
       }) as const;
     // Its run failed on the environment (not spent): the start is taken back.
-    await counter.settled(retry(e, false));
+    await counter.settled(e, settlePlanOf(retry(e, false), plans));
     expect(forgotten).toEqual(['m']);
     expect(state.starts.get('m')).toBe(0);
     // A fresh delivery, not counted before it ran, whose retry is spent: counted now.
     const fresh = { id: 'f', attempt: 1 } as Envelope;
     await handler(fresh, ctx);
-    await counter.settled(retry(fresh, true));
+    await counter.settled(fresh, settlePlanOf(retry(fresh, true), plans));
     expect(state.starts.get('f')).toBe(1);
   });
 
@@ -291,14 +299,20 @@ describe('StartCounter', () => {
     counter.mark(e);
     await counter.wrap(() => 'ran')(e, {} as HandlerContext);
     expect(e.attempt).toBe(3);
-    await counter.settled({
-      status: 'retry',
-      id: 'k',
-      envelope: e,
-      error: { name: 'E', message: 'x' },
-      delayMs: 0,
-      spent: true,
-    });
+    await counter.settled(
+      e,
+      settlePlanOf(
+        {
+          status: 'retry',
+          id: 'k',
+          envelope: e,
+          error: { name: 'E', message: 'x' },
+          delayMs: 0,
+          spent: true,
+        },
+        plans,
+      ),
+    );
     expect(state.starts.get('k')).toBe(1);
   });
 

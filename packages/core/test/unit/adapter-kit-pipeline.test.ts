@@ -54,12 +54,12 @@ function pipeline(log: string[], opts: { batchSize: number; concurrency?: number
   const p = new DeliveryPipeline<Envelope>({
     inbox: fakeInbox(log, opts.stopAt),
     counter: { mark: (e) => log.push(`mark ${e.id}`) },
-    consumer: 'c',
+    settleContext: { consumer: 'c', recordFailed: true },
     concurrency: opts.concurrency ?? 1,
     batchSize: opts.batchSize,
     gate: new Gate(),
     envelope: (e) => e,
-    settle: async (e, _o, plan: SettlePlan) => {
+    settle: async (e, plan: SettlePlan) => {
       settled.push(`${e.id}:${plan.kind}`);
     },
     handBack: (es) => {
@@ -126,7 +126,7 @@ describe('DeliveryPipeline', () => {
     const p = new DeliveryPipeline<Envelope>({
       inbox: fakeInbox(log),
       counter: { mark: () => {} },
-      consumer: 'c',
+      settleContext: { consumer: 'c', recordFailed: true },
       concurrency: 1,
       batchSize: 3,
       gate: new Gate(),
@@ -157,13 +157,13 @@ describe('DeliveryPipeline', () => {
     const p = new DeliveryPipeline<Envelope>({
       inbox: fakeInbox(log, 'b'),
       counter: { mark: () => {} },
-      consumer: 'c',
+      settleContext: { consumer: 'c', recordFailed: true },
       concurrency: 1,
       batchSize: 1,
       gate: new Gate(),
       envelope: (e) => e,
       // An ack is settled at once (no promise); a retry waits for the broker.
-      settle: (e, _o, plan) => {
+      settle: (e, plan) => {
         settled.push(`${e.id}:${plan.kind}`);
         return plan.kind === 'ack' ? undefined : waiting;
       },
@@ -199,12 +199,12 @@ describe('DeliveryPipeline', () => {
         processBatch: async () => [],
       },
       counter: { mark: () => {} },
-      consumer: 'c',
+      settleContext: { consumer: 'c', recordFailed: true },
       concurrency: 1,
       batchSize: 1,
       gate: new Gate(),
       envelope: (e) => e,
-      settle: (e, _o, plan) => {
+      settle: (e, plan) => {
         settled.push(`${e.id}:${plan.kind}`);
         return undefined;
       },
@@ -261,7 +261,7 @@ function pipelineOn(gate: Gate, log: string[]) {
   const p = new DeliveryPipeline<Envelope>({
     inbox: fakeInbox(log),
     counter: { mark: () => {} },
-    consumer: 'c',
+    settleContext: { consumer: 'c', recordFailed: true },
     concurrency: 1,
     batchSize: 1,
     gate,

@@ -1,32 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { serializeError } from '../../src/errors.js';
-import { OnceError, type Outcome, PermanentError, settleActionOf } from '../../src/index.js';
+import { OnceError, PermanentError } from '../../src/index.js';
 import { classifyDbError } from '../../src/sqlstate.js';
-
-const envelope = {
-  body: Buffer.alloc(0),
-  headers: {},
-  source: { broker: 't', queue: 'q' },
-  attempt: 1,
-  redelivered: false,
-};
-const err = { name: 'E', message: 'm' };
-
-describe('settleActionOf', () => {
-  it.each<[Outcome, string]>([
-    [{ status: 'processed', id: 'a', envelope, result: undefined }, 'ack'],
-    [{ status: 'duplicate', id: 'a', envelope, result: undefined }, 'ack'],
-    [{ status: 'conflict', id: 'a', envelope, action: 'dead-letter' }, 'dead-letter'],
-    [{ status: 'conflict', id: 'a', envelope, action: 'ack' }, 'ack'],
-    [{ status: 'failed', id: 'a', envelope, reason: 'permanent', error: err }, 'dead-letter'],
-    [{ status: 'retry', id: 'a', envelope, error: err, delayMs: 5, spent: true }, 'retry'],
-    [{ status: 'not-run', id: 'a', envelope, why: 'behind', error: err, delayMs: 0 }, 'retry'],
-    [{ status: 'not-run', id: 'a', envelope, why: 'unavailable', error: err, delayMs: 5 }, 'retry'],
-    [{ status: 'busy', id: 'a', envelope, delayMs: 5 }, 'retry'],
-  ])('%#: maps %j', (outcome, action) => {
-    expect(settleActionOf(outcome)).toBe(action);
-  });
-});
 
 describe('classifyDbError', () => {
   it.each([

@@ -66,6 +66,7 @@ function harness(
   });
   const guarded = counter.wrap(() => undefined);
   const inbox: InboxLike = {
+    options: { consumer: 'c', recordFailed: true },
     async process(e) {
       log.push(`process ${e.source.offset} attempt=${e.attempt} redelivered=${e.redelivered}`);
       try {

@@ -1,4 +1,5 @@
 import type { Envelope, Outcome } from '@once/core';
+import { settlePlanOf } from '@once/core/adapter';
 import { describe, expect, it } from 'vitest';
 import { planSettle } from '../../src/settle-plan.js';
 
@@ -29,9 +30,21 @@ const retry: Outcome = {
 const warn: Outcome = { status: 'conflict', id: 'a', envelope, action: 'ack' };
 const reject: Outcome = { status: 'conflict', id: 'a', envelope, action: 'dead-letter' };
 
+const behind: Outcome = {
+  status: 'not-run',
+  id: 'a',
+  envelope,
+  why: 'behind',
+  error: { name: 'E', message: 'm' },
+  delayMs: 0,
+};
+/** Core's plan for each outcome, as the runner has them (undefined: no outcome). */
+const plans = (outcomes: (Outcome | undefined)[]) =>
+  outcomes.map((o) => (o ? settlePlanOf(o, { consumer: 'c', recordFailed: true }) : undefined));
+
 describe('planSettle', () => {
   it('settles everything when nothing must be retried', () => {
-    expect(planSettle([ok, dup, failed, warn, reject], 5, 'c')).toEqual({
+    expect(planSettle(plans([ok, dup, failed, warn, reject]), 5)).toEqual({
       prefix: 5,
       deadLetter: [2, 4],
       retryAt: undefined,
@@ -40,16 +53,33 @@ describe('planSettle', () => {
   });
 
   it('stops at the first retry: later successes do not move the offset (K4); core says when and as which attempt', () => {
-    expect(planSettle([ok, failed, retry, ok, ok], 5, 'c')).toEqual({
+    expect(planSettle(plans([ok, failed, retry, ok, ok]), 5)).toEqual({
       prefix: 2,
       deadLetter: [1],
       retryAt: 2,
-      retry: { kind: 'retry', delayMs: 5, attempt: retry.envelope.attempt + 1 },
+      retry: {
+        kind: 'retry',
+        id: 'a',
+        outcome: 'retry',
+        delayMs: 5,
+        attempt: retry.envelope.attempt + 1,
+        spent: true,
+        failure: { name: 'E', message: 'm' },
+      },
+    });
+  });
+
+  it('stops at a message a neighbour before it kept from running: core says rerun it', () => {
+    expect(planSettle(plans([ok, behind, ok]), 3)).toEqual({
+      prefix: 1,
+      deadLetter: [],
+      retryAt: 1,
+      retry: { kind: 'rerun', id: 'a', outcome: 'not-run' },
     });
   });
 
   it('stops at a message that never ran', () => {
-    expect(planSettle([ok, undefined, ok], 3, 'c')).toEqual({
+    expect(planSettle(plans([ok, undefined, ok]), 3)).toEqual({
       prefix: 1,
       deadLetter: [],
       retryAt: 1,

@@ -91,6 +91,33 @@ it('with no logger, a dead letter is one console.warn line with id, reason and d
   }
 });
 
+it('with recordFailed off, the dead letter says it is not recorded: its event and its line', async () => {
+  // Core's settle plan says whether a failure was written down; it said `recorded: true` for any
+  // permanent failure with an id, although with recordFailed off no row is written.
+  const queue = unique(`${run}-unrecorded`);
+  const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+  try {
+    const c = consumer(queue, { recordFailed: false });
+    const events: unknown[] = [];
+    c.on('message:dead-lettered', (e) => events.push(e));
+    await c.start();
+    await admin.publish(queue, 'not json', { messageId: 'unrec-1' });
+    await waitFor(async () => (await admin.count(`${queue}.dead`)) === 1, 20_000, 'the dead letter');
+    await waitFor(async () => events.length === 1, 5_000, 'the event');
+    expect(events).toEqual([
+      expect.objectContaining({ id: 'unrec-1', reason: 'permanent', recorded: false }),
+    ]);
+    const lines = warn.mock.calls.map((c) => c.join(' ')).filter((l) => l.includes(queue));
+    expect(lines).toEqual([
+      expect.stringMatching(/message dead-lettered .*id=unrec-1 reason=permanent .* recorded=false$/),
+    ]);
+    const rows = await db.pool.query(`SELECT 1 FROM ${db.schema}.inbox WHERE consumer = $1`, [queue]);
+    expect(rows.rowCount).toBe(0);
+  } finally {
+    warn.mockRestore();
+  }
+});
+
 it('idOf overrides the id the message carries, on every broker', async () => {
   const queue = unique(`${run}-idof`);
   await consumer(queue, { idOf: (e: { body: Buffer }) => `body-${JSON.parse(e.body.toString()).n}` }).start();

@@ -92,13 +92,21 @@ describe('settlePlanOf and tiers', () => {
       ({ envelope: env, id: 'x', ...x }) as Outcome;
     // What the channel consumer does: core's plan, a retry's delay rounded up to a tier.
     const plan = (x: Partial<Outcome> & Pick<Outcome, 'status'>) => {
-      const p = settlePlanOf(o(x), 'c');
+      const p = settlePlanOf(o(x), { consumer: 'c', recordFailed: true });
       return p.kind === 'retry'
         ? { kind: 'retry', tierMs: tierFor(p.delayMs, tiers), attempt: p.attempt }
         : p;
     };
-    expect(plan({ status: 'processed', result: undefined })).toEqual({ kind: 'ack' });
-    expect(plan({ status: 'duplicate', result: undefined })).toEqual({ kind: 'ack' });
+    expect(plan({ status: 'processed', result: undefined })).toEqual({
+      kind: 'ack',
+      id: 'x',
+      outcome: 'processed',
+    });
+    expect(plan({ status: 'duplicate', result: undefined })).toEqual({
+      kind: 'ack',
+      id: 'x',
+      outcome: 'duplicate',
+    });
     expect(plan({ status: 'retry', error, delayMs: 2000, spent: true })).toEqual({
       kind: 'retry',
       tierMs: 10000,
@@ -106,6 +114,8 @@ describe('settlePlanOf and tiers', () => {
     });
     expect(plan({ status: 'not-run', why: 'behind', error, delayMs: 0 } as Outcome)).toEqual({
       kind: 'rerun',
+      id: 'x',
+      outcome: 'not-run',
     });
     expect(plan({ status: 'not-run', why: 'unavailable', error, delayMs: 500 } as Outcome)).toEqual({
       kind: 'retry',
@@ -122,7 +132,11 @@ describe('settlePlanOf and tiers', () => {
     expect(plan({ status: 'conflict', action: 'dead-letter' })).toMatchObject({
       record: { reason: 'conflict' },
     });
-    expect(plan({ status: 'conflict', action: 'ack' })).toEqual({ kind: 'ack' });
+    expect(plan({ status: 'conflict', action: 'ack' })).toEqual({
+      kind: 'ack',
+      id: 'x',
+      outcome: 'conflict',
+    });
   });
 });
 

@@ -40,7 +40,7 @@ function setup(retryIds: string[] = []) {
   const settler = new Settler({
     client,
     queueUrl: 'http://h/q.fifo',
-    consumer: 'c',
+    settleContext: { consumer: 'c', recordFailed: true },
     idHeader: 'message-id',
     lingerMs: 0,
     logger,

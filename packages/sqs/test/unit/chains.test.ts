@@ -1,5 +1,5 @@
 import type { Envelope, Inbox, Outcome } from '@once/core';
-import { Gate, Limiter, settlePlanOf } from '@once/core/adapter';
+import { Gate, Limiter, type SettlePlan, settlePlanOf } from '@once/core/adapter';
 import { describe, expect, it } from 'vitest';
 import type { Held } from '../../src/held.js';
 import { planChains } from '../../src/plan-chains.js';
@@ -119,13 +119,12 @@ function context(answer: (envelopes: Envelope[]) => Outcome[]) {
     },
   } as unknown as Inbox;
   const settler = {
-    planOf: (o: Outcome) => settlePlanOf(o, 'c'),
-    settle: async (e: Held, o: Outcome) => {
-      const plan = settlePlanOf(o, 'c');
+    planOf: (o: Outcome) => settlePlanOf(o, { consumer: 'c', recordFailed: true }),
+    settle: (e: Held, plan: SettlePlan) => {
       const action =
         plan.kind === 'rerun' ? 'retry' : plan.kind === 'dead-letter' ? 'dead-letter' : plan.kind;
       settled.push([e.envelope.id!, action, plan.kind === 'retry' ? plan.delayMs : undefined]);
-      return plan;
+      return undefined;
     },
     delay: (e: Held, ms: number, purpose: string) => settled.push([e.envelope.id!, purpose, ms]),
     flush: () => {},

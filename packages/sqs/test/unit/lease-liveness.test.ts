@@ -30,7 +30,7 @@ function settler(respond: (call: Call) => unknown = () => ({})) {
   const s = new Settler({
     client,
     queueUrl: QUEUE,
-    consumer: 'test',
+    settleContext: { consumer: 'test', recordFailed: true },
     idHeader: 'message-id',
     lingerMs: 0,
     logger: silentLogger,
@@ -100,10 +100,11 @@ describe('lease mode: the lease clock drives visibility (Settler.lease)', () => 
   it('a lease-mode `busy` outcome is redelivered after its delayMs', async () => {
     const { s, calls, settled } = settler(() => ({ Successful: [{ Id: '0' }] }));
     const e = held('r4');
-    const action = await s.settle(e, { status: 'busy', id: 'x', envelope: e.envelope, delayMs: 2_500 });
+    const plan = s.planOf({ status: 'busy', id: 'x', envelope: e.envelope, delayMs: 2_500 });
+    expect(plan).toMatchObject({ kind: 'retry', delayMs: 2_500 });
+    await s.settle(e, plan);
     s.flush();
     await settled();
-    expect(action).toMatchObject({ kind: 'retry', delayMs: 2_500 });
     expect(calls.map((c) => [c.name, c.input.Entries])).toEqual([
       ['ChangeMessageVisibilityBatchCommand', [{ Id: '0', ReceiptHandle: 'r4', VisibilityTimeout: 3 }]],
     ]);
