@@ -13,6 +13,12 @@ export interface EnvelopeSource {
   /** Kafka consumer group, SQS message group. */
   group?: string;
   /**
+   * The broker's own handle on this delivery where queue, partition and offset do not identify it:
+   * SQS's `MessageId`, RabbitMQ's delivery tag. For log lines (a message without a usable id has
+   * no other name). @default none
+   */
+  delivery?: string;
+  /**
    * Where the adapter took the envelope's `id` from, where its broker offers more than one place
    * (SQS: its `idFrom` option, `header`, `deduplication-id` or `sqs-message-id`). Recorded with a
    * failed message: a republish of it must know whether its consumer reads the broker's own

@@ -4,6 +4,7 @@ import { BatchPause } from './engine/batch-pause.js';
 import { BatchTx } from './engine/batch-tx.js';
 import { type EngineContext, engineContext } from './engine/context.js';
 import { logFailureOutcome } from './engine/failure-lines.js';
+import { FailureLog } from './engine/failure-log.js';
 import { HttpTx } from './engine/http-tx.js';
 import { type Item, prepare } from './engine/item.js';
 import { forgetStart, noteStart } from './engine/note-start.js';
@@ -47,6 +48,8 @@ export class Inbox<R = unknown> {
   readonly #one: { one(item: Item): Promise<Outcome<R>> };
   /** Lease mode: every message runs alone, under its lease. */
   readonly #lease: boolean;
+  /** A failing handler's lines and the database's outages, rate-limited (engine/failure-log.ts). */
+  readonly #failureLog: FailureLog;
   /** Who logs this inbox's failure lines: the inbox (`engine`) or the consumer that made it (`adapter`). */
   readonly failureLines: 'engine' | 'adapter';
 
@@ -55,9 +58,17 @@ export class Inbox<R = unknown> {
    * exhausted attempts). `engine` (the default) for a bare inbox; a broker consumer that logs
    * them where it settles, with the destination, makes its inbox with `adapter`.
    */
-  constructor(options: ResolvedInboxOptions<R>, setup: { failureLines?: 'engine' | 'adapter' } = {}) {
+  constructor(
+    options: ResolvedInboxOptions<R>,
+    setup: { failureLines?: 'engine' | 'adapter'; name?: string } = {},
+  ) {
     this.options = options;
     this.failureLines = setup.failureLines ?? 'engine';
+    this.#failureLog = new FailureLog({
+      logger: options.failureLogger,
+      consumer: options.consumer,
+      prefix: setup.name ?? 'once',
+    });
     guardNewClients(options.pool, options.logger);
     warnPoolSettings(options.pool, options.logger);
     this.#events = new Events(options.logger, { owner: 'Inbox', names: ONCE_EVENT_NAMES });
@@ -222,6 +233,7 @@ export class Inbox<R = unknown> {
   #emit(o: Outcome<R>, started: number): void {
     this.#readiness.note(o);
     emitOutcome(this.#events, this.options.consumer, o, started);
+    this.#failureLog.note(o, this.options.maxAttempts, this.failureLines === 'engine');
     // Only a conflict or a failure has a line (see failure-lines.ts).
     if ((o.status === 'conflict' || o.status === 'failed') && this.failureLines === 'engine')
       logFailureOutcome(this.options.failureLogger, this.options.consumer, o, this.options.recordFailed);

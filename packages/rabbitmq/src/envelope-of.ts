@@ -21,7 +21,7 @@ export function envelopeOf(message: Message, queue: string, idHeader: string): E
     body: message.content,
     headers,
     key: message.fields.routingKey,
-    source: { broker: 'rabbitmq', queue },
+    source: { broker: 'rabbitmq', queue, delivery: String(message.fields.deliveryTag) },
     attempt: Math.max(1, intHeader(raw, Header.attempt, 1)),
     redelivered: message.fields.redelivered,
   };

@@ -54,6 +54,7 @@ export function envelopeOf(message: Message, settings: EnvelopeSettings): Envelo
   const source: Envelope['source'] = { broker: 'sqs', queue: settings.queueUrl, idFrom: settings.idFrom };
   if (group !== undefined) source.group = group;
   if (attrs.SequenceNumber !== undefined) source.offset = attrs.SequenceNumber;
+  if (message.MessageId !== undefined) source.delivery = message.MessageId;
   return {
     id,
     body: Buffer.from(message.Body ?? '', base64 ? 'base64' : 'utf8'),

@@ -64,7 +64,7 @@ export abstract class ConsumerBase<
     // The consumer logs the failure lines where it settles, with their destination (see lifecycle.ts).
     this.inbox = new Inbox<R>(
       resolveInboxOptions<R>({ ...spec.inbox, handler: this.counter.wrap(spec.inbox.handler) }),
-      { failureLines: 'adapter' },
+      { failureLines: 'adapter', name: spec.name },
     );
     this.life = new ConsumerLifecycle<R, M>({
       name: spec.name,

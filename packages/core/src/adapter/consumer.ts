@@ -61,6 +61,10 @@ export interface ConsumerEventMap {
      * record under) and `conflict` (the id's row is the processed message's).
      */
     recorded: boolean;
+    /** The error that ended the message (a conflict's names the differing fingerprint). */
+    error: SerializedError;
+    /** The attempt it ended at (1 for a first delivery). */
+    attempts: number;
   };
   /**
    * A message was started alone `starts` times (counted in PostgreSQL) without completing: the

@@ -16,6 +16,8 @@ export function deadLetteredEvent(
     source: plan.source,
     deadLetter,
     recorded: plan.recorded,
+    error: plan.record.error,
+    attempts: plan.record.attempts,
   };
 }
 

@@ -1,3 +1,4 @@
+import type { EnvelopeSource } from '../envelope.js';
 import { ErrorCode, OnceError, serializeError } from '../errors.js';
 import { TypedEmitter } from '../events.js';
 import type { Inbox } from '../inbox.js';
@@ -104,6 +105,11 @@ export class ConsumerLifecycle<R, M extends ConsumerEventMap = ConsumerEventMap>
           reason: e.reason,
           destination: e.deadLetter ?? 'dropped (dead-lettering off)',
           recorded: e.recorded,
+          attempt: `${e.attempts} of ${inbox.options.maxAttempts}`,
+          error: e.error.message,
+          code: e.error.code,
+          // Where the delivery was: an invalid id has no other handle on it.
+          ...sourceFields(e.source),
         },
         `${name}: message dead-lettered`,
       );
@@ -321,4 +327,10 @@ export class ConsumerLifecycle<R, M extends ConsumerEventMap = ConsumerEventMap>
     if (!this.#hooks) throw new Error('ConsumerLifecycle: attach(hooks) was not called');
     return this.#hooks;
   }
+}
+
+/** The delivery's place on its broker, for a log line: queue or topic, partition, offset or sequence, group. */
+function sourceFields(source: EnvelopeSource): Record<string, unknown> {
+  const { queue, partition, offset, group, delivery } = source;
+  return { queue, partition, offset, group, delivery };
 }

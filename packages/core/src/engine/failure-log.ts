@@ -1,5 +1,6 @@
 import type { SerializedError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import type { Outcome } from '../outcome.js';
 
 /** What a {@link FailureLog} writes to, and how often it may repeat itself. */
 export interface FailureLogSpec {
@@ -45,6 +46,46 @@ export class FailureLog {
 
   constructor(spec: FailureLogSpec) {
     this.#spec = { repeatMs: 60_000, maxTracked: 10_000, now: Date.now, ...spec };
+  }
+
+  /**
+   * Reads an outcome as it is emitted. A retry of the message's own (`spent`) is a handler failure;
+   * an unspent retry or a `not-run` for an unusable database is the environment; anything that ran
+   * through ends an episode. `finals`: also log a message's permanent failure (a bare inbox, where no
+   * dead-letter line follows; a consumer's dead-letter line carries the error instead).
+   */
+  note(o: Outcome, maxAttempts: number, finals: boolean): void {
+    switch (o.status) {
+      case 'processed':
+      case 'duplicate':
+        if (this.#episode !== undefined) this.available();
+        return;
+      case 'retry':
+        if (!o.spent) return this.unavailable(o.error);
+        return this.handlerFailed({
+          id: o.id,
+          attempt: o.envelope.attempt,
+          maxAttempts,
+          error: o.error,
+          next: `retry in ${o.delayMs} ms`,
+        });
+      case 'not-run':
+        if (o.why === 'unavailable') this.unavailable(o.error);
+        return;
+      case 'failed':
+        if (finals && o.reason === 'permanent') {
+          this.handlerFailed({
+            id: o.id,
+            attempt: o.envelope.attempt,
+            maxAttempts,
+            error: o.error,
+            next: 'recorded failed, not retried (once failed list)',
+          });
+        }
+        return;
+      default:
+        return;
+    }
   }
 
   /** A failed run of a message's own: logged, unless the same error of it logged within `repeatMs`. */

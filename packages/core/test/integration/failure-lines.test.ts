@@ -1,7 +1,8 @@
+import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { freshDb } from '../../../../test/support/index.js';
 import { ConsumerLifecycle } from '../../src/adapter/index.js';
-import { createInbox, type Handler, Inbox, type InboxOptions } from '../../src/index.js';
+import { createInbox, type Handler, Inbox, type InboxOptions, PermanentError } from '../../src/index.js';
 import { resolveInboxOptions } from '../../src/options.js';
 import { envelope } from './fixtures/db.js';
 
@@ -45,9 +46,12 @@ describe('failure lines by default', () => {
     ]);
   });
 
-  it('exhausted attempts are one warn line, the retries before it none', async () => {
+  it('each failed run is one warn line saying what happens next; exhausted attempts one more (issue #29 item 1)', async () => {
+    // Until issue #29 the retries before the last attempt printed nothing: a failing handler was
+    // invisible until its message was dead-lettered.
     const ib = inboxOf('fl-exhausted', {
       maxAttempts: 2,
+      retryDelayMs: () => 250,
       handler: async () => {
         throw new Error('flaky');
       },
@@ -55,12 +59,61 @@ describe('failure lines by default', () => {
     const spy = capture();
     const e = envelope('x-1');
     expect((await ib.process(e)).status).toBe('retry');
-    expect(lines(spy)).toEqual([]);
+    expect(lines(spy)).toEqual([
+      expect.stringMatching(
+        /^once: handler failed consumer=\S+ id=x-1 attempt=1 of 2 error=flaky next=retry in 250 ms$/,
+      ),
+    ]);
     const o = await ib.process({ ...e, attempt: 2, redelivered: true });
     expect(o).toMatchObject({ status: 'failed', reason: 'max-attempts' });
-    expect(lines(spy)).toEqual([
+    expect(lines(spy).slice(1)).toEqual([
       expect.stringMatching(/id=x-1 reason=max-attempts destination=recorded only error=flaky/),
     ]);
+  });
+
+  it('a permanent failure of a bare inbox is one line with its error and that it is recorded, not retried', async () => {
+    const ib = inboxOf('fl-permanent', {
+      handler: async () => {
+        throw new PermanentError('bad body');
+      },
+    });
+    const spy = capture();
+    expect(await ib.process(envelope('p-1'))).toMatchObject({ status: 'failed', reason: 'permanent' });
+    expect(lines(spy)).toEqual([
+      expect.stringMatching(
+        /^once: handler failed .*id=p-1 attempt=1 of \d+ error=bad body code=PERMANENT next=recorded failed, not retried/,
+      ),
+    ]);
+  });
+
+  it('the same error of the same message repeats at most once a minute', async () => {
+    const ib = inboxOf('fl-repeat', {
+      maxAttempts: 50,
+      handler: async () => {
+        throw new Error('always');
+      },
+    });
+    const spy = capture();
+    for (let attempt = 1; attempt <= 5; attempt++)
+      await ib.process({ ...envelope('r-1'), attempt, redelivered: attempt > 1 });
+    expect(lines(spy)).toHaveLength(1);
+  });
+
+  it('a database outage is one line per episode, not one per message, and one when it ends', async () => {
+    const down = new pg.Pool({
+      connectionString: 'postgres://once@127.0.0.1:1/none',
+      connectionTimeoutMillis: 500,
+    });
+    try {
+      const ib = createInbox({ pool: down, consumer: 'fl-outage', handler: async () => {} });
+      const spy = capture();
+      for (let i = 0; i < 5; i++) expect((await ib.process(envelope(`d-${i}`))).status).toBe('not-run');
+      const got = lines(spy).filter((l) => /database unavailable/.test(l));
+      expect(got).toHaveLength(1);
+      expect(got[0]).toMatch(/^once: database unavailable; .* consumer=fl-outage error=.*ECONNREFUSED/);
+    } finally {
+      await down.end();
+    }
   });
 
   it('a processed message and a duplicate print nothing', async () => {
