@@ -184,15 +184,33 @@ describe('who owns the failure lines', () => {
       life.events.emit('message:dead-lettered', {
         id: 'd-1',
         reason: 'permanent',
-        source: { broker: 't', queue: 'q' },
+        source: { broker: 't', queue: 'q', partition: 3, offset: '41' },
         deadLetter: 'q.dlq',
         recorded: true,
+        error: { name: 'Error', message: 'column "amout" does not exist', code: '42703' },
+        attempts: 2,
       });
     }
     // Only the consumer whose inbox left the lines to it logs the dead letter.
     expect(got).toEqual([
       [
-        { consumer: 'fl-consumer', id: 'd-1', reason: 'permanent', destination: 'q.dlq', recorded: true },
+        {
+          consumer: 'fl-consumer',
+          id: 'd-1',
+          reason: 'permanent',
+          destination: 'q.dlq',
+          recorded: true,
+          // The dead-letter line carries the error and the attempt (issue #29 item 1), and where
+          // the delivery was.
+          attempt: '2 of 5',
+          error: 'column "amout" does not exist',
+          code: '42703',
+          queue: 'q',
+          partition: 3,
+          offset: '41',
+          group: undefined,
+          delivery: undefined,
+        },
         'once/test: message dead-lettered',
       ],
     ]);
