@@ -33,6 +33,7 @@ export {
 } from './errors.js';
 export type { MessageEventBase, OnceEventListener, OnceEventMap, OnceEventName } from './events.js';
 export type { Handler, HandlerContext, Tx } from './handler.js';
+export type { ProcessOptions, StartBudget } from './process-options.js';
 export { quoteIdentifier } from './identifier.js';
 export { createInbox, Inbox } from './inbox.js';
 export { idempotencyKey, MAX_STEP_NAME_LENGTH } from './lease/idempotency-key.js';

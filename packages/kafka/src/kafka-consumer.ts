@@ -5,7 +5,7 @@ import {
   type ConsumerState,
   logDropped,
   processGate,
-  type StartCounter,
+  type StartBudgets,
   serializeError,
 } from '@once/core/adapter';
 import {
@@ -156,7 +156,7 @@ export class KafkaConsumer<R = unknown> extends ConsumerBase<R, KafkaConsumerEve
               retryLater: (topic, partition, offset, delayMs) =>
                 this.#holds.retryLater(topic, partition, offset, delayMs),
               gate: this.#gate,
-              counter: this.counter as StartCounter<unknown>,
+              starts: this.starts as StartBudgets<unknown>,
             },
             payload,
           ),

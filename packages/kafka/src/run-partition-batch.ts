@@ -1,8 +1,8 @@
-import type { Envelope, Logger, Outcome } from '@once/core';
+import type { Envelope, Liveness, Logger, Outcome, ProcessOptions } from '@once/core';
 import {
   deadLetteredEvent,
   type Gate,
-  type StartCounter,
+  type StartBudgets,
   serializeError,
   settlePlanOf,
   sleep,
@@ -20,8 +20,8 @@ import { planSettle } from './settle-plan.js';
 
 /** The inbox calls the runner makes. */
 export interface InboxLike {
-  process(envelope: Envelope): Promise<Outcome>;
-  processBatch(envelopes: readonly Envelope[]): Promise<Outcome[]>;
+  process(envelope: Envelope, options?: ProcessOptions): Promise<Outcome>;
+  processBatch(envelopes: readonly Envelope[], options?: ProcessOptions): Promise<Outcome[]>;
   notRun(envelopes: readonly Envelope[]): Outcome[];
 }
 
@@ -32,8 +32,9 @@ export interface PartitionBatchDeps {
   /** The inbox's redelivery delay for attempt n, in ms. */
   retryDelayMs: (attempt: number) => number;
   /**
-   * The inbox runs in lease mode: each envelope gets a `liveness` whose `extend` calls this
-   * batch's `heartbeat()`, so core's lease clock also keeps the group session alive. @default false
+   * The inbox runs in lease mode: each envelope is made with a `liveness` whose `extend` calls
+   * this batch's `heartbeat()`, so core's lease clock also keeps the group session alive.
+   * @default false
    */
   lease?: boolean;
   logger: Logger;
@@ -66,10 +67,11 @@ export interface PartitionBatchDeps {
    */
   gate: Gate;
   /**
-   * The killer budget: a message of a crashed range is marked before it runs alone, and its
-   * start is counted in Postgres just before its handler (past `maxAttempts`, it is refused).
+   * The killer budget's call options: a message of a crashed range runs alone with `suspect`, and
+   * the inbox counts its start in Postgres just before its handler (past `maxAttempts`, it is
+   * refused).
    */
-  counter: StartCounter<unknown>;
+  starts: StartBudgets<unknown>;
 }
 
 /** How many messages a step settled, or why the loop over a kafkajs batch must end. */
@@ -106,6 +108,13 @@ class BatchRun {
   #next: string | undefined;
   /** When this eachBatch call began (performance.now()), for `maxBatchMs`. */
   #started = 0;
+  /**
+   * Lease mode: the liveness every envelope of this batch is made with. One clock: every lease
+   * renewal of a message of this batch is a heartbeat of its session. kafkajs throttles
+   * heartbeat() to heartbeatInterval; #beat never rejects (it records a lost generation, which
+   * ends the batch, and reports other errors).
+   */
+  readonly #liveness: Liveness | undefined;
 
   constructor(deps: PartitionBatchDeps, payload: EachBatchPayload) {
     this.#deps = deps;
@@ -113,6 +122,7 @@ class BatchRun {
     this.#topic = payload.batch.topic;
     this.#partition = payload.batch.partition;
     this.#state = deps.state(this.#topic, this.#partition);
+    this.#liveness = deps.lease ? { extend: () => this.#beat() } : undefined;
   }
 
   async run(): Promise<void> {
@@ -290,8 +300,7 @@ class BatchRun {
     const started = performance.now();
     const mapped = this.#map(message, attemptOf(this.#state, message.offset), true);
     try {
-      deps.counter.mark(mapped.envelope);
-      outcomes = await this.#process([mapped]);
+      outcomes = await this.#process([mapped], deps.starts.suspect);
     } finally {
       leave();
     }
@@ -300,15 +309,6 @@ class BatchRun {
   }
 
   #map(message: KafkaMessage, attempt: number, redelivered: boolean): MappedMessage {
-    const mapped = this.#mapEnvelope(message, attempt, redelivered);
-    // One clock: every lease renewal of a message of this batch is a heartbeat of its session.
-    // kafkajs throttles heartbeat() to heartbeatInterval; #beat never rejects (it records a lost
-    // generation, which ends the batch, and reports other errors).
-    if (this.#deps.lease) mapped.envelope.liveness = { extend: () => this.#beat() };
-    return mapped;
-  }
-
-  #mapEnvelope(message: KafkaMessage, attempt: number, redelivered: boolean): MappedMessage {
     const o = this.#deps.options;
     return envelopeOf(message, {
       topic: this.#topic,
@@ -318,22 +318,23 @@ class BatchRun {
       idFrom: o.idFrom,
       attempt,
       redelivered,
+      liveness: this.#liveness,
     });
   }
 
   /** Runs the inbox; a message without an outcome (the inbox threw, the generation ended) is undefined. */
-  async #process(mapped: MappedMessage[]): Promise<(Outcome | undefined)[]> {
+  async #process(mapped: MappedMessage[], call?: ProcessOptions): Promise<(Outcome | undefined)[]> {
     const { inbox, options } = this.#deps;
     const envelopes = mapped.map((m) => m.envelope);
     const results: Outcome[] = [];
     try {
       if (options.batch && envelopes.length > 1) {
-        results.push(...(await inbox.processBatch(envelopes)));
+        results.push(...(await inbox.processBatch(envelopes, call)));
       } else {
         for (const envelope of envelopes) {
           // The generation ended (a heartbeat said so): the partition may be another member's now.
           if (this.#lost) break;
-          const o = await inbox.process(envelope);
+          const o = await inbox.process(envelope, call);
           results.push(o);
           // Core says run it (or what follows) again: the rest of the slice waits behind it,
           // without an outcome (#settle reports them not run if they are to be read again).

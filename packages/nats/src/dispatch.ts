@@ -1,5 +1,5 @@
 import type { Inbox } from '@once/core';
-import { DeliveryPipeline, type StartCounter } from '@once/core/adapter';
+import { DeliveryPipeline, type StartBudgets } from '@once/core/adapter';
 import { envelopeOf, type Placed } from './envelope-of.js';
 import type { ResolvedNatsConsumerOptions } from './options.js';
 import { DEAD_LETTER_RETRY_MS, type Held, Settler, type SettlerContext } from './settle.js';
@@ -14,7 +14,8 @@ const BATCH_LINGER_MS = 10;
 export interface DispatcherContext<R> {
   inbox: Inbox<R>;
   options: ResolvedNatsConsumerOptions;
-  counter: StartCounter<R>;
+  /** The killer budget's call options. */
+  starts: StartBudgets<R>;
   /** The settler's context, but `release`: the dispatcher owns the held set. */
   settler: Omit<SettlerContext<R>, 'release'>;
   /** Messages the pull in flight may still deliver. */
@@ -50,7 +51,7 @@ export class Dispatcher<R> {
     });
     this.#pipeline = new DeliveryPipeline<Held, R>({
       inbox: ctx.inbox,
-      counter: ctx.counter,
+      starts: ctx.starts,
       consumer: o.consumer,
       concurrency: o.concurrency,
       batchSize: o.batch ? o.batchSize : 1,

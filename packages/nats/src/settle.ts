@@ -7,7 +7,6 @@ import {
   encodeDeadLetterRecord,
   logDropped,
   type SettlePlan,
-  type StartCounter,
   type TypedEmitter,
 } from '@once/core/adapter';
 import type { NatsConsumerEventMap } from './events.js';
@@ -35,7 +34,6 @@ export interface SettlerContext<R> {
   deadLetterSubject: string | false;
   events: TypedEmitter<NatsConsumerEventMap>;
   logger: Logger;
-  counter: StartCounter<R>;
   /** The JetStream client and the stream, once started. */
   js: () => JetStreamClient;
   stream: () => string;
@@ -62,7 +60,6 @@ export class Settler<R> {
     if (plan.kind === 'ack') {
       this.respond(h, 'ack');
     } else if (plan.kind === 'retry') {
-      await c.counter.settled(outcome);
       this.respond(h, 'nak', plan.delayMs);
     } else if (plan.kind === 'dead-letter') {
       if (deadLetter !== undefined) {

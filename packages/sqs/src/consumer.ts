@@ -115,7 +115,7 @@ export class SqsConsumer<R = unknown> extends ConsumerBase<R, SqsConsumerEventMa
       limiter: this.#limiter,
       settler: this.#settler,
       gate: processGate(),
-      counter: this.counter,
+      starts: this.starts,
       logger,
       forget: (e) => this.#forget(e),
       noteError: (where, err) => this.life.noteError(where, err),

@@ -16,7 +16,8 @@ export interface EnvelopeSettings {
  * `once-body-encoding: base64`) is decoded back to its bytes. ApproximateReceiveCount rises for
  * every message of a receive when a consumer dies, so anything above 1 is marked redelivered (a
  * suspect: core runs it one per transaction). It is also the first `attempt`, an upper bound of
- * the handler's runs, until its start count in Postgres replaces it (the kit's StartCounter).
+ * the handler's runs, until the inbox judges by its start count in Postgres instead (`StartBudget.attemptIsStarts`;
+ * the envelope's `attempt` stays as delivered).
  */
 export function envelopeOf(message: Message, settings: EnvelopeSettings): Envelope {
   const attrs = message.Attributes ?? {};

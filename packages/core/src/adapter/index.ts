@@ -2,7 +2,7 @@
  * `@once/core/adapter`: the adapter kit. What broker adapters need from core and users do not:
  * the consumer contract (`Consumer`, its state, health and base events), `ConsumerBase` (the
  * skeleton every consumer shares), the lifecycle with its stop deadline and its hold while the
- * database is unusable, option splitting and validators, the killer budget (`StartCounter`), the
+ * database is unusable, option splitting and validators, the killer budget's call options (`StartBudgets`), the
  * concurrency primitives (limiter, keyed serializer, the process-wide isolation gate,
  * `takeGroup`, `processGroup`), the `DeliveryPipeline` (queue → groups → the inbox behind the gate → core's
  * settle plan → the adapter's broker calls, with reruns of what a stopped batch never ran),
@@ -41,7 +41,7 @@ export { fromJsonb, isJsonbSafeString, toJsonb } from '../sql/jsonb.js';
 export { inTransaction } from '../transaction.js';
 export { Connector } from './connector.js';
 export type { Consumer, ConsumerEventMap, ConsumerHealth, ConsumerState } from './consumer.js';
-export { ConsumerBase, type ConsumerBaseSpec } from './consumer-base.js';
+export { ConsumerBase, type ConsumerBaseSpec, type StartBudgets } from './consumer-base.js';
 export {
   DEAD_LETTER_RECORD,
   type DeadLetterOutcome,
@@ -60,6 +60,7 @@ export {
   processGroup,
   takeGroup,
 } from './delivery-pipeline.js';
+export { runsAlone } from '../engine/plan-runs.js';
 export { Gate, processGate } from './isolation-gate.js';
 export { jsonHandler } from './json-handler.js';
 export { KeyedSerializer } from './keyed-serializer.js';
@@ -75,7 +76,6 @@ export {
   splitOptions,
   withDefaults,
 } from './split-options.js';
-export { StartCounter, type StartCounterSpec } from './start-counter.js';
 export { untilAborted } from './until-aborted.js';
 export {
   checkBoolean,
