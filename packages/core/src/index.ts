@@ -33,7 +33,6 @@ export {
 } from './errors.js';
 export type { MessageEventBase, OnceEventListener, OnceEventMap, OnceEventName } from './events.js';
 export type { Handler, HandlerContext, Tx } from './handler.js';
-export type { ProcessOptions, StartBudget } from './process-options.js';
 export { quoteIdentifier } from './identifier.js';
 export { createInbox, Inbox } from './inbox.js';
 export { idempotencyKey, MAX_STEP_NAME_LENGTH } from './lease/idempotency-key.js';
@@ -89,6 +88,7 @@ export {
   settleActionOf,
 } from './outcome.js';
 export type { PgClientLike, PgPoolLike, QueryConfigLike, QueryResultLike } from './pg-like.js';
+export type { ProcessOptions, StartBudget } from './process-options.js';
 export { type PurgeOptions, purge } from './purge.js';
 export { createRelay, Relay } from './relay.js';
 export { RelayErrorCode, type RelayHealth, type RelayOptions } from './relay-options.js';

@@ -32,5 +32,8 @@ export function envelopeOf(message: Message, queue: string, idHeader: string): E
 
 /** A delivery's `attempt` (our `x-once-attempt` header), without making its envelope. */
 export function attemptOf(message: Message): number {
-  return Math.max(1, intHeader(message.properties.headers as Record<string, unknown> | undefined, Header.attempt, 1));
+  return Math.max(
+    1,
+    intHeader(message.properties.headers as Record<string, unknown> | undefined, Header.attempt, 1),
+  );
 }

@@ -53,10 +53,14 @@ export abstract class ConsumerBase<
 
   protected constructor(spec: ConsumerBaseSpec<R>) {
     const attemptIsStarts = spec.attemptIsStarts === true;
-    const onExhausted = (envelope: { id?: string | undefined; source: ConsumerEventMap['message:killed-consumer']['source'] }, starts: number) =>
-      this.#events.emit('message:killed-consumer', { id: envelope.id, starts, source: envelope.source });
+    const onExhausted = (
+      envelope: { id?: string | undefined; source: ConsumerEventMap['message:killed-consumer']['source'] },
+      starts: number,
+    ) => this.#events.emit('message:killed-consumer', { id: envelope.id, starts, source: envelope.source });
     this.starts = Object.freeze({
-      fresh: attemptIsStarts ? Object.freeze({ starts: Object.freeze({ suspect: false, attemptIsStarts }) }) : undefined,
+      fresh: attemptIsStarts
+        ? Object.freeze({ starts: Object.freeze({ suspect: false, attemptIsStarts }) })
+        : undefined,
       suspect: Object.freeze({ starts: Object.freeze({ suspect: true, attemptIsStarts, onExhausted }) }),
     });
     this.inbox = createInbox<R>(spec.inbox);

@@ -23,6 +23,7 @@
  * ```
  */
 
+export { runsAlone } from '../engine/plan-runs.js';
 export { type UnclaimedOutcome, UnclaimedTx } from '../engine/unclaimed-tx.js';
 export { resolveId } from '../envelope.js';
 export { serializeError } from '../errors.js';
@@ -60,7 +61,6 @@ export {
   processGroup,
   takeGroup,
 } from './delivery-pipeline.js';
-export { runsAlone } from '../engine/plan-runs.js';
 export { Gate, processGate } from './isolation-gate.js';
 export { jsonHandler } from './json-handler.js';
 export { KeyedSerializer } from './keyed-serializer.js';
