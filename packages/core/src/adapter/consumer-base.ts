@@ -8,10 +8,12 @@ import { ConsumerLifecycle } from './lifecycle.js';
 /**
  * The killer budget as the inbox's call options, made once per consumer: `suspect` for a delivery
  * that runs alone (see `runsAlone`), `fresh` for the others (undefined unless the broker counts
- * deliveries, not runs). The inbox counts the starts; see `StartBudget` in `@once/core`.
+ * deliveries, not runs). The inbox counts the starts; see `ProcessOptions.starts` in `@once/core`.
  */
 export interface StartBudgets<R> {
+  /** The options of a delivery that does not run alone: undefined unless `attemptIsStarts`. */
   readonly fresh: ProcessOptions<R> | undefined;
+  /** The options of a delivery that runs alone: its start is counted. */
   readonly suspect: ProcessOptions<R>;
 }
 

@@ -10,8 +10,7 @@ import { PermanentError, serializeError } from '../errors.js';
 import { type FingerprintHex, fingerprintHex } from '../fingerprint.js';
 import type { Handler } from '../handler.js';
 import type { ResolvedInboxOptions } from '../options.js';
-import type { ProcessOptions } from '../process-options.js';
-import { type StartState, startState } from './start-budget.js';
+import type { ProcessOptions, StartBudget } from '../process-options.js';
 
 /** A message with its id resolved and its fingerprint taken. */
 export interface Item {
@@ -23,6 +22,21 @@ export interface Item {
   handler: Handler<unknown> | undefined;
   /** A suspect's start count (`ProcessOptions.starts`): the engine's, never the envelope's. */
   starts: StartState | undefined;
+}
+
+/** A suspect item's start count for one call (engine/start-budget.ts). */
+export interface StartState {
+  readonly budget: StartBudget;
+  /** Its start was counted in this call (and not taken back). */
+  counted: boolean;
+  /** With `attemptIsStarts`: the counted starts, the attempt the failure policy judges. */
+  attempt: number | undefined;
+  /** Refused past `maxAttempts`: the count that was. */
+  refused: number | undefined;
+}
+
+function startState(budget: StartBudget): StartState {
+  return { budget, counted: false, attempt: undefined, refused: undefined };
 }
 
 /** What an envelope became: an item, or the reason it could not become one. */

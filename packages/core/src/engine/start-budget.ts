@@ -5,7 +5,7 @@
  * (note-start.ts) once the inbox has claimed the id and just before the handler runs: only a
  * start that reaches the handler counts, a redelivery that ends `duplicate` or `busy` spends
  * nothing. Past `maxAttempts` starts the handler is not run and the failure policy (verdict.ts,
- * told by {@link StartState.refused}) records the message `failed` (`max-attempts`).
+ * told by `StartState.refused`) records the message `failed` (`max-attempts`).
  *
  * The state lives on the engine's item for one call, never on the envelope. In transactional
  * mode the count needs a second pool connection beside the message's transaction, so the wait is
@@ -15,27 +15,11 @@
 import { AttemptsExhaustedError, serializeError } from '../errors.js';
 import type { Handler } from '../handler.js';
 import type { Outcome } from '../outcome.js';
-import type { StartBudget } from '../process-options.js';
 import type { EngineContext } from './context.js';
-import type { Item } from './item.js';
+import type { Item, StartState } from './item.js';
 
 /** Longest wait for a start count, in ms; past it the handler runs uncounted (with a warning). */
 export const START_COUNT_WAIT_MS = 5_000;
-
-/** A suspect item's count, for one call. */
-export interface StartState {
-  readonly budget: StartBudget;
-  /** Its start was counted in this call (and not taken back). */
-  counted: boolean;
-  /** With `attemptIsStarts`: the counted starts, the attempt the failure policy judges. */
-  attempt: number | undefined;
-  /** Refused past `maxAttempts`: the count that was. */
-  refused: number | undefined;
-}
-
-export function startState(budget: StartBudget): StartState {
-  return { budget, counted: false, attempt: undefined, refused: undefined };
-}
 
 /** The attempt the failure policy judges for `item`: the counted starts, or the delivered one. */
 export function attemptOf(item: Item): number {
