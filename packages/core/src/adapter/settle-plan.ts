@@ -47,7 +47,7 @@ export function settlePlanOf(outcome: Outcome, consumer: string): SettlePlan {
       return {
         kind: 'retry',
         delayMs: outcome.delayMs,
-        attempt: outcome.envelope.attempt + (outcome.spent ? 1 : 0),
+        attempt: (outcome.attempt ?? outcome.envelope.attempt) + (outcome.spent ? 1 : 0),
       };
   }
 }

@@ -42,7 +42,7 @@ export async function settleVerdict<R>(
 ): Promise<Outcome<R>> {
   switch (verdict.kind) {
     case 'retry':
-      return ctx.out.retry(item.envelope, item.id, error, verdict.spent);
+      return ctx.out.retry(item.envelope, item.id, error, verdict.spent, attemptOf(item));
     case 'busy':
       return ctx.out.busy(item.envelope, item.id, ctx.o.busyDelayMs);
     case 'unavailable':

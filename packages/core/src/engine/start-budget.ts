@@ -56,6 +56,9 @@ async function runCounted<R>(
       }
     }
   }
+  // The handler's context is this run's own object: with attemptIsStarts it reads the attempt
+  // judged, on every run of the call.
+  if (s.attempt !== undefined) hctx.attempt = s.attempt;
   return handler(envelope, hctx);
 }
 

@@ -119,9 +119,11 @@ describe('ProcessOptions.starts', () => {
     const fresh: ProcessOptions = { starts: { suspect: false, attemptIsStarts: true } };
 
     it('judges by the counted starts, not the receive count, and leaves the envelope as delivered', async () => {
+      const seen: number[] = [];
       const ib = inbox(
         'sb-ais',
-        () => {
+        (_e, ctx) => {
+          seen.push(ctx.attempt);
           throw new Error('boom');
         },
         5,
@@ -130,7 +132,9 @@ describe('ProcessOptions.starts', () => {
       const e = deepFreeze(envelope('sb-a', { attempt: 7, redelivered: true }));
       const before = snapshot(e);
       const o = await ib.process(e, suspect);
-      expect(o).toMatchObject({ status: 'retry', spent: true });
+      expect(o).toMatchObject({ status: 'retry', spent: true, attempt: 1 });
+      // The handler's context and the outcome carry the attempt judged; the envelope its own.
+      expect(seen).toEqual([1]);
       expect(await startsOf('sb-ais', 'sb-a')).toBe(1);
       expect(snapshot(e)).toEqual(before);
       expect(e.attempt).toBe(7);
