@@ -17,7 +17,7 @@ export interface DispatcherContext<R> {
   /** The killer budget's call options. */
   starts: StartBudgets<R>;
   /** The settler's context, but `release`: the dispatcher owns the held set. */
-  settler: Omit<SettlerContext<R>, 'release'>;
+  settler: Omit<SettlerContext, 'release'>;
   /** Messages the pull in flight may still deliver. */
   pullRemaining(): number;
   stopping(): boolean;

@@ -28,7 +28,7 @@ export const ORIGINAL_ID_HEADER = 'Once-Original-Msg-Id';
 export const ORIGIN_SUBJECT_HEADER = 'Once-Origin-Subject';
 
 /** What the settler needs from its consumer. */
-export interface SettlerContext<R> {
+export interface SettlerContext {
   consumer: string;
   durable: string;
   deadLetterSubject: string | false;
@@ -48,9 +48,9 @@ export interface SettlerContext<R> {
  * failed dead-letter publish naks the message, never terms it.
  */
 export class Settler<R> {
-  readonly #ctx: SettlerContext<R>;
+  readonly #ctx: SettlerContext;
 
-  constructor(ctx: SettlerContext<R>) {
+  constructor(ctx: SettlerContext) {
     this.#ctx = ctx;
   }
 
