@@ -1,3 +1,4 @@
+import type { Envelope } from '../envelope.js';
 import type { TypedEmitter } from '../events.js';
 import { createInbox, type Inbox } from '../inbox.js';
 import type { InboxOptions } from '../options.js';
@@ -25,13 +26,14 @@ export interface ConsumerBaseSpec<R> {
   inbox: InboxOptions<R>;
   /** How long `stop()` waits for in-flight messages to settle, in ms. */
   stopTimeoutMs: number;
-  /** The broker counts deliveries, not runs: see `StartBudget.attemptIsStarts`. @default false */
+  /** The broker counts deliveries, not runs: see `ProcessOptions.starts.attemptIsStarts`. @default false */
   attemptIsStarts?: boolean;
 }
 
 /**
  * The part of a consumer that is the same on every broker: the inbox with the killer budget's
- * call options (`starts`: the inbox's refusals are the `message:killed-consumer` event), the lifecycle (state,
+ * call options (`starts`; the inbox's refusals are the `message:killed-consumer` event), the
+ * lifecycle (state,
  * the one emitter, the stop deadline, the hold while the database is unusable), and the
  * `Consumer` methods over them. An adapter extends it and writes what only its broker knows:
  * `open`, `pause`, `resume`, `drain` and `close` (see {@link LifecycleHooks}) and `health()`
@@ -55,10 +57,8 @@ export abstract class ConsumerBase<
 
   protected constructor(spec: ConsumerBaseSpec<R>) {
     const attemptIsStarts = spec.attemptIsStarts === true;
-    const onExhausted = (
-      envelope: { id?: string | undefined; source: ConsumerEventMap['message:killed-consumer']['source'] },
-      starts: number,
-    ) => this.#events.emit('message:killed-consumer', { id: envelope.id, starts, source: envelope.source });
+    const onExhausted = (envelope: Envelope, starts: number) =>
+      this.#events.emit('message:killed-consumer', { id: envelope.id, starts, source: envelope.source });
     this.starts = Object.freeze({
       fresh: attemptIsStarts
         ? Object.freeze({ starts: Object.freeze({ suspect: false, attemptIsStarts }) })
