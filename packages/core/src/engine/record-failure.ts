@@ -50,7 +50,7 @@ export type FailureWrite = (record: FailureRecord) => Promise<QueryResultLike>;
 /** The transactional path's write: a new `failed` row. */
 function insertRecord<R>(ctx: EngineContext<R>, item: RecordedItem): FailureWrite {
   const { pool, consumer, retentionMs } = ctx.o;
-  const { envelope, id } = item;
+  const { id } = item;
   return (r) =>
     pool.query(ctx.sql.recordFailed, [
       consumer,
