@@ -14,11 +14,13 @@ import { planRuns, type Run, runInOrder } from './engine/plan-runs.js';
 import { Readiness } from './engine/readiness.js';
 import { recordFailed } from './engine/record-failure.js';
 import { SingleTx } from './engine/single-tx.js';
+import { settleStarts } from './engine/start-budget.js';
 import type { Envelope } from './envelope.js';
 import { Events, ONCE_EVENT_NAMES, type OnceEventListener, type OnceEventName } from './events.js';
 import { LeaseProcessor } from './lease/lease-processor.js';
 import { type InboxOptions, type ResolvedInboxOptions, resolveInboxOptions } from './options.js';
 import type { Outcome } from './outcome.js';
+import type { ProcessOptions } from './process-options.js';
 
 /**
  * Processes envelopes effectively once: the id's claim and the handler's writes commit or roll
@@ -121,11 +123,10 @@ export class Inbox<R = unknown> {
   }
 
   /**
-   * Counts a start of this message and returns how many there have been, committed on its own
-   * before the message runs. An adapter whose broker counts receives rather than runs calls it
-   * for a message it is about to run (a redelivered one alone): when a message kills the process,
-   * only its own count rises, not those of messages that were merely received with it. Throws
-   * InvalidIdError for an envelope without a usable id, and database errors as they are.
+   * Counts a start of this message and returns how many there have been, committed on its own.
+   * The inbox counts the starts of suspects itself (`ProcessOptions.starts`); this is for callers
+   * that keep a budget of their own. Throws InvalidIdError for an envelope without a usable id,
+   * and database errors as they are.
    */
   noteStart(envelope: Envelope): Promise<number> {
     return noteStart(this.#ctx, envelope);
@@ -140,10 +141,14 @@ export class Inbox<R = unknown> {
     return forgetStart(this.#ctx, envelope);
   }
 
-  /** Processes one envelope in its own transaction. Never throws for a message's sake: see {@link Outcome}. */
-  async process(envelope: Envelope): Promise<Outcome<R>> {
+  /**
+   * Processes one envelope in its own transaction. Never throws for a message's sake: see
+   * {@link Outcome}. `options`: this call's handler, the killer budget (see {@link ProcessOptions}).
+   * The envelope is read, never written.
+   */
+  async process(envelope: Envelope, options?: ProcessOptions<R>): Promise<Outcome<R>> {
     const started = performance.now();
-    const outcome = await this.#processOne(envelope);
+    const outcome = await this.#processOne(envelope, options);
     this.#emit(outcome, started);
     return outcome;
   }
@@ -153,11 +158,13 @@ export class Inbox<R = unknown> {
    * per transaction (any may be the message that killed the last consumer). A `retry`, `busy` or
    * `not-run` outcome stops the batch: every later envelope is `not-run` (`behind`), so ordered
    * brokers can redeliver from there. Outcomes come back in input order. Never throws for a
-   * message's sake, setup faults included.
+   * message's sake, setup faults included. `options` as for {@link Inbox.process}, for every
+   * envelope; suspects (`options.starts.suspect`) run one per transaction. The envelopes are
+   * read, never written.
    */
-  async processBatch(envelopes: readonly Envelope[]): Promise<Outcome<R>[]> {
+  async processBatch(envelopes: readonly Envelope[], options?: ProcessOptions<R>): Promise<Outcome<R>[]> {
     const started = performance.now();
-    const outcomes = await this.#processAll(envelopes, true);
+    const outcomes = await this.#processAll(envelopes, true, options);
     for (const o of outcomes) this.#emit(o, started);
     return outcomes;
   }
@@ -181,19 +188,28 @@ export class Inbox<R = unknown> {
    * {@link Inbox.process}'s path: what {@link Inbox.#processAll} does for one envelope, without
    * its arrays and runs when the envelope is an item.
    */
-  async #processOne(envelope: Envelope): Promise<Outcome<R>> {
+  async #processOne(envelope: Envelope, call: ProcessOptions<R> | undefined): Promise<Outcome<R>> {
     try {
       await this.#readiness.ready();
     } catch (err) {
       this.#readiness.fault(err);
       return this.#ctx.out.unavailable(envelope, undefined, err);
     }
-    const prepared = prepare(envelope, this.options);
-    if (prepared.kind === 'item') return this.#one.one(prepared.item);
-    return (await runInOrder(planRuns([prepared], false), this.#exec, this.#notRun))[0]!;
+    const prepared = prepare(envelope, this.options, call);
+    const outcome =
+      prepared.kind === 'item'
+        ? await this.#one.one(prepared.item)
+        : (await runInOrder(planRuns([prepared], false), this.#exec, this.#notRun))[0]!;
+    if (call?.starts?.attemptIsStarts && outcome.status === 'retry' && prepared.kind !== 'invalid-id')
+      await settleStarts(this.#ctx, prepared.item, outcome);
+    return outcome;
   }
 
-  async #processAll(envelopes: readonly Envelope[], wantBatch: boolean): Promise<Outcome<R>[]> {
+  async #processAll(
+    envelopes: readonly Envelope[],
+    wantBatch: boolean,
+    call: ProcessOptions<R> | undefined,
+  ): Promise<Outcome<R>[]> {
     const out = this.#ctx.out;
     try {
       await this.#readiness.ready();
@@ -206,12 +222,21 @@ export class Inbox<R = unknown> {
     // After a batch deadlocked on the handlers' own rows, batches run one message per transaction
     // for a while (see engine/batch-pause.ts). The caller's transactions and lease mode run every
     // message alone.
-    const batched = wantBatch && this.#pause.open && !this.#own && !this.#lease;
-    const runs = planRuns(
-      envelopes.map((e) => prepare(e, this.options)),
-      batched,
-    );
-    return runInOrder(runs, this.#exec, this.#notRun);
+    // Suspects whose starts are counted run alone too.
+    const batched = wantBatch && this.#pause.open && !this.#own && !this.#lease && !call?.starts?.suspect;
+    const prepared = envelopes.map((e) => prepare(e, this.options, call));
+    const outcomes = await runInOrder(planRuns(prepared, batched), this.#exec, this.#notRun);
+    if (call?.starts?.attemptIsStarts) {
+      // Outcomes come back in input order, one per message.
+      const settles: Promise<void>[] = [];
+      for (let i = 0; i < outcomes.length; i++) {
+        const p = prepared[i]!;
+        if (outcomes[i]!.status === 'retry' && p.kind !== 'invalid-id')
+          settles.push(settleStarts(this.#ctx, p.item, outcomes[i]!));
+      }
+      if (settles.length > 0) await Promise.all(settles);
+    }
+    return outcomes;
   }
 
   readonly #notRun = (envelope: Envelope, id: string | undefined): Outcome<R> =>

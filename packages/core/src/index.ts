@@ -86,6 +86,7 @@ export type {
   RetryOutcome,
 } from './outcome.js';
 export type { PgClientLike, PgPoolLike, QueryConfigLike, QueryResultLike } from './pg-like.js';
+export type { ProcessOptions } from './process-options.js';
 export { type PurgeOptions, purge } from './purge.js';
 export { createRelay, Relay } from './relay.js';
 export { RelayErrorCode, type RelayHealth, type RelayOptions } from './relay-options.js';

@@ -15,6 +15,12 @@ export type FailReason =
 /** What every outcome carries: the envelope it is about. */
 export interface OutcomeBase {
   envelope: Envelope;
+  /**
+   * The attempt the inbox judged, set only when it is not the envelope's: with
+   * `ProcessOptions.starts.attemptIsStarts`, the starts counted in PostgreSQL. Read
+   * `outcome.attempt ?? outcome.envelope.attempt`. @default absent
+   */
+  attempt?: number;
 }
 
 /** The handler ran and its transaction committed. */

@@ -11,16 +11,27 @@ export class Outcomes<R> {
     this.#o = options;
   }
 
-  /** A started message to run again; `spent`: the attempt counts toward maxAttempts (see RetryOutcome). */
-  retry(envelope: Envelope, id: string | undefined, error: unknown, spent: boolean): RetryOutcome {
-    return {
+  /**
+   * A started message to run again; `spent`: the attempt counts toward maxAttempts (see
+   * RetryOutcome). `attempt`: the one judged, when it is not the envelope's (counted starts).
+   */
+  retry(
+    envelope: Envelope,
+    id: string | undefined,
+    error: unknown,
+    spent: boolean,
+    attempt = envelope.attempt,
+  ): RetryOutcome {
+    const o: RetryOutcome = {
       status: 'retry',
       id,
       envelope,
       error: serializeError(error),
-      delayMs: this.#delay(envelope),
+      delayMs: Math.max(0, Math.floor(this.#o.retryDelayMs(Math.max(1, attempt)))),
       spent,
     };
+    if (attempt !== envelope.attempt) o.attempt = attempt;
+    return o;
   }
 
   /** A message that never started because an earlier one (in its batch or group) must be retried first. */
@@ -56,8 +67,17 @@ export class Outcomes<R> {
     return { status: 'busy', id, envelope, delayMs };
   }
 
-  failed(envelope: Envelope, id: string | undefined, reason: FailReason, error: unknown): Outcome<R> {
-    return { status: 'failed', id, envelope, reason, error: serializeError(error) };
+  /** `attempt`: the one judged, when it is not the envelope's (counted starts). */
+  failed(
+    envelope: Envelope,
+    id: string | undefined,
+    reason: FailReason,
+    error: unknown,
+    attempt = envelope.attempt,
+  ): Outcome<R> {
+    const o: Outcome<R> = { status: 'failed', id, envelope, reason, error: serializeError(error) };
+    if (attempt !== envelope.attempt) o.attempt = attempt;
+    return o;
   }
 
   /** A `conflict` outcome when the fingerprints differ and the policy says so; else undefined. */

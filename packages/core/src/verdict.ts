@@ -1,4 +1,4 @@
-import { ErrorCode, OnceError, PermanentError } from './errors.js';
+import { PermanentError } from './errors.js';
 import type { IsolationLevel } from './isolation.js';
 import type { FailReason } from './outcome.js';
 import { DeadlineError } from './run-handler.js';
@@ -23,6 +23,11 @@ export interface VerdictContext {
   /** The attempt that just failed (1 for a first delivery). */
   attempt: number;
   maxAttempts: number;
+  /**
+   * The message was refused before its handler ran: started more than `maxAttempts` times
+   * (engine/start-budget.ts). @default false
+   */
+  refused?: boolean;
   /** The user's classifier, already guarded against throwing. */
   classify: (error: unknown) => 'transient' | 'permanent';
   isolation: IsolationLevel;
@@ -39,9 +44,8 @@ export interface VerdictContext {
  * `maxAttempts` at the latest, so nothing retries forever. A handler past its deadline counts too.
  */
 export function verdictOf(error: unknown, where: 'handler' | 'statement', c: VerdictContext): Verdict {
-  // An adapter's guard counted the starts of a message that keeps killing its consumer.
-  if (OnceError.is(error) && error.code === ErrorCode.AttemptsExhausted)
-    return { kind: 'fail', reason: 'max-attempts' };
+  // The engine counted the starts of a message that keeps killing its consumer.
+  if (c.refused) return { kind: 'fail', reason: 'max-attempts' };
   if (error instanceof DeadlineError) {
     return c.attempt >= c.maxAttempts
       ? { kind: 'fail', reason: 'max-attempts' }

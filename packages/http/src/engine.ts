@@ -1,4 +1,11 @@
-import { type Envelope, type HandlerContext, type Inbox, type Logger, silentLogger } from '@once/core';
+import {
+  type Envelope,
+  type HandlerContext,
+  type Inbox,
+  type Logger,
+  type ProcessOptions,
+  silentLogger,
+} from '@once/core';
 import {
   createHttpInbox,
   HttpResponseStore,
@@ -29,7 +36,7 @@ import type {
 } from './types.js';
 import { runUnkeyed } from './unkeyed.js';
 
-/** One request's run, found by the inbox handler through its envelope. */
+/** One request's run, handed to the inbox as the call's handler. */
 interface Job {
   readonly run: RunHandler;
   readonly key: string;
@@ -67,7 +74,6 @@ export class Idempotency {
   readonly #store: HttpResponseStore;
   /** Requests without a key: the inbox's transaction settings, no claim. */
   readonly #unclaimed: UnclaimedTx;
-  readonly #jobs = new WeakMap<Envelope, Job>();
   readonly #log: Logger | undefined;
 
   constructor(options: ResolvedIdempotencyOptions) {
@@ -90,7 +96,10 @@ export class Idempotency {
       conflictPolicy: 'reject',
       // 422s and 409s are the client's business: the engine logs only handler failures.
       logger: options.logger === undefined ? false : options.logger,
-      handler: (envelope, ctx) => this.#runJob(envelope, ctx),
+      // Every request brings its job as the call's handler (`process(envelope, { handler })`).
+      handler: () => {
+        throw new Error('@once/http: a request reached the inbox without its job');
+      },
     });
     this.#unclaimed = new UnclaimedTx(this.#inbox.options);
   }
@@ -166,8 +175,11 @@ export class Idempotency {
       redelivered: false,
     };
     const job: Job = { run, key, scope };
-    this.#jobs.set(envelope, job);
-    let answer = answerOf(await this.#inbox.process(envelope));
+    // The job goes with the call, as its handler: nothing is kept by envelope.
+    const call: ProcessOptions<StoredHttpResponse> = {
+      handler: (_envelope, ctx) => this.#runJob(job, ctx),
+    };
+    let answer = answerOf(await this.#inbox.process(envelope, call));
     if (answer.kind === 'mismatch') {
       // Maybe a key a build of fingerprint version 1 stored for this very request (docs/http.md,
       // "Upgrades"): then processed again under that build's fingerprint, so the inbox decides as
@@ -180,8 +192,7 @@ export class Idempotency {
       }
       if (legacy !== undefined) {
         const again: Envelope = { ...envelope, body: legacy };
-        this.#jobs.set(again, job);
-        answer = answerOf(await this.#inbox.process(again));
+        answer = answerOf(await this.#inbox.process(again, call));
       }
     }
     return this.#answer(answer, job);
@@ -275,9 +286,7 @@ export class Idempotency {
    * the key (core sends it with COMMIT). A 4xx is stored with the handler's writes undone, to the
    * savepoint taken with the claim; a status that is never stored rolls everything back.
    */
-  async #runJob(envelope: Envelope, ctx: HandlerContext): Promise<HttpResponseToStore> {
-    const job = this.#jobs.get(envelope);
-    if (!job) throw new Error('@once/http: a request reached the inbox without its job');
+  async #runJob(job: Job, ctx: HandlerContext): Promise<HttpResponseToStore> {
     const hctx: IdempotentContext = {
       tx: ctx.tx,
       publish: ctx.publish,

@@ -1,4 +1,4 @@
-import type { Envelope } from '@once/core';
+import type { Envelope, Liveness } from '@once/core';
 import type { IHeaders, KafkaMessage } from 'kafkajs';
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
@@ -12,6 +12,8 @@ export interface EnvelopeContext {
   idFrom: 'header' | 'offset';
   attempt: number;
   redelivered: boolean;
+  /** Lease mode: the batch's liveness (its renewals are heartbeats of the session). @default none */
+  liveness?: Liveness | undefined;
 }
 
 /** A message and its envelope. */
@@ -81,6 +83,7 @@ export function envelopeOf(message: KafkaMessage, ctx: EnvelopeContext): MappedM
     },
     attempt: ctx.attempt,
     redelivered: ctx.redelivered,
+    ...(ctx.liveness === undefined ? {} : { liveness: ctx.liveness }),
   };
   return { message, envelope };
 }

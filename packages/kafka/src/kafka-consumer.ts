@@ -6,7 +6,7 @@ import {
   type DeadLetterPlan,
   logDropped,
   processGate,
-  type StartCounter,
+  type StartBudgets,
   serializeError,
 } from '@once/core/adapter';
 import {
@@ -159,7 +159,7 @@ export class KafkaConsumer<R = unknown> extends ConsumerBase<R, KafkaConsumerEve
               retryLater: (topic, partition, offset, delayMs) =>
                 this.#holds.retryLater(topic, partition, offset, delayMs),
               gate: this.#gate,
-              counter: this.counter as StartCounter<unknown>,
+              starts: this.starts as StartBudgets<unknown>,
             },
             payload,
           ),

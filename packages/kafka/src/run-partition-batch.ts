@@ -1,10 +1,10 @@
-import type { Envelope, Logger, Outcome, ResolvedInboxOptions } from '@once/core';
+import type { Envelope, Liveness, Logger, Outcome, ProcessOptions, ResolvedInboxOptions } from '@once/core';
 import {
   type DeadLetterPlan,
   deadLetteredEvent,
   type Gate,
   type SettlePlan,
-  type StartCounter,
+  type StartBudgets,
   serializeError,
   settlePlanOf,
   sleep,
@@ -23,8 +23,8 @@ import { planSettle } from './settle-plan.js';
 export interface InboxLike {
   /** What core's settle plans need of the inbox's options. */
   readonly options: Pick<ResolvedInboxOptions, 'consumer' | 'recordFailed'>;
-  process(envelope: Envelope): Promise<Outcome>;
-  processBatch(envelopes: readonly Envelope[]): Promise<Outcome[]>;
+  process(envelope: Envelope, options?: ProcessOptions): Promise<Outcome>;
+  processBatch(envelopes: readonly Envelope[], options?: ProcessOptions): Promise<Outcome[]>;
   notRun(envelopes: readonly Envelope[]): Outcome[];
 }
 
@@ -35,8 +35,9 @@ export interface PartitionBatchDeps {
   /** The inbox's redelivery delay for attempt n, in ms. */
   retryDelayMs: (attempt: number) => number;
   /**
-   * The inbox runs in lease mode: each envelope gets a `liveness` whose `extend` calls this
-   * batch's `heartbeat()`, so core's lease clock also keeps the group session alive. @default false
+   * The inbox runs in lease mode: each envelope is made with a `liveness` whose `extend` calls
+   * this batch's `heartbeat()`, so core's lease clock also keeps the group session alive.
+   * @default false
    */
   lease?: boolean;
   logger: Logger;
@@ -64,10 +65,11 @@ export interface PartitionBatchDeps {
    */
   gate: Gate;
   /**
-   * The killer budget: a message of a crashed range is marked before it runs alone, and its
-   * start is counted in Postgres just before its handler (past `maxAttempts`, it is refused).
+   * The killer budget's call options: a message of a crashed range runs alone with `suspect`, and
+   * the inbox counts its start in Postgres just before its handler (past `maxAttempts`, it is
+   * refused).
    */
-  counter: StartCounter<unknown>;
+  starts: StartBudgets<unknown>;
 }
 
 /** How many messages a step settled, or why the loop over a kafkajs batch must end. */
@@ -104,6 +106,13 @@ class BatchRun {
   #next: string | undefined;
   /** When this eachBatch call began (performance.now()), for `maxBatchMs`. */
   #started = 0;
+  /**
+   * Lease mode: the liveness every envelope of this batch is made with. One clock: every lease
+   * renewal of a message of this batch is a heartbeat of its session. kafkajs throttles
+   * heartbeat() to heartbeatInterval; #beat never rejects (it records a lost generation, which
+   * ends the batch, and reports other errors).
+   */
+  readonly #liveness: Liveness | undefined;
 
   constructor(deps: PartitionBatchDeps, payload: EachBatchPayload) {
     this.#deps = deps;
@@ -111,6 +120,7 @@ class BatchRun {
     this.#topic = payload.batch.topic;
     this.#partition = payload.batch.partition;
     this.#state = deps.state(this.#topic, this.#partition);
+    this.#liveness = deps.lease ? { extend: () => this.#beat() } : undefined;
   }
 
   async run(): Promise<void> {
@@ -288,8 +298,7 @@ class BatchRun {
     const started = performance.now();
     const mapped = this.#map(message, attemptOf(this.#state, message.offset), true);
     try {
-      deps.counter.mark(mapped.envelope);
-      plans = await this.#process([mapped]);
+      plans = await this.#process([mapped], deps.starts.suspect);
     } finally {
       leave();
     }
@@ -298,15 +307,6 @@ class BatchRun {
   }
 
   #map(message: KafkaMessage, attempt: number, redelivered: boolean): MappedMessage {
-    const mapped = this.#mapEnvelope(message, attempt, redelivered);
-    // One clock: every lease renewal of a message of this batch is a heartbeat of its session.
-    // kafkajs throttles heartbeat() to heartbeatInterval; #beat never rejects (it records a lost
-    // generation, which ends the batch, and reports other errors).
-    if (this.#deps.lease) mapped.envelope.liveness = { extend: () => this.#beat() };
-    return mapped;
-  }
-
-  #mapEnvelope(message: KafkaMessage, attempt: number, redelivered: boolean): MappedMessage {
     const o = this.#deps.options;
     return envelopeOf(message, {
       topic: this.#topic,
@@ -316,25 +316,28 @@ class BatchRun {
       idFrom: o.idFrom,
       attempt,
       redelivered,
+      liveness: this.#liveness,
     });
   }
 
   /**
    * Runs the inbox and gives core's settle plan for each message; a message without an outcome
-   * (the inbox threw, the generation ended) has none (undefined).
+   * (the inbox threw, the generation ended) has none (undefined). `call`: the inbox's call options
+   * (the start budget of a delivery that runs alone).
    */
-  async #process(mapped: MappedMessage[]): Promise<(SettlePlan | undefined)[]> {
+  async #process(mapped: MappedMessage[], call?: ProcessOptions): Promise<(SettlePlan | undefined)[]> {
     const { inbox, options } = this.#deps;
     const envelopes = mapped.map((m) => m.envelope);
     const results: SettlePlan[] = [];
     try {
       if (options.batch && envelopes.length > 1) {
-        for (const o of await inbox.processBatch(envelopes)) results.push(settlePlanOf(o, inbox.options));
+        for (const o of await inbox.processBatch(envelopes, call))
+          results.push(settlePlanOf(o, inbox.options));
       } else {
         for (const envelope of envelopes) {
           // The generation ended (a heartbeat said so): the partition may be another member's now.
           if (this.#lost) break;
-          const plan = settlePlanOf(await inbox.process(envelope), inbox.options);
+          const plan = settlePlanOf(await inbox.process(envelope, call), inbox.options);
           results.push(plan);
           // Core says run it (or what follows) again: the rest of the slice waits behind it,
           // without a plan (#settle reports them not run if they are to be read again).

@@ -100,14 +100,13 @@ export class NatsConsumer<R = unknown> extends ConsumerBase<R, NatsConsumerEvent
     this.#dispatch = new Dispatcher<R>({
       inbox: this.inbox,
       options: nats,
-      counter: this.counter,
+      starts: this.starts,
       settler: {
         consumer: nats.consumer,
         durable: nats.durable,
         deadLetterSubject: nats.deadLetterSubject,
         events: this.life.events,
         logger: this.inbox.options.logger,
-        counter: this.counter,
         js: () => this.#source!.js,
         stream: () => this.#source!.setup.stream,
         noteError: (where, err) => this.life.noteError(where, err),

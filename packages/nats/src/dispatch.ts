@@ -1,5 +1,5 @@
 import type { Inbox } from '@once/core';
-import { DeliveryPipeline, type StartCounter } from '@once/core/adapter';
+import { DeliveryPipeline, type StartBudgets } from '@once/core/adapter';
 import { envelopeOf, type Placed } from './envelope-of.js';
 import type { ResolvedNatsConsumerOptions } from './options.js';
 import { DEAD_LETTER_RETRY_MS, type Held, Settler, type SettlerContext } from './settle.js';
@@ -14,9 +14,10 @@ const BATCH_LINGER_MS = 10;
 export interface DispatcherContext<R> {
   inbox: Inbox<R>;
   options: ResolvedNatsConsumerOptions;
-  counter: StartCounter<R>;
+  /** The killer budget's call options. */
+  starts: StartBudgets<R>;
   /** The settler's context, but `release`: the dispatcher owns the held set. */
-  settler: Omit<SettlerContext<R>, 'release'>;
+  settler: Omit<SettlerContext, 'release'>;
   /** Messages the pull in flight may still deliver. */
   pullRemaining(): number;
   stopping(): boolean;
@@ -33,7 +34,7 @@ export interface DispatcherContext<R> {
  */
 export class Dispatcher<R> {
   readonly #ctx: DispatcherContext<R>;
-  readonly #settler: Settler<R>;
+  readonly #settler: Settler;
   readonly #pipeline: DeliveryPipeline<Held, R>;
   readonly #held = new Set<Held>();
   #pumpScheduled = false;
@@ -41,7 +42,7 @@ export class Dispatcher<R> {
   constructor(ctx: DispatcherContext<R>) {
     this.#ctx = ctx;
     const o = ctx.options;
-    this.#settler = new Settler<R>({
+    this.#settler = new Settler({
       ...ctx.settler,
       release: (h) => {
         this.#held.delete(h);
@@ -50,7 +51,7 @@ export class Dispatcher<R> {
     });
     this.#pipeline = new DeliveryPipeline<Held, R>({
       inbox: ctx.inbox,
-      counter: ctx.counter,
+      starts: ctx.starts,
       settleContext: ctx.inbox.options,
       concurrency: o.concurrency,
       batchSize: o.batch ? o.batchSize : 1,

@@ -7,7 +7,6 @@ import {
   encodeDeadLetterRecord,
   logDropped,
   type SettlePlan,
-  type StartCounter,
   type TypedEmitter,
 } from '@once/core/adapter';
 import type { NatsConsumerEventMap } from './events.js';
@@ -29,13 +28,12 @@ export const ORIGINAL_ID_HEADER = 'Once-Original-Msg-Id';
 export const ORIGIN_SUBJECT_HEADER = 'Once-Origin-Subject';
 
 /** What the settler needs from its consumer. */
-export interface SettlerContext<R> {
+export interface SettlerContext {
   consumer: string;
   durable: string;
   deadLetterSubject: string | false;
   events: TypedEmitter<NatsConsumerEventMap>;
   logger: Logger;
-  counter: StartCounter<R>;
   /** The JetStream client and the stream, once started. */
   js: () => JetStreamClient;
   stream: () => string;
@@ -49,10 +47,10 @@ export interface SettlerContext<R> {
  * letter, a JetStream publish of the copy with its record (PubAck awaited), then `term()`. A
  * failed dead-letter publish naks the message, never terms it.
  */
-export class Settler<R> {
-  readonly #ctx: SettlerContext<R>;
+export class Settler {
+  readonly #ctx: SettlerContext;
 
-  constructor(ctx: SettlerContext<R>) {
+  constructor(ctx: SettlerContext) {
     this.#ctx = ctx;
   }
 
@@ -62,7 +60,6 @@ export class Settler<R> {
     if (plan.kind === 'ack') {
       this.respond(h, 'ack');
     } else if (plan.kind === 'retry') {
-      await c.counter.settled(h.envelope, plan);
       this.respond(h, 'nak', plan.delayMs);
     } else if (plan.kind === 'dead-letter') {
       if (deadLetter !== undefined) {

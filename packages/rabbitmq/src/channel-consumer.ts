@@ -5,8 +5,9 @@ import {
   deadLetteredEvent,
   encodeDeadLetterRecord,
   type Gate,
+  runsAlone,
   type SettlePlan,
-  type StartCounter,
+  type StartBudgets,
   serializeError,
   sleep,
   type TypedEmitter,
@@ -14,7 +15,7 @@ import {
 import type { ConfirmChannel, ConsumeMessage } from 'amqplib';
 import { type AckKind, AckWatermark } from './ack-watermark.js';
 import { ConfirmedPublisher } from './confirmed-publish.js';
-import { envelopeOf } from './envelope-of.js';
+import { attemptOf, envelopeOf } from './envelope-of.js';
 import type { RabbitConsumerEventMap } from './events.js';
 import { Header } from './headers.js';
 import type { ResolvedRabbitConsumerOptions } from './options.js';
@@ -29,8 +30,8 @@ export interface ChannelConsumerContext<R> {
   events: TypedEmitter<RabbitConsumerEventMap>;
   /** Fresh deliveries run shared, redelivered ones exclusive, across the whole process. */
   gate: Gate;
-  /** Counts the starts of redelivered deliveries in Postgres: the killer budget. */
-  counter: StartCounter<R>;
+  /** The killer budget's call options: the inbox counts the starts of a delivery that runs alone. */
+  starts: StartBudgets<R>;
   /** Called when the channel cannot be used any more (closed, refused a send, consumer cancelled). */
   onLost(err: unknown): void;
 }
@@ -45,9 +46,10 @@ const REQUEUE_PAUSE_MS = 1_000;
  * channel and acked only once the broker confirmed the copy.
  *
  * A delivery flagged `redelivered` was unsettled when a consumer died or lost its channel: it may
- * be the message that killed the process. It runs alone, in its own transaction, holding the
- * process-wide gate exclusive, and its start is counted in Postgres just before its handler
- * (`StartCounter`). When it kills the process again nothing else was running, so only its own
+ * be the message that killed the process (a retry, `x-once-attempt` above 1, is treated alike:
+ * `runsAlone`). It runs alone, in its own transaction, holding the
+ * process-wide gate exclusive, and the inbox counts its start in Postgres just before its handler
+ * (`StartBudgets.suspect`). When it kills the process again nothing else was running, so only its own
  * count rose; its neighbours complete when their turn comes. Past core's `maxAttempts` starts it
  * is recorded failed (`max-attempts`) without running, and dead-lettered.
  */
@@ -74,7 +76,7 @@ export class ChannelConsumer<R> {
       concurrency: o.concurrency,
       batchSize: o.batch ? o.batchSize : 1,
       envelope: (m) => envelopeOf(m, o.queue, o.idHeader),
-      redelivered: (m) => m.fields.redelivered,
+      runsAlone: (m) => runsAlone(m.fields.redelivered, attemptOf(m)),
       settle: (m, plan) => this.#settle(m, plan),
       // The inbox threw: hand the messages back (they come again as redeliveries) after a pause.
       handBack: async (messages) => {

@@ -181,7 +181,7 @@ export class RabbitConsumer<R = unknown> extends ConsumerBase<
         topology: this.#topology,
         events: this.life.events,
         gate: processGate(),
-        counter: this.counter,
+        starts: this.starts,
         onLost: lose,
       };
       session.work = new ChannelConsumer(ch, ctx) as ChannelConsumer<unknown>;

@@ -22,10 +22,18 @@ export function envelopeOf(message: Message, queue: string, idHeader: string): E
     headers,
     key: message.fields.routingKey,
     source: { broker: 'rabbitmq', queue, delivery: String(message.fields.deliveryTag) },
-    attempt: Math.max(1, intHeader(raw, Header.attempt, 1)),
+    attempt: attemptOf(message),
     redelivered: message.fields.redelivered,
   };
   // Only an id holding U+FFFD gets the field (no object to spread for every other one).
   if (id?.includes('\ufffd')) envelope.idUnusable = decodedIdCheck(id).idUnusable;
   return envelope;
+}
+
+/** A delivery's `attempt` (our `x-once-attempt` header), without making its envelope. */
+export function attemptOf(message: Message): number {
+  return Math.max(
+    1,
+    intHeader(message.properties.headers as Record<string, unknown> | undefined, Header.attempt, 1),
+  );
 }

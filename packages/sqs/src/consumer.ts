@@ -117,7 +117,7 @@ export class SqsConsumer<R = unknown> extends ConsumerBase<R, SqsConsumerEventMa
       limiter: this.#limiter,
       settler: this.#settler,
       gate: processGate(),
-      counter: this.counter,
+      starts: this.starts,
       logger,
       forget: (e) => this.#forget(e),
       noteError: (where, err) => this.life.noteError(where, err),
@@ -303,7 +303,10 @@ export class SqsConsumer<R = unknown> extends ConsumerBase<R, SqsConsumerEventMa
     const entries: Held[] = [];
     for (const message of messages) {
       if (!message.ReceiptHandle) continue;
-      const envelope = envelopeOf(message, this.options);
+      // Lease mode: core's lease clock drives this message's visibility once it is claimed (the
+      // envelope is made with it; `held` is read only when the clock runs).
+      const liveness = lease ? { extend: (ms: number) => this.#settler.lease(held, ms) } : undefined;
+      const envelope = envelopeOf(message, this.options, liveness);
       const held: Held = {
         message,
         envelope,
@@ -315,8 +318,6 @@ export class SqsConsumer<R = unknown> extends ConsumerBase<R, SqsConsumerEventMa
         capped: false,
         settling: false,
       };
-      // Lease mode: core's lease clock drives this message's visibility once it is claimed.
-      if (lease) envelope.liveness = { extend: (ms) => this.#settler.lease(held, ms) };
       this.#held.set(held.receipt, held);
       entries.push(held);
     }

@@ -1,5 +1,5 @@
 import type { Message } from '@aws-sdk/client-sqs';
-import type { Envelope } from '@once/core';
+import type { Envelope, Liveness } from '@once/core';
 import type { SqsIdSource } from './options.js';
 import { BODY_ENCODING_ATTRIBUTE } from './sqs-body.js';
 
@@ -16,9 +16,10 @@ export interface EnvelopeSettings {
  * `once-body-encoding: base64`) is decoded back to its bytes. ApproximateReceiveCount rises for
  * every message of a receive when a consumer dies, so anything above 1 is marked redelivered (a
  * suspect: core runs it one per transaction). It is also the first `attempt`, an upper bound of
- * the handler's runs, until its start count in Postgres replaces it (the kit's StartCounter).
+ * the handler's runs, until the inbox judges by its start count in Postgres instead (`StartBudget.attemptIsStarts`;
+ * the envelope's `attempt` stays as delivered).
  */
-export function envelopeOf(message: Message, settings: EnvelopeSettings): Envelope {
+export function envelopeOf(message: Message, settings: EnvelopeSettings, liveness?: Liveness): Envelope {
   const attrs = message.Attributes ?? {};
   const headers: Record<string, string | undefined> = {};
   const attributes = message.MessageAttributes;
@@ -55,7 +56,7 @@ export function envelopeOf(message: Message, settings: EnvelopeSettings): Envelo
   if (group !== undefined) source.group = group;
   if (attrs.SequenceNumber !== undefined) source.offset = attrs.SequenceNumber;
   if (message.MessageId !== undefined) source.delivery = message.MessageId;
-  return {
+  const envelope: Envelope = {
     id,
     body: Buffer.from(message.Body ?? '', base64 ? 'base64' : 'utf8'),
     headers,
@@ -64,4 +65,7 @@ export function envelopeOf(message: Message, settings: EnvelopeSettings): Envelo
     attempt,
     redelivered: attempt > 1,
   };
+  // Lease mode: core's lease clock drives the message's visibility once it is claimed.
+  if (liveness) envelope.liveness = liveness;
+  return envelope;
 }

@@ -1,4 +1,4 @@
-import { takeGroup } from '@once/core/adapter';
+import { runsAlone, takeGroup } from '@once/core/adapter';
 import type { Held } from './held.js';
 
 /** What one lane is running or will run. */
@@ -76,7 +76,7 @@ export class KeyLanes {
       while (lane.pending.length > 0) {
         const { group: take, suspect: alone } = takeGroup(
           lane.pending,
-          (e) => e.envelope.redelivered,
+          (e) => runsAlone(e.envelope.redelivered, e.envelope.attempt),
           this.#maxBatch,
         );
         try {

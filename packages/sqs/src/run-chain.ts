@@ -1,5 +1,5 @@
 import type { Inbox, Logger, Outcome } from '@once/core';
-import { type Gate, type Limiter, processGroup, type StartCounter } from '@once/core/adapter';
+import { type Gate, type Limiter, processGroup, runsAlone, type StartBudgets } from '@once/core/adapter';
 import type { Held } from './held.js';
 import type { Settler } from './settler.js';
 
@@ -15,11 +15,11 @@ export interface ChainContext<R> {
   gate: Gate;
   settler: Settler;
   /**
-   * The killer budget (the kit's StartCounter, counting starts as attempts): a redelivered message
-   * about to run alone is marked, and the wrapped handler counts its start once the inbox has
-   * claimed it; `settled` brings the count in line with an outcome before it is settled.
+   * The killer budget's call options (counting starts as attempts): the inbox counts the start of
+   * a redelivered message that runs alone once it has claimed it, and brings the count in line
+   * with an outcome before handing it back.
    */
-  counter: Pick<StartCounter<R>, 'mark' | 'settled'>;
+  starts: StartBudgets<R>;
   logger: Logger;
   /** Called once a held message needs nothing more from us. */
   forget: (e: Held) => void;
@@ -53,7 +53,8 @@ async function runEach<R>(ctx: ChainContext<R>, entries: Held[], acks: Held[] | 
     }
     let outcome: Outcome<R> | undefined;
     try {
-      [outcome] = await processGroup(ctx, [e.envelope], e.envelope.redelivered);
+      const { envelope } = e;
+      [outcome] = await processGroup(ctx, [envelope], runsAlone(envelope.redelivered, envelope.attempt));
     } catch (err) {
       ctx.noteError('inbox', err);
     }
@@ -62,8 +63,6 @@ async function runEach<R>(ctx: ChainContext<R>, entries: Held[], acks: Held[] | 
       return;
     }
     const plan = ctx.settler.planOf(outcome);
-    // Only a failed run changes a start count (StartCounter.settled): no promise for the others.
-    if (plan.kind === 'retry' && plan.failure) await ctx.counter.settled(e.envelope, plan);
     const sent = ctx.settler.settle(e, plan, acks);
     if (sent) await sent;
     if (plan.kind === 'retry') {
@@ -118,13 +117,6 @@ async function runBatches<R>(ctx: ChainContext<R>, all: Held[]): Promise<void> {
       return;
     }
     const plans = outcomes.map((o) => ctx.settler.planOf(o));
-    // Only a failed run changes a start count (StartCounter.settled): no promise for the others.
-    const counts: Promise<void>[] = [];
-    for (let k = 0; k < run.length; k++) {
-      const p = plans[k]!;
-      if (p.kind === 'retry' && p.failure) counts.push(ctx.counter.settled(run[k]!.envelope, p));
-    }
-    if (counts.length > 0) await Promise.all(counts);
     const again: Held[] = [];
     for (let k = 0; k < run.length; k++) {
       const e = run[k]!;

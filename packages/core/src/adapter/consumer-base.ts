@@ -1,6 +1,8 @@
+import type { Envelope } from '../envelope.js';
 import { checkEventName, type TypedEmitter } from '../events.js';
 import { Inbox } from '../inbox.js';
 import { type InboxOptions, resolveInboxOptions } from '../options.js';
+import type { ProcessOptions } from '../process-options.js';
 import {
   CONSUMER_EVENT_NAMES,
   type Consumer,
@@ -9,29 +11,35 @@ import {
   type ConsumerState,
 } from './consumer.js';
 import { ConsumerLifecycle } from './lifecycle.js';
-import { StartCounter } from './start-counter.js';
+
+/**
+ * The killer budget as the inbox's call options, made once per consumer: `suspect` for a delivery
+ * that runs alone (see `runsAlone`), `fresh` for the others (undefined unless the broker counts
+ * deliveries, not runs). The inbox counts the starts; see `ProcessOptions.starts` in `@once/core`.
+ */
+export interface StartBudgets<R> {
+  /** The options of a delivery that does not run alone: undefined unless `attemptIsStarts`. */
+  readonly fresh: ProcessOptions<R> | undefined;
+  /** The options of a delivery that runs alone: its start is counted. */
+  readonly suspect: ProcessOptions<R>;
+}
 
 /** What a {@link ConsumerBase} needs from the adapter's constructor. */
 export interface ConsumerBaseSpec<R> {
   /** Prefix of log lines: `once/kafka`. */
   name: string;
-  /**
-   * The inbox's options after the adapter's split, `consumer` set: the user's handler is wrapped
-   * in the start counter before the inbox is made.
-   */
+  /** The inbox's options after the adapter's split, `consumer` set. */
   inbox: InboxOptions<R>;
   /** How long `stop()` waits for in-flight messages to settle, in ms. */
   stopTimeoutMs: number;
-  /** The broker counts deliveries, not runs: see {@link StartCounterSpec.attemptIsStarts}. @default false */
+  /** The broker counts deliveries, not runs: see `ProcessOptions.starts.attemptIsStarts`. @default false */
   attemptIsStarts?: boolean;
 }
 
-/** Longest wait for the start count of a message that runs alone, in ms (see StartCounter). */
-const START_COUNT_WAIT_MS = 5_000;
-
 /**
- * The part of a consumer that is the same on every broker: the inbox behind the killer budget
- * (`StartCounter`, whose refusals are the `message:killed-consumer` event), the lifecycle (state,
+ * The part of a consumer that is the same on every broker: the inbox with the killer budget's
+ * call options (`starts`; the inbox's refusals are the `message:killed-consumer` event), the
+ * lifecycle (state,
  * the one emitter, the stop deadline, the hold while the database is unusable), and the
  * `Consumer` methods over them. An adapter extends it and writes what only its broker knows:
  * `open`, `pause`, `resume`, `drain` and `close` (see {@link LifecycleHooks}) and `health()`
@@ -50,22 +58,24 @@ export abstract class ConsumerBase<
   readonly inbox: Inbox<R>;
   /** State, the one emitter (`life.events`), `stopping`, `fetching`, `noteError`. */
   protected readonly life: ConsumerLifecycle<R, M>;
-  /** The killer budget: `mark` a delivery that runs alone before the inbox runs it. */
-  protected readonly counter: StartCounter<R>;
+  /** The killer budget: the call options of a delivery that runs alone, and of the others. */
+  protected readonly starts: StartBudgets<R>;
 
   protected constructor(spec: ConsumerBaseSpec<R>) {
-    this.counter = new StartCounter<R>({
-      inbox: () => this.inbox,
-      waitMs: START_COUNT_WAIT_MS,
-      ...(spec.attemptIsStarts === undefined ? {} : { attemptIsStarts: spec.attemptIsStarts }),
-      onExhausted: (envelope, starts) =>
-        this.#events.emit('message:killed-consumer', { id: envelope.id, starts, source: envelope.source }),
+    const attemptIsStarts = spec.attemptIsStarts === true;
+    const onExhausted = (envelope: Envelope, starts: number) =>
+      this.#events.emit('message:killed-consumer', { id: envelope.id, starts, source: envelope.source });
+    this.starts = Object.freeze({
+      fresh: attemptIsStarts
+        ? Object.freeze({ starts: Object.freeze({ suspect: false, attemptIsStarts }) })
+        : undefined,
+      suspect: Object.freeze({ starts: Object.freeze({ suspect: true, attemptIsStarts, onExhausted }) }),
     });
     // The consumer logs the failure lines where it settles, with their destination (see lifecycle.ts).
-    this.inbox = new Inbox<R>(
-      resolveInboxOptions<R>({ ...spec.inbox, handler: this.counter.wrap(spec.inbox.handler) }),
-      { failureLines: 'adapter', name: spec.name },
-    );
+    this.inbox = new Inbox<R>(resolveInboxOptions<R>(spec.inbox), {
+      failureLines: 'adapter',
+      name: spec.name,
+    });
     this.life = new ConsumerLifecycle<R, M>({
       name: spec.name,
       inbox: this.inbox,

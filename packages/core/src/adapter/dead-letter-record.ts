@@ -58,7 +58,7 @@ export function deadLetterRecordOf(outcome: DeadLetterOutcome, consumer: string)
           : error.message,
       ...(error.code === undefined ? {} : { code: error.code }),
     },
-    attempts: outcome.envelope.attempt,
+    attempts: outcome.attempt ?? outcome.envelope.attempt,
     consumer,
     id: outcome.id,
     origin: {

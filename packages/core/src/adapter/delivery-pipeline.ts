@@ -1,17 +1,19 @@
+import { runsAlone } from '../engine/plan-runs.js';
 import type { Envelope } from '../envelope.js';
 import type { Inbox } from '../inbox.js';
 import type { ResolvedInboxOptions } from '../options.js';
 import type { Outcome } from '../outcome.js';
+import type { StartBudgets } from './consumer-base.js';
 import { type Gate, processGate } from './isolation-gate.js';
 import type { Limiter } from './limiter.js';
 import { type SettlePlan, settlePlanOf } from './settle-plan.js';
-import type { StartCounter } from './start-counter.js';
 
 /** What {@link processGroup} runs a group through. */
 export interface ProcessGroupDeps<R> {
   inbox: Pick<Inbox<R>, 'process' | 'processBatch'>;
   gate: Gate;
-  counter: Pick<StartCounter<R>, 'mark'>;
+  /** The killer budget's call options: a suspect group's for a group that runs alone. */
+  starts: StartBudgets<R>;
   /** A slot of it is held, inside the gate, while the group runs. @default none */
   limiter?: Pick<Limiter, 'acquire'>;
 }
@@ -28,8 +30,11 @@ export interface DeliveryPipelineSpec<T, R> extends Omit<ProcessGroupDeps<R>, 'g
   gate?: Gate;
   /** The envelope of a delivery, asked for when its group runs. */
   envelope(item: T): Envelope;
-  /** Whether a delivery was redelivered, without making its envelope. @default its envelope's `redelivered` */
-  redelivered?(item: T): boolean;
+  /**
+   * A delivery's `redelivered` and `attempt`, without making its envelope, for `runsAlone` (the
+   * engine's predicate). @default its envelope's
+   */
+  runsAlone?(item: T): boolean;
   /**
    * Carries out core's plan (never `rerun`: the pipeline runs those again itself); a promise when
    * it has to wait for the broker (a republish), nothing when it is done at once (an ack).
@@ -50,7 +55,7 @@ export interface DeliveryPipelineSpec<T, R> extends Omit<ProcessGroupDeps<R>, 'g
 
 /**
  * The generic part of a consumer between a delivery and its settle: a queue in delivery order,
- * groups taken off its front (`takeGroup`: a redelivered delivery alone, fresh ones up to
+ * groups taken off its front (`takeGroup`: a delivery that `runsAlone` alone, fresh ones up to
  * `batchSize`), at most `concurrency` running, each through the inbox behind the isolation gate
  * (`processGroup`), core's settle plan for each outcome handed to the adapter's `settle`, and the
  * deliveries a stopped batch never ran put back at the front to run at once.
@@ -66,7 +71,7 @@ export class DeliveryPipeline<T, R = unknown> {
 
   constructor(spec: DeliveryPipelineSpec<T, R>) {
     this.#spec = spec;
-    this.#deps = { inbox: spec.inbox, gate: spec.gate ?? processGate(), counter: spec.counter };
+    this.#deps = { inbox: spec.inbox, gate: spec.gate ?? processGate(), starts: spec.starts };
   }
 
   /** Deliveries waiting to run. */
@@ -96,17 +101,20 @@ export class DeliveryPipeline<T, R = unknown> {
     }
     clearTimeout(this.#linger);
     this.#linger = undefined;
-    const redelivered = this.#redelivered;
+    const alone = this.#alone;
     while (!this.#closed && this.#active < concurrency && this.#queue.length > 0) {
-      const { group, suspect } = takeGroup(this.#queue, redelivered, batchSize);
+      const { group, suspect } = takeGroup(this.#queue, alone, batchSize);
       this.#active++;
       // One reaction per group, with callbacks made once per pipeline.
       this.#run(group, suspect).then(this.#groupDone, this.#groupFailed);
     }
   }
 
-  readonly #redelivered = (t: T): boolean =>
-    this.#spec.redelivered ? this.#spec.redelivered(t) : this.#spec.envelope(t).redelivered;
+  readonly #alone = (t: T): boolean => {
+    if (this.#spec.runsAlone) return this.#spec.runsAlone(t);
+    const e = this.#spec.envelope(t);
+    return runsAlone(e.redelivered, e.attempt);
+  };
 
   /** A group's run ended: its slot is free. */
   readonly #groupDone = (): void => {
@@ -188,8 +196,8 @@ export class DeliveryPipeline<T, R = unknown> {
 
 /**
  * Runs one group of deliveries through the inbox behind the isolation gate: a suspect group (one
- * redelivered message, which may be the one that killed the process) exclusive and marked for the
- * start counter, a fresh group shared, holding a `limiter` slot if given. One envelope goes through `process`, more through
+ * delivery that runs alone, which may be the one that killed the process) exclusive with the
+ * suspect call options (the inbox counts its start), a fresh group shared, holding a `limiter` slot if given. One envelope goes through `process`, more through
  * `processBatch` (one transaction). The gate is left before this returns or throws. It throws what
  * the inbox throws, which answers every message with an outcome and throws for none: a throw is a
  * bug, and the adapter hands the group back to its broker.
@@ -205,11 +213,11 @@ export async function processGroup<R>(
     (suspect ? undefined : deps.gate.tryShared?.()) ??
     (suspect ? await deps.gate.exclusive() : await deps.gate.shared());
   const release = deps.limiter ? await deps.limiter.acquire() : undefined;
+  const call = suspect ? deps.starts.suspect : deps.starts.fresh;
   try {
-    if (suspect) deps.counter.mark(envelopes[0]!);
     return envelopes.length > 1
-      ? await deps.inbox.processBatch(envelopes)
-      : [await deps.inbox.process(envelopes[0]!)];
+      ? await deps.inbox.processBatch(envelopes, call)
+      : [await deps.inbox.process(envelopes[0]!, call)];
   } finally {
     release?.();
     leave();
@@ -217,7 +225,7 @@ export async function processGroup<R>(
 }
 
 /**
- * Takes the next group off the front of `queue` (removing it): a suspect delivery (redelivered:
+ * Takes the next group off the front of `queue` (removing it): a suspect delivery (`runsAlone`:
  * it may be the one that killed the process) alone, else fresh ones up to `max`, stopping before
  * the next suspect. `max` is the batch size, 1 without batching. `queue` must not be empty.
  */

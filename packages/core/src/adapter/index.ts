@@ -2,7 +2,7 @@
  * `@once/core/adapter`: the adapter kit. What broker adapters need from core and users do not:
  * the consumer contract (`Consumer`, its state, health and base events), `ConsumerBase` (the
  * skeleton every consumer shares), the lifecycle with its stop deadline and its hold while the
- * database is unusable, option splitting and validators, the killer budget (`StartCounter`), the
+ * database is unusable, option splitting and validators, the killer budget's call options (`StartBudgets`), the
  * concurrency primitives (limiter, keyed serializer, the process-wide isolation gate,
  * `takeGroup`, `processGroup`), the `DeliveryPipeline` (queue → groups → the inbox behind the gate → core's
  * settle plan → the adapter's broker calls, with reruns of what a stopped batch never ran),
@@ -23,6 +23,7 @@
  * ```
  */
 
+export { runsAlone } from '../engine/plan-runs.js';
 export { type UnclaimedOutcome, UnclaimedTx } from '../engine/unclaimed-tx.js';
 export { resolveId } from '../envelope.js';
 export { serializeError } from '../errors.js';
@@ -41,7 +42,7 @@ export { fromJsonb, isJsonbSafeString, toJsonb } from '../sql/jsonb.js';
 export { inTransaction } from '../transaction.js';
 export { Connector } from './connector.js';
 export type { Consumer, ConsumerEventMap, ConsumerHealth, ConsumerState } from './consumer.js';
-export { ConsumerBase, type ConsumerBaseSpec } from './consumer-base.js';
+export { ConsumerBase, type ConsumerBaseSpec, type StartBudgets } from './consumer-base.js';
 export {
   DEAD_LETTER_RECORD,
   type DeadLetterRecord,
@@ -72,7 +73,6 @@ export {
   splitOptions,
   withDefaults,
 } from './split-options.js';
-export { StartCounter, type StartCounterSpec } from './start-counter.js';
 export { untilAborted } from './until-aborted.js';
 export {
   checkBoolean,

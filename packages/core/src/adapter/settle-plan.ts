@@ -122,7 +122,7 @@ function retry(
     id: outcome.id,
     outcome: outcome.status,
     delayMs: outcome.delayMs,
-    attempt: outcome.envelope.attempt + (spent ? 1 : 0),
+    attempt: (outcome.attempt ?? outcome.envelope.attempt) + (spent ? 1 : 0),
     spent,
     failure,
   };

@@ -61,14 +61,17 @@ export class FailureLog {
         if (this.#episode !== undefined) this.available();
         return;
       case 'retry':
-        if (!o.spent) return this.unavailable(o.error);
-        return this.handlerFailed({
-          id: o.id,
-          attempt: o.envelope.attempt,
-          maxAttempts,
-          error: o.error,
-          next: `retry in ${o.delayMs} ms`,
-        });
+        if (!o.spent) this.unavailable(o.error);
+        else {
+          this.handlerFailed({
+            id: o.id,
+            attempt: o.attempt ?? o.envelope.attempt,
+            maxAttempts,
+            error: o.error,
+            next: `retry in ${o.delayMs} ms`,
+          });
+        }
+        return;
       case 'not-run':
         if (o.why === 'unavailable') this.unavailable(o.error);
         return;
@@ -76,7 +79,7 @@ export class FailureLog {
         if (finals && o.reason === 'permanent') {
           this.handlerFailed({
             id: o.id,
-            attempt: o.envelope.attempt,
+            attempt: o.attempt ?? o.envelope.attempt,
             maxAttempts,
             error: o.error,
             next: 'recorded failed, not retried (once failed list)',

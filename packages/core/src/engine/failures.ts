@@ -11,6 +11,7 @@ import { type Verdict, verdictOf } from '../verdict.js';
 import type { EngineContext } from './context.js';
 import type { Item } from './item.js';
 import { recordFailed } from './record-failure.js';
+import { attemptOf } from './start-budget.js';
 import { causeOf, rollback } from './tx.js';
 
 /** Where a failure came from: the handler, or one of once's own statements. */
@@ -24,8 +25,9 @@ export function verdictFor<R>(
   where: FailureSource,
 ): Verdict {
   return verdictOf(error, where, {
-    attempt: item.envelope.attempt,
+    attempt: attemptOf(item),
     maxAttempts: ctx.o.maxAttempts,
+    refused: item.starts?.refused !== undefined,
     classify: ctx.out.classify,
     isolation: ctx.o.isolation,
   });
@@ -40,7 +42,7 @@ export async function settleVerdict<R>(
 ): Promise<Outcome<R>> {
   switch (verdict.kind) {
     case 'retry':
-      return ctx.out.retry(item.envelope, item.id, error, verdict.spent);
+      return ctx.out.retry(item.envelope, item.id, error, verdict.spent, attemptOf(item));
     case 'busy':
       return ctx.out.busy(item.envelope, item.id, ctx.o.busyDelayMs);
     case 'unavailable':

@@ -8,6 +8,7 @@ import type { PgClientLike } from '../pg-like.js';
 import { type HandlerRun, runHandler } from '../run-handler.js';
 import type { EngineContext } from './context.js';
 import type { Item } from './item.js';
+import { handlerOf } from './start-budget.js';
 
 /**
  * `client` runs `ctx.tx`'s queries; `transaction` is a caller-owned transaction object, handed on
@@ -23,7 +24,7 @@ export function runInTx<R>(
   const started = performance.now();
   const run = runHandler(
     {
-      handler: o.handler,
+      handler: handlerOf(ctx, item),
       client,
       id: item.id,
       consumer: o.consumer,

@@ -8,7 +8,9 @@
 import { type Envelope, resolveId } from '../envelope.js';
 import { PermanentError, serializeError } from '../errors.js';
 import { type FingerprintHex, fingerprintHex } from '../fingerprint.js';
+import type { Handler } from '../handler.js';
 import type { ResolvedInboxOptions } from '../options.js';
+import type { ProcessOptions, StartBudget } from '../process-options.js';
 
 /** A message with its id resolved and its fingerprint taken. */
 export interface Item {
@@ -16,6 +18,25 @@ export interface Item {
   id: string;
   /** SHA-256 fingerprint, lowercase hex (`hexBytes` gives its bytes for a parameterised statement). */
   fpHex: FingerprintHex;
+  /** The call's own handler (`ProcessOptions.handler`), if it brought one. */
+  handler: Handler<unknown> | undefined;
+  /** A suspect's start count (`ProcessOptions.starts`): the engine's, never the envelope's. */
+  starts: StartState | undefined;
+}
+
+/** A suspect item's start count for one call (engine/start-budget.ts). */
+export interface StartState {
+  readonly budget: StartBudget;
+  /** Its start was counted in this call (and not taken back). */
+  counted: boolean;
+  /** With `attemptIsStarts`: the counted starts, the attempt the failure policy judges. */
+  attempt: number | undefined;
+  /** Refused past `maxAttempts`: the count that was. */
+  refused: number | undefined;
+}
+
+function startState(budget: StartBudget): StartState {
+  return { budget, counted: false, attempt: undefined, refused: undefined };
 }
 
 /** What an envelope became: an item, or the reason it could not become one. */
@@ -33,20 +54,26 @@ export function fingerprintOf(envelope: Envelope, o: Pick<ItemOptions, 'fingerpr
   return fingerprintHex(o.fingerprintOf ? o.fingerprintOf(envelope) : envelope.body);
 }
 
-/** Makes an envelope an item. Never throws: a user function's failure is the message's. */
-export function prepare(envelope: Envelope, o: ItemOptions): Prepared {
+/**
+ * Makes an envelope an item, with the call's options (`call`). Never throws: a user function's
+ * failure is the message's.
+ */
+export function prepare<R>(envelope: Envelope, o: ItemOptions, call?: ProcessOptions<R>): Prepared {
   let id: string;
   try {
     id = resolveId(envelope, o.idOf);
   } catch (error) {
     return { kind: 'invalid-id', envelope, error };
   }
+  const handler = call?.handler as Handler<unknown> | undefined;
+  const starts = call?.starts?.suspect ? startState(call.starts) : undefined;
   try {
-    return { kind: 'item', item: { envelope, id, fpHex: fingerprintOf(envelope, o) } };
+    return { kind: 'item', item: { envelope, id, fpHex: fingerprintOf(envelope, o), handler, starts } };
   } catch (err) {
     // The id is good, so the failure can be recorded under it: a throwing fingerprintOf is the
     // message's permanent failure, not a missing id.
     const error = new PermanentError(`fingerprintOf threw: ${serializeError(err).message}`, { cause: err });
-    return { kind: 'unplaceable', item: { envelope, id, fpHex: fingerprintHex(envelope.body) }, error };
+    const fpHex = fingerprintHex(envelope.body);
+    return { kind: 'unplaceable', item: { envelope, id, fpHex, handler, starts }, error };
   }
 }

@@ -21,14 +21,26 @@ export type Run =
   /** `fingerprintOf` threw: recorded failed under the id. */
   | { kind: 'unplaceable'; item: Item; error: PermanentError };
 
-/** A first delivery, as far as the broker can tell. */
+/**
+ * Whether a delivery runs alone: one per transaction in the engine, and in the adapter kit's
+ * pipeline alone in the whole process (the isolation gate held exclusive) with its start counted.
+ * A delivery the broker redelivered, or one past its first attempt, may be the message that killed
+ * the last consumer. The one predicate for both (the pipeline asks it before it makes envelopes,
+ * hence the two fields rather than an envelope).
+ */
+export function runsAlone(redelivered: boolean, attempt: number): boolean {
+  return redelivered || attempt !== 1;
+}
+
+/** A first delivery, as far as the broker can tell: not {@link runsAlone}. */
 export function isFresh(envelope: Envelope): boolean {
-  return !envelope.redelivered && envelope.attempt === 1;
+  return !runsAlone(envelope.redelivered, envelope.attempt);
 }
 
 /**
  * Cuts prepared messages into runs, keeping their order. `batched`: fresh messages may share a
- * transaction (false for {@link Inbox.process} and while batching is paused).
+ * transaction (false for {@link Inbox.process}, while batching is paused, and for suspects whose
+ * starts are counted).
  */
 export function planRuns(prepared: readonly Prepared[], batched: boolean): Run[] {
   const runs: Run[] = [];

@@ -22,6 +22,14 @@ import type { Item } from './item.js';
 import { type InboxRow, outcomeOfRow } from './stored-row.js';
 import { stmt } from './tx.js';
 
+/** What a failure record needs of an item; `starts` when its start was counted (the attempt judged). */
+type RecordedItem = Pick<Item, 'envelope' | 'id' | 'fpHex'> & Partial<Pick<Item, 'starts'>>;
+
+/** The attempt recorded: the counted starts (`attemptIsStarts`), else the envelope's. */
+function attemptOf(item: RecordedItem): number {
+  return item.starts?.attempt ?? item.envelope.attempt;
+}
+
 /** A failure record as its statement takes it: the full one, or the minimal fallback. */
 export interface FailureRecord {
   /** The error with its reason, as jsonb text. */
@@ -40,9 +48,9 @@ export interface FailureRecord {
 export type FailureWrite = (record: FailureRecord) => Promise<QueryResultLike>;
 
 /** The transactional path's write: a new `failed` row. */
-function insertRecord<R>(ctx: EngineContext<R>, item: Pick<Item, 'envelope' | 'id' | 'fpHex'>): FailureWrite {
+function insertRecord<R>(ctx: EngineContext<R>, item: RecordedItem): FailureWrite {
   const { pool, consumer, retentionMs } = ctx.o;
-  const { envelope, id } = item;
+  const { id } = item;
   return (r) =>
     pool.query(ctx.sql.recordFailed, [
       consumer,
@@ -52,7 +60,7 @@ function insertRecord<R>(ctx: EngineContext<R>, item: Pick<Item, 'envelope' | 'i
       r.error,
       r.body,
       r.truncated,
-      envelope.attempt,
+      attemptOf(item),
       r.origin,
     ]);
 }
@@ -67,7 +75,7 @@ function insertRecord<R>(ctx: EngineContext<R>, item: Pick<Item, 'envelope' | 'i
  */
 export async function recordFailed<R>(
   ctx: EngineContext<R>,
-  item: Pick<Item, 'envelope' | 'id' | 'fpHex'>,
+  item: RecordedItem,
   reason: FailReason,
   error: unknown,
   write: FailureWrite = insertRecord(ctx, item),
@@ -76,7 +84,7 @@ export async function recordFailed<R>(
   const { envelope, id } = item;
   const out = ctx.out;
   // The claim went with the rolled-back transaction.
-  if (!ctx.o.recordFailed) return out.failed(envelope, id, reason, error);
+  if (!ctx.o.recordFailed) return out.failed(envelope, id, reason, error, attemptOf(item));
   const serialized = serializeError(error);
   let res: QueryResultLike;
   try {
@@ -87,7 +95,7 @@ export async function recordFailed<R>(
       origin: toJsonb(JSON.parse(originOf(envelope))),
     });
   } catch (err) {
-    if (isEnvironmental(classifyDbError(err))) return out.retry(envelope, id, err, false);
+    if (isEnvironmental(classifyDbError(err))) return out.retry(envelope, id, err, false, attemptOf(item));
     const minimal = {
       name: serialized.name,
       message: `the full failure record could not be stored (${serializeError(err).message}); the message was dead-lettered with its error`,
@@ -101,7 +109,8 @@ export async function recordFailed<R>(
         origin: null,
       });
     } catch (again) {
-      if (isEnvironmental(classifyDbError(again))) return out.retry(envelope, id, again, false);
+      if (isEnvironmental(classifyDbError(again)))
+        return out.retry(envelope, id, again, false, attemptOf(item));
       ctx.o.logger.error(
         {
           consumer,
@@ -110,7 +119,7 @@ export async function recordFailed<R>(
         },
         'once: a failed message could not be recorded; dead-lettering it anyway',
       );
-      return out.failed(envelope, id, reason, error);
+      return out.failed(envelope, id, reason, error, attemptOf(item));
     }
   }
   if (res.rowCount === 0) {
@@ -120,10 +129,10 @@ export async function recordFailed<R>(
       const row = (await pool.query<InboxRow>(ctx.sql.readOne, [consumer, id])).rows[0];
       if (row) return outcomeOfRow(out, item, row, ctx.o.busyDelayMs);
     } catch (err) {
-      return out.retry(envelope, id, err, false);
+      return out.retry(envelope, id, err, false, attemptOf(item));
     }
   }
-  return out.failed(envelope, id, reason, error);
+  return out.failed(envelope, id, reason, error, attemptOf(item));
 }
 
 /**
@@ -140,7 +149,7 @@ export async function markFailedInTx<R>(
 ): Promise<Outcome<R>> {
   if (!ctx.o.recordFailed) {
     await stmt(conn.client.query(ctx.sql.unclaim, [ctx.o.consumer, [item.id]]));
-    return ctx.out.failed(item.envelope, item.id, reason, error);
+    return ctx.out.failed(item.envelope, item.id, reason, error, attemptOf(item));
   }
   const max = ctx.o.failedBodyMaxBytes;
   await stmt(
@@ -150,9 +159,9 @@ export async function markFailedInTx<R>(
       toJsonb({ ...serializeError(error), reason }),
       item.envelope.body.subarray(0, max),
       item.envelope.body.length > max,
-      item.envelope.attempt,
+      attemptOf(item),
       toJsonb(JSON.parse(originOf(item.envelope))),
     ]),
   );
-  return ctx.out.failed(item.envelope, item.id, reason, error);
+  return ctx.out.failed(item.envelope, item.id, reason, error, attemptOf(item));
 }

@@ -3,6 +3,7 @@ import type { Connection } from '../connection.js';
 import type { EngineContext } from '../engine/context.js';
 import type { Item } from '../engine/item.js';
 import { type FailureWrite, recordFailed } from '../engine/record-failure.js';
+import { handlerOf } from '../engine/start-budget.js';
 import { rollback, rolledBackError } from '../engine/tx.js';
 import { ErrorCode, OnceError, serializeError } from '../errors.js';
 import type { Events } from '../events.js';
@@ -104,7 +105,7 @@ export class LeaseProcessor<R = unknown> {
     try {
       run = await runLeaseHandler(
         {
-          handler: o.handler,
+          handler: handlerOf(this.#ctx, item),
           consumer: o.consumer,
           id: item.id,
           attempt: claim.attempt,
@@ -242,6 +243,7 @@ export class LeaseProcessor<R = unknown> {
       maxAttempts: o.maxAttempts,
       classify: (e) => (isPermanentLeaseError(e) ? 'permanent' : this.#out.classify(e)),
       isolation: o.isolation,
+      refused: c.item.starts?.refused !== undefined,
     });
     if (verdict.kind === 'fail' && o.recordFailed) return this.#recordFailed(c, verdict.reason, error);
     if (error instanceof DeadlineError) {

@@ -4,6 +4,7 @@ import { Gate, jsonHandler, KeyedSerializer, Limiter, takeGroup } from '../../sr
 import type { Envelope } from '../../src/envelope.js';
 import { PermanentError } from '../../src/errors.js';
 import type { HandlerContext } from '../../src/handler.js';
+import type { ProcessOptions } from '../../src/process-options.js';
 
 const tick = () => new Promise((r) => setTimeout(r, 0));
 
@@ -107,42 +108,55 @@ describe('processGroup', () => {
     attempt: 1,
     redelivered,
   });
+  const said = (call: ProcessOptions | undefined) =>
+    call?.starts === undefined ? '' : call.starts.suspect ? ' (suspect)' : ' (counted as attempts)';
   const fakeInbox = (log: string[], fail = false) => ({
-    async process(e: Envelope) {
-      log.push(`process ${e.id}`);
+    async process(e: Envelope, call?: ProcessOptions) {
+      log.push(`process ${e.id}${said(call)}`);
       if (fail) throw new Error('inbox bug');
       return { status: 'processed', id: e.id } as never;
     },
-    async processBatch(es: readonly Envelope[]) {
-      log.push(`batch ${es.map((e) => e.id).join(',')}`);
+    async processBatch(es: readonly Envelope[], call?: ProcessOptions) {
+      log.push(`batch ${es.map((e) => e.id).join(',')}${said(call)}`);
       return es.map((e) => ({ status: 'processed', id: e.id }) as never);
     },
   });
+  const starts = { fresh: undefined, suspect: { starts: { suspect: true } } };
 
-  it('runs one envelope through process, more through processBatch; a fresh group shared and unmarked', async () => {
+  it('runs one envelope through process, more through processBatch; a fresh group shared, no start counted', async () => {
     const log: string[] = [];
     const gate = new Gate();
-    const counter = { mark: (e: Envelope) => log.push(`mark ${e.id}`) };
     const other = await gate.shared(); // a shared holder does not keep a fresh group out
-    expect(await processGroup({ inbox: fakeInbox(log), gate, counter }, [env('a')], false)).toHaveLength(1);
+    expect(await processGroup({ inbox: fakeInbox(log), gate, starts }, [env('a')], false)).toHaveLength(1);
     expect(
-      await processGroup({ inbox: fakeInbox(log), gate, counter }, [env('b'), env('c')], false),
+      await processGroup({ inbox: fakeInbox(log), gate, starts }, [env('b'), env('c')], false),
     ).toHaveLength(2);
     other();
     expect(log).toEqual(['process a', 'batch b,c']);
   });
 
-  it('runs a suspect group exclusive and marks it; leaves the gate when the inbox throws', async () => {
+  it("hands a fresh group the budget's fresh options when the broker counts deliveries", async () => {
+    const log: string[] = [];
+    const both = { fresh: { starts: { suspect: false, attemptIsStarts: true } }, suspect: starts.suspect };
+    await processGroup(
+      { inbox: fakeInbox(log), gate: new Gate(), starts: both },
+      [env('a'), env('b')],
+      false,
+    );
+    await processGroup({ inbox: fakeInbox(log), gate: new Gate(), starts: both }, [env('c', true)], true);
+    expect(log).toEqual(['batch a,b (counted as attempts)', 'process c (suspect)']);
+  });
+
+  it('runs a suspect group exclusive with the suspect options; leaves the gate when the inbox throws', async () => {
     const log: string[] = [];
     const gate = new Gate();
-    const counter = { mark: (e: Envelope) => log.push(`mark ${e.id}`) };
     const holder = await gate.shared();
-    const run = processGroup({ inbox: fakeInbox(log, true), gate, counter }, [env('s', true)], true);
+    const run = processGroup({ inbox: fakeInbox(log, true), gate, starts }, [env('s', true)], true);
     await tick();
     expect(log).toEqual([]); // waits for the shared holder to leave
     holder();
     await expect(run).rejects.toThrow('inbox bug');
-    expect(log).toEqual(['mark s', 'process s']);
+    expect(log).toEqual(['process s (suspect)']);
     const leave = await gate.exclusive(); // left: another exclusive holder gets in
     leave();
   });
@@ -150,7 +164,7 @@ describe('processGroup', () => {
     const log: string[] = [];
     const limiter = new Limiter(1);
     const held = await limiter.acquire();
-    const deps = { inbox: fakeInbox(log), gate: new Gate(), counter: { mark: () => {} }, limiter };
+    const deps = { inbox: fakeInbox(log), gate: new Gate(), starts, limiter };
     const run = processGroup(deps, [env('a')], false);
     await tick();
     expect(log).toEqual([]); // waits for the slot

@@ -1,19 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import {
-  ConsumerLifecycle,
-  type LifecycleHooks,
-  StartCounter,
-  settlePlanOf,
-} from '../../src/adapter/index.js';
+import { ConsumerLifecycle, type LifecycleHooks } from '../../src/adapter/index.js';
 import type { Envelope } from '../../src/envelope.js';
 import { ErrorCode, OnceError } from '../../src/errors.js';
-import type { HandlerContext } from '../../src/handler.js';
 import type { Inbox } from '../../src/inbox.js';
 import { silentLogger } from '../../src/logger.js';
 import { LATEST_SCHEMA_VERSION } from '../../src/migrations.js';
-
-/** What the settle plans need of an inbox's options. */
-const plans = { consumer: 'c', recordFailed: true };
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -185,148 +176,5 @@ describe('ConsumerLifecycle', () => {
     expect(log).toEqual(['open', 'close']);
     expect(errors).toEqual(['stop']);
     expect(l.state).toBe('stopped');
-  });
-});
-
-describe('StartCounter', () => {
-  it('counts starts of marked envelopes only, and refuses one past maxAttempts', async () => {
-    const { inbox, state } = fakeInbox();
-    const killed: number[] = [];
-    const counter = new StartCounter({
-      inbox: () => ({ ...inbox, options: { maxAttempts: 2, logger: silentLogger } }) as unknown as Inbox,
-      waitMs: 1_000,
-      onExhausted: (_, starts) => killed.push(starts),
-    });
-    let ran = 0;
-    const handler = counter.wrap(() => ++ran);
-    const ctx = {} as HandlerContext;
-    const env = (id: string) => ({ id }) as Envelope;
-    await handler(env('fresh'), ctx);
-    expect(state.starts.has('fresh')).toBe(false);
-    for (let i = 0; i < 2; i++) {
-      const e = env('killer');
-      counter.mark(e);
-      await handler(e, ctx);
-    }
-    const last = env('killer');
-    counter.mark(last);
-    await expect(handler(last, ctx)).rejects.toMatchObject({ code: ErrorCode.AttemptsExhausted, starts: 3 });
-    expect(ran).toBe(3);
-    expect(killed).toEqual([3]);
-  });
-
-  it('hands a fresh delivery straight to the handler: its own return value, no count', async () => {
-    const { inbox, state } = fakeInbox();
-    const counter = new StartCounter({
-      inbox: () => ({ ...inbox, options: { maxAttempts: 2, logger: silentLogger } }) as unknown as Inbox,
-      waitMs: 1_000,
-    });
-    const result = Promise.resolve('r');
-    const e = { id: 'fresh' } as Envelope;
-    const ctx = {} as HandlerContext;
-    expect(counter.wrap(() => result)(e, ctx)).toBe(result);
-    expect(counter.wrap(() => 7)(e, ctx)).toBe(7);
-    // A synchronous throw stays one: core's runner calls the handler inside try/catch.
-    const boom = new Error('boom');
-    expect(() =>
-      counter.wrap(() => {
-        throw boom;
-      })(e, ctx),
-    ).toThrow(boom);
-    expect(state.starts.size).toBe(0);
-    // A marked one is counted first, and its handler's throw becomes a rejection.
-    counter.mark(e);
-    await expect(
-      counter.wrap(() => {
-        throw boom;
-      })(e, ctx),
-    ).rejects.toBe(boom);
-    expect(state.starts.get('fresh')).toBe(1);
-  });
-
-  it('with attemptIsStarts: the count is the attempt, once per delivery, and follows how runs end', async () => {
-    const { inbox, state } = fakeInbox();
-    const forgotten: string[] = [];
-    const counter = new StartCounter({
-      inbox: () =>
-        ({
-          ...inbox,
-          forgetStart: async (e: Envelope) => {
-            forgotten.push(e.id!);
-            state.starts.set(e.id!, (state.starts.get(e.id!) ?? 1) - 1);
-          },
-          options: { maxAttempts: 5, logger: silentLogger },
-        }) as unknown as Inbox,
-      waitMs: 1_000,
-      attemptIsStarts: true,
-    });
-    const handler = counter.wrap(() => 'ran');
-    const ctx = {} as HandlerContext;
-    // A redelivery whose receive count (7) says nothing of its runs: its attempt becomes its starts.
-    const e = { id: 'm', attempt: 7 } as Envelope;
-    counter.mark(e);
-    await handler(e, ctx);
-    await handler(e, ctx); // core running the same delivery again counts nothing more
-    expect(e.attempt).toBe(1);
-    expect(state.starts.get('m')).toBe(1);
-    const retry = (envelope: Envelope, spent: boolean) =>
-      ({
-        status: 'retry',
-        id: envelope.id,
-        envelope,
-        error: { name: 'E', message: 'x' },
-        delayMs: 0,
-        spent,
-      }) as const;
-    // Its run failed on the environment (not spent): the start is taken back.
-    await counter.settled(e, settlePlanOf(retry(e, false), plans));
-    expect(forgotten).toEqual(['m']);
-    expect(state.starts.get('m')).toBe(0);
-    // A fresh delivery, not counted before it ran, whose retry is spent: counted now.
-    const fresh = { id: 'f', attempt: 1 } as Envelope;
-    await handler(fresh, ctx);
-    await counter.settled(fresh, settlePlanOf(retry(fresh, true), plans));
-    expect(state.starts.get('f')).toBe(1);
-  });
-
-  it('without attemptIsStarts, settled() changes nothing', async () => {
-    const { inbox, state } = fakeInbox();
-    const counter = new StartCounter({
-      inbox: () => ({ ...inbox, options: { maxAttempts: 5, logger: silentLogger } }) as unknown as Inbox,
-      waitMs: 1_000,
-    });
-    const e = { id: 'k', attempt: 3 } as Envelope;
-    counter.mark(e);
-    await counter.wrap(() => 'ran')(e, {} as HandlerContext);
-    expect(e.attempt).toBe(3);
-    await counter.settled(
-      e,
-      settlePlanOf(
-        {
-          status: 'retry',
-          id: 'k',
-          envelope: e,
-          error: { name: 'E', message: 'x' },
-          delayMs: 0,
-          spent: true,
-        },
-        plans,
-      ),
-    );
-    expect(state.starts.get('k')).toBe(1);
-  });
-
-  it('runs uncounted when the count cannot be had in time', async () => {
-    const counter = new StartCounter({
-      inbox: () =>
-        ({
-          noteStart: () => new Promise(() => {}),
-          options: { maxAttempts: 1, logger: silentLogger },
-        }) as unknown as Inbox,
-      waitMs: 20,
-    });
-    const e = { id: 'x' } as Envelope;
-    counter.mark(e);
-    expect(await counter.wrap(() => 'ran')(e, {} as HandlerContext)).toBe('ran');
   });
 });

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { DeliveryPipeline, Gate, processGroup, type SettlePlan } from '../../src/adapter/index.js';
 import type { Envelope } from '../../src/envelope.js';
 import type { Outcome } from '../../src/outcome.js';
+import type { ProcessOptions } from '../../src/process-options.js';
 
 const tick = () => new Promise((r) => setTimeout(r, 0));
 
@@ -29,8 +30,8 @@ function fakeInbox(log: string[], stopAt?: string) {
     return { status: 'processed', id: e.id, envelope: e } as never;
   };
   return {
-    async process(e: Envelope) {
-      log.push(`process ${e.id}`);
+    async process(e: Envelope, call?: ProcessOptions) {
+      log.push(`process ${e.id}${call?.starts?.suspect ? ' (suspect)' : ''}`);
       if (e.id === 'boom') throw new Error('inbox bug');
       return outcome(e);
     },
@@ -53,7 +54,7 @@ function pipeline(log: string[], opts: { batchSize: number; concurrency?: number
   const errors: string[] = [];
   const p = new DeliveryPipeline<Envelope>({
     inbox: fakeInbox(log, opts.stopAt),
-    counter: { mark: (e) => log.push(`mark ${e.id}`) },
+    starts: { fresh: undefined, suspect: { starts: { suspect: true } } },
     settleContext: { consumer: 'c', recordFailed: true },
     concurrency: opts.concurrency ?? 1,
     batchSize: opts.batchSize,
@@ -71,13 +72,13 @@ function pipeline(log: string[], opts: { batchSize: number; concurrency?: number
 }
 
 describe('DeliveryPipeline', () => {
-  it('groups fresh deliveries up to batchSize, a redelivered one alone and marked, in order', async () => {
+  it('groups fresh deliveries up to batchSize, a redelivered one alone as a suspect, in order', async () => {
     const log: string[] = [];
     const { p, settled } = pipeline(log, { batchSize: 2 });
     for (const e of [env('a'), env('b'), env('c'), env('r', true), env('d')]) p.push(e);
     p.pump();
     await p.idle();
-    expect(log).toEqual(['batch a,b', 'process c', 'mark r', 'process r', 'process d']);
+    expect(log).toEqual(['batch a,b', 'process c', 'process r (suspect)', 'process d']);
     expect(settled).toEqual(['a:ack', 'b:ack', 'c:ack', 'r:ack', 'd:ack']);
   });
 
@@ -125,7 +126,7 @@ describe('DeliveryPipeline', () => {
     let more = true;
     const p = new DeliveryPipeline<Envelope>({
       inbox: fakeInbox(log),
-      counter: { mark: () => {} },
+      starts: { fresh: undefined, suspect: {} },
       settleContext: { consumer: 'c', recordFailed: true },
       concurrency: 1,
       batchSize: 3,
@@ -156,7 +157,7 @@ describe('DeliveryPipeline', () => {
     const settled: string[] = [];
     const p = new DeliveryPipeline<Envelope>({
       inbox: fakeInbox(log, 'b'),
-      counter: { mark: () => {} },
+      starts: { fresh: undefined, suspect: {} },
       settleContext: { consumer: 'c', recordFailed: true },
       concurrency: 1,
       batchSize: 1,
@@ -198,7 +199,7 @@ describe('DeliveryPipeline', () => {
         },
         processBatch: async () => [],
       },
-      counter: { mark: () => {} },
+      starts: { fresh: undefined, suspect: {} },
       settleContext: { consumer: 'c', recordFailed: true },
       concurrency: 1,
       batchSize: 1,
@@ -246,7 +247,7 @@ describe('processGroup', () => {
       exclusive: () => gate.exclusive(),
     } as unknown as Gate;
     const out = await processGroup(
-      { inbox: fakeInbox(log), gate: old, counter: { mark: () => {} } },
+      { inbox: fakeInbox(log), gate: old, starts: { fresh: undefined, suspect: {} } },
       [env('a')],
       false,
     );
@@ -260,7 +261,7 @@ describe('processGroup', () => {
 function pipelineOn(gate: Gate, log: string[]) {
   const p = new DeliveryPipeline<Envelope>({
     inbox: fakeInbox(log),
-    counter: { mark: () => {} },
+    starts: { fresh: undefined, suspect: {} },
     settleContext: { consumer: 'c', recordFailed: true },
     concurrency: 1,
     batchSize: 1,

@@ -18,7 +18,7 @@ const env = (id: string, over: Partial<Envelope> = {}): Envelope => ({
 const again = (id: string) => env(id, { attempt: 2, redelivered: true });
 const item = (e: Envelope): Prepared => ({
   kind: 'item',
-  item: { envelope: e, id: e.id!, fpHex: fingerprintHex('') },
+  item: { envelope: e, id: e.id!, fpHex: fingerprintHex(''), handler: undefined, starts: undefined },
 });
 
 /** A run as ids, e.g. `batch:a,b`. */
@@ -59,7 +59,7 @@ describe('planRuns: which messages share a transaction', () => {
     const bad: Prepared = { kind: 'invalid-id', envelope: env('bad'), error: new Error('no id') };
     const unplaceable: Prepared = {
       kind: 'unplaceable',
-      item: { envelope: env('u'), id: 'u', fpHex: fingerprintHex('') },
+      item: { envelope: env('u'), id: 'u', fpHex: fingerprintHex(''), handler: undefined, starts: undefined },
       error: new PermanentError('fingerprintOf threw'),
     };
     const runs = planRuns(

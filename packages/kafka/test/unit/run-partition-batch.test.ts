@@ -1,5 +1,5 @@
-import { type AttemptsExhaustedError, type Envelope, type Outcome, silentLogger } from '@once/core';
-import { Gate, StartCounter, TypedEmitter } from '@once/core/adapter';
+import { type Envelope, type Outcome, silentLogger } from '@once/core';
+import { Gate, TypedEmitter } from '@once/core/adapter';
 import type { EachBatchPayload, KafkaMessage } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
 import type { KafkaConsumerEventMap } from '../../src/events.js';
@@ -50,29 +50,20 @@ function harness(
   };
   const doomed: string[] = [];
   const starts = new Map(Object.entries(opts.starts ?? {}));
-  // The real killer budget, over a fake inbox's start count: core runs the guarded handler.
-  const counter = new StartCounter({
-    inbox: () =>
-      ({
-        options: { maxAttempts: 2, logger: silentLogger },
-        noteStart: async (e: Envelope) => {
-          const n = (starts.get(e.id!) ?? 0) + 1;
-          starts.set(e.id!, n);
-          log.push(`start ${e.source.offset} #${n}`);
-          return n;
-        },
-      }) as never,
-    waitMs: 1_000,
-  });
-  const guarded = counter.wrap(() => undefined);
+  // The killer budget as core's engine keeps it (ProcessOptions.starts), over a fake start count:
+  // a suspect's start is counted before its handler, and refused past maxAttempts (2).
+  const maxAttempts = 2;
   const inbox: InboxLike = {
     options: { consumer: 'c', recordFailed: true },
-    async process(e) {
+    async process(e, call) {
       log.push(`process ${e.source.offset} attempt=${e.attempt} redelivered=${e.redelivered}`);
-      try {
-        await guarded(e, {} as never);
-      } catch (err) {
-        doomed.push(`${e.source.offset}:${(err as AttemptsExhaustedError).starts}`);
+      const n = call?.starts?.suspect ? (starts.get(e.id!) ?? 0) + 1 : undefined;
+      if (n !== undefined) {
+        starts.set(e.id!, n);
+        log.push(`start ${e.source.offset} #${n}`);
+      }
+      if (n !== undefined && n > maxAttempts) {
+        doomed.push(`${e.source.offset}:${n}`);
         return {
           status: 'failed',
           id: e.id,
@@ -145,7 +136,7 @@ function harness(
       log.push(`retryLater ${offset} ${delayMs}`);
     },
     gate: new Gate(),
-    counter: counter as never,
+    starts: { fresh: undefined, suspect: { starts: { suspect: true } } },
   };
   const payloadOf = (msgs: KafkaMessage[]): EachBatchPayload =>
     ({

@@ -55,7 +55,7 @@ function consumerOn(ch: ConfirmChannel, events: TypedEmitter<RabbitConsumerEvent
     topology: topologyOf(rabbit),
     events,
     gate: new Gate(),
-    counter: { mark: () => {} } as never,
+    starts: { fresh: undefined, suspect: {} },
     onLost: (err) => {
       throw err;
     },

@@ -62,9 +62,9 @@ it('a message redelivered behind a failing neighbour, run once, is at attempt 1;
     maxAttempts: 3,
     retryDelayMs: () => 0,
     deadLetterQueueUrl: dlq,
-    handler: async (envelope, { tx, id }) => {
+    handler: async (envelope, { tx, id, attempt }) => {
       const runs = seen.get(id)!;
-      runs.push(envelope.attempt);
+      runs.push(attempt);
       if (id === first && runs.length <= 2) throw new Error(`transient ${runs.length}`);
       if (id === second && runs.length === 1) throw new Error('transient once');
       await db.record(tx, id, envelope.key, runs.length);
@@ -101,8 +101,8 @@ it('a message that throws null on every run, behind another failing one, is dead
     maxAttempts: 2,
     retryDelayMs: () => 0,
     deadLetterQueueUrl: dlq,
-    handler: async (envelope, { tx, id }) => {
-      runs.get(id)!.push(envelope.attempt);
+    handler: async (envelope, { tx, id, attempt }) => {
+      runs.get(id)!.push(attempt);
       if (id === string) throw 'boom-string';
       if (id === nul) throw null;
       if (id === object) throw { code: 'E1', detail: 'x' };
@@ -152,8 +152,8 @@ it('runs that fail on the environment (a deadlock) are not counted: only the mes
     maxAttempts: 2,
     retryDelayMs: () => 0,
     deadLetterQueueUrl: dlq,
-    handler: async (envelope, { tx, id: got }) => {
-      calls.push(envelope.attempt);
+    handler: async (envelope, { tx, id: got, attempt }) => {
+      calls.push(attempt);
       if (calls.length <= 6) throw Object.assign(new Error('deadlock detected'), { code: '40P01' });
       if (calls.length === 7) throw new Error('the message’s own transient failure');
       await db.record(tx, got, envelope.key, 1);

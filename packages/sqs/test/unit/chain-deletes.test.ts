@@ -79,7 +79,7 @@ function setup(retryIds: string[] = []) {
     limiter: new Limiter(4),
     gate: new Gate(),
     settler,
-    counter: { mark() {}, settled: async () => {} },
+    starts: { fresh: undefined, suspect: {} },
     logger,
     forget() {},
     noteError() {},

@@ -1,4 +1,4 @@
-import type { Envelope, Inbox, Outcome } from '@once/core';
+import type { Envelope, Inbox, Outcome, ProcessOptions } from '@once/core';
 import { Gate, Limiter, type SettlePlan, settlePlanOf } from '@once/core/adapter';
 import { describe, expect, it } from 'vitest';
 import type { Held } from '../../src/held.js';
@@ -96,12 +96,13 @@ function context(answer: (envelopes: Envelope[]) => Outcome[]) {
   const calls: string[][] = [];
   const started: string[] = [];
   const settled: [string, string, (number | undefined)?][] = [];
-  const marked = new WeakSet<Envelope>();
+  const suspects = new Set<string>();
   const errors: string[] = [];
   const notRun: string[][] = [];
   const inbox = {
     options: { retryDelayMs: () => 1000 },
-    process: async (e: Envelope) => {
+    process: async (e: Envelope, call?: ProcessOptions) => {
+      if (call?.starts?.suspect) suspects.add(e.id!);
       calls.push([e.id!]);
       return answer([e])[0]!;
     },
@@ -134,12 +135,15 @@ function context(answer: (envelopes: Envelope[]) => Outcome[]) {
     limiter: new Limiter(4),
     gate: new Gate(),
     settler,
-    counter: { mark: (e: Envelope) => marked.add(e), settled: async () => {} },
+    starts: {
+      fresh: { starts: { suspect: false, attemptIsStarts: true } },
+      suspect: { starts: { suspect: true, attemptIsStarts: true } },
+    },
     logger: { debug() {}, info() {}, warn() {}, error() {} },
     forget: (e) => settled.push([e.envelope.id!, 'forget']),
     noteError: (where) => errors.push(where),
   };
-  return { ctx, calls, settled, started, marked, errors, notRun };
+  return { ctx, calls, settled, started, suspects, errors, notRun };
 }
 const processed = (e: Envelope): Outcome => ({
   status: 'processed',
@@ -201,28 +205,26 @@ describe('runChain', () => {
 });
 
 describe('redelivered messages', () => {
-  it('run alone across chains (nothing beside them), each marked for the handler guard to count its start', async () => {
+  it('run alone across chains (nothing beside them), each as a suspect whose start the inbox counts', async () => {
     let running = 0;
     let overlapped = false;
-    const { ctx, started, calls, marked } = context((es) => es.map(processed));
+    const { ctx, started, calls, suspects } = context((es) => es.map(processed));
     const slow = ctx.inbox.process.bind(ctx.inbox);
     const alone = new Set<string>();
-    ctx.inbox.process = async (e: Envelope) => {
+    ctx.inbox.process = async (e: Envelope, call?: ProcessOptions) => {
       running++;
       if (e.redelivered) alone.add(e.id!);
       if (running > 1 && [...alone].length > 0) overlapped = true;
       await new Promise((r) => setTimeout(r, 10));
       if (e.redelivered) alone.delete(e.id!);
       running--;
-      return slow(e);
+      return slow(e, call);
     };
     const [a, b, c, d] = [held('a', 'g1', 2), held('b', 'g2', 2), held('c', 'g3'), held('d', 'g4')];
     await Promise.all([runChain(ctx, [c]), runChain(ctx, [a]), runChain(ctx, [b]), runChain(ctx, [d])]);
-    // Counted by the consumer's handler guard once the inbox claimed them, not before.
+    // Counted by the inbox once it claimed them (the suspect call options), not by the chain.
     expect(started).toEqual([]);
-    expect(marked.has(a.envelope)).toBe(true);
-    expect(marked.has(b.envelope)).toBe(true);
-    expect(marked.has(c.envelope)).toBe(false);
+    expect([...suspects].sort()).toEqual(['a', 'b']);
     expect(calls.flat().sort()).toEqual(['a', 'b', 'c', 'd']);
     // a redelivered message never runs beside anything, though the chains run in parallel
     expect(overlapped).toBe(false);
