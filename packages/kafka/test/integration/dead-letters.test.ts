@@ -280,7 +280,8 @@ describe('bad input', () => {
     expect(noSchema.health().lastError?.code).toBe('SCHEMA_NOT_INSTALLED');
     await noSchema.stop();
     expect(invalid({ maxBatchSize: 10 })).toBe(
-      "INVALID_OPTION: options.maxBatchSize is not an option of createKafkaConsumer; did you mean 'batchSize'?",
+      // An option of an earlier 0.x: the refusal names what replaced it (issue #29 item 8).
+      "INVALID_OPTION: options.maxBatchSize of createKafkaConsumer became 'batchSize' (see CHANGELOG.md)",
     );
     expect(invalid({ handler: undefined })).toBe(
       'INVALID_OPTION: options.handler is required by createKafkaConsumer',
