@@ -16,6 +16,22 @@ export const ErrorCode = {
   AttemptsExhausted: 'ATTEMPTS_EXHAUSTED',
   StatementTimeout: 'STATEMENT_TIMEOUT',
   ConnectTimeout: 'CONNECT_TIMEOUT',
+  /** Lease mode: another worker took the message over (or the lease could not be renewed in time): stop. */
+  LeaseLost: 'LEASE_LOST',
+  /** Lease mode: a step name is empty, too long, or not a string. */
+  InvalidStepName: 'INVALID_STEP_NAME',
+  /** Lease mode: the same step name ran twice in one handler run. */
+  StepNameReused: 'STEP_NAME_REUSED',
+  /** Lease mode: a step started while another step of the same message was still running. */
+  StepsConcurrent: 'STEPS_CONCURRENT',
+  /** Lease mode: a step's result cannot be stored as JSON. */
+  StepResultNotSerializable: 'STEP_RESULT_NOT_SERIALIZABLE',
+  /** Lease mode: a step was called after the handler had settled. */
+  StepAfterSettle: 'STEP_AFTER_SETTLE',
+  /** `ctx.step` in a consumer that is not in lease mode. */
+  StepNeedsLease: 'STEP_NEEDS_LEASE',
+  /** Relay: a publisher call outlived `publishTimeoutMs`: aborted, its rows left pending, attempts unchanged. */
+  PublishTimeout: 'PUBLISH_TIMEOUT',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

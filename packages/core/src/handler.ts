@@ -1,5 +1,4 @@
 import type { Envelope } from './envelope.js';
-import type { StepFn } from './lease/steps.js';
 import type { PublishOptions } from './outbox.js';
 import type { QueryConfigLike, QueryResultLike } from './pg-like.js';
 
@@ -57,3 +56,14 @@ export interface HandlerContext {
 
 /** A message handler. Its return value is stored and handed to duplicates when `storeResult` is on. */
 export type Handler<R = unknown> = (envelope: Envelope, ctx: HandlerContext) => Promise<R> | R;
+
+/** What a step's function receives. */
+export interface StepInfo {
+  /** The step's stable key (`ctx.idempotencyKey(name)`): pass it to APIs that accept one. */
+  readonly idempotencyKey: string;
+  /** Aborted when the handler's deadline passes or the lease is lost. */
+  readonly signal: AbortSignal;
+}
+
+/** A step's work: one external effect. Its result must be JSON-serialisable. */
+export type StepFn<T> = (info: StepInfo) => Promise<T> | T;

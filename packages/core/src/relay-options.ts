@@ -1,18 +1,12 @@
 import { boundPool, resolvePoolBounds } from './bounded-pool.js';
 import { ErrorCode, OnceError } from './errors.js';
 import { type Logger, silentLogger } from './logger.js';
-import { checkNumber } from './options.js';
+import { checkNumber } from './option-check.js';
 import type { OutboxPublisher } from './outbox-publisher.js';
 import type { PgPoolLike } from './pg-like.js';
 
-/**
- * Error codes of the relay, in `outbox:publish-failed` events and `health().lastError`. Defined
- * here rather than in core's `ErrorCode` until that list is reorganised.
- */
-export const RelayErrorCode = {
-  /** A publisher call outlived `publishTimeoutMs`: aborted, its rows left pending, attempts unchanged. */
-  PublishTimeout: 'PUBLISH_TIMEOUT',
-} as const;
+/** The relay's codes of {@link ErrorCode}, by their names there. */
+export const RelayErrorCode = { PublishTimeout: ErrorCode.PublishTimeout } as const;
 
 /** Rounds a relay runs at once unless told otherwise (`RelayOptions.concurrency`). */
 export const DEFAULT_RELAY_CONCURRENCY = 2;

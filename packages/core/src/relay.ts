@@ -3,7 +3,7 @@ import { setMaxListeners } from 'node:events';
 import { keepAlive, warnPoolSettings } from './bounded-pool.js';
 import { Connection, guardNewClients } from './connection.js';
 import { ErrorCode, OnceError, serializeError } from './errors.js';
-import { Events, type OnceEventListener, type OnceEventName } from './events.js';
+import { Events, type OnceEventMap } from './events.js';
 import { quoteIdentifier } from './identifier.js';
 import type { OutboxMessage, OutboxPublisher, OutboxPublishResult } from './outbox-publisher.js';
 import type { PgClientLike } from './pg-like.js';
@@ -99,7 +99,7 @@ export class Relay {
   }
 
   /** Subscribe to `outbox:published`, `outbox:publish-failed`, `outbox:parked`. */
-  on<E extends OnceEventName>(name: E, listener: OnceEventListener<E>): () => void {
+  on<E extends keyof OnceEventMap>(name: E, listener: (event: OnceEventMap[E]) => void): () => void {
     return this.#events.on(name, listener);
   }
 

@@ -1,4 +1,4 @@
-import type { InboxMode, Logger, Outbox, PgPoolLike } from '@once/core';
+import type { LeaseSettings, Logger, Outbox, PgPoolLike } from '@once/core';
 import {
   checkBoolean,
   checkDurationMs,
@@ -7,6 +7,7 @@ import {
   checkName,
   checkOneOf,
   invalidOption,
+  namingFactory,
 } from '@once/core/adapter';
 import type { ProblemFormat } from './problem-details.js';
 
@@ -24,13 +25,13 @@ export interface IdempotencyOptions {
   schema?: string | undefined;
   /**
    * `transaction`: the handler's writes, the key and the response commit in one transaction.
-   * `lease`: for effects outside PostgreSQL through `ctx.step`; the key is claimed with a lease
-   * in its own short transaction, and a retry while it is held answers 409 until it expires.
+   * `lease`, or `{ lease: { leaseMs } }` to set the lease (how long a claim holds the key without
+   * a heartbeat, 30000 ms by default): for effects outside PostgreSQL through `ctx.step`; the key
+   * is claimed with a lease in its own short transaction, and a retry while it is held answers
+   * 409 until it expires.
    * @default 'transaction'
    */
-  mode?: InboxMode | undefined;
-  /** Lease mode: how long a claim holds the key without a heartbeat, in ms. @default 30000 */
-  leaseMs?: number | undefined;
+  mode?: 'transaction' | 'lease' | { lease: LeaseSettings } | undefined;
   /** Enables `ctx.publish`: messages go into this outbox in the request's transaction. */
   outbox?: Outbox | undefined;
   /** How long a completed key (and its stored response) is kept, in ms; `purge()` removes it after. @default 24 h */
@@ -67,8 +68,7 @@ export interface IdempotencyOptions {
 export const DEFAULT_IDEMPOTENCY_OPTIONS = Object.freeze({
   consumer: 'http',
   schema: 'once',
-  mode: 'transaction' as InboxMode,
-  leaseMs: 30_000,
+  mode: 'transaction' as NonNullable<IdempotencyOptions['mode']>,
   retentionMs: 24 * 60 * 60 * 1000,
   lockTimeoutMs: 1_000,
   handlerTimeoutMs: 30_000,
@@ -89,8 +89,8 @@ export interface ResolvedIdempotencyOptions {
   readonly pool: PgPoolLike;
   readonly consumer: string;
   readonly schema: string;
-  readonly mode: InboxMode;
-  readonly leaseMs: number;
+  /** Checked again, in full, by core's inbox. */
+  readonly mode: NonNullable<IdempotencyOptions['mode']>;
   readonly outbox: Outbox | undefined;
   readonly retentionMs: number;
   readonly lockTimeoutMs: number;
@@ -105,12 +105,31 @@ export interface ResolvedIdempotencyOptions {
 
 /** Applies the defaults and validates every field, naming the bad one. */
 export function resolveIdempotencyOptions(o: IdempotencyOptions): ResolvedIdempotencyOptions {
+  return namingFactory('createIdempotency', () => resolve(o));
+}
+
+function resolve(o: IdempotencyOptions): ResolvedIdempotencyOptions {
   if (typeof o !== 'object' || o === null) throw invalidOption('', 'must be an object');
   if (typeof o.pool?.query !== 'function' || typeof o.pool?.connect !== 'function') {
     throw invalidOption('pool', 'must be a pg Pool (new pg.Pool(...))');
   }
   const d = DEFAULT_IDEMPOTENCY_OPTIONS;
-  const mode = checkOneOf<InboxMode>('mode', o.mode ?? d.mode, ['transaction', 'lease']);
+  if ((o as { leaseMs?: unknown }).leaseMs !== undefined) {
+    throw invalidOption('leaseMs', 'is no longer an option of its own: write mode: { lease: { leaseMs } }');
+  }
+  const mode = o.mode ?? d.mode;
+  if (typeof mode === 'string') checkOneOf('mode', mode, ['transaction', 'lease']);
+  else if (
+    typeof mode !== 'object' ||
+    mode === null ||
+    typeof mode.lease !== 'object' ||
+    mode.lease === null
+  ) {
+    throw invalidOption(
+      'mode',
+      `must be 'transaction', 'lease' or { lease: { leaseMs } }, got ${JSON.stringify(mode)}`,
+    );
+  }
   const headers = o.fingerprintHeaders ?? d.fingerprintHeaders;
   checkHeaderNames('fingerprintHeaders', headers);
   const replayHeader = o.replayHeader ?? d.replayHeader;
@@ -123,7 +142,6 @@ export function resolveIdempotencyOptions(o: IdempotencyOptions): ResolvedIdempo
     consumer: checkName('consumer', o.consumer ?? d.consumer),
     schema: checkName('schema', o.schema ?? d.schema),
     mode,
-    leaseMs: checkDurationMs('leaseMs', o.leaseMs ?? d.leaseMs),
     outbox: o.outbox,
     retentionMs: checkDurationMs('retentionMs', o.retentionMs ?? d.retentionMs),
     lockTimeoutMs: checkDurationMs('lockTimeoutMs', o.lockTimeoutMs ?? d.lockTimeoutMs),

@@ -142,7 +142,7 @@ export class KafkaConsumer<R = unknown> extends ConsumerBase<R, KafkaConsumerEve
               options: o,
               inbox: this.inbox,
               retryDelayMs: this.inbox.options.retryDelayMs,
-              lease: this.inbox.options.mode === 'lease',
+              lease: this.inbox.options.mode !== 'transaction' && this.inbox.options.mode.lease !== undefined,
               logger: this.inbox.options.logger,
               events: this.life.events,
               state: (topic, partition) => this.#state(topic, partition),

@@ -1,12 +1,12 @@
 import {
   ErrorCode,
-  MAX_ID_LENGTH,
   OnceError,
   type OutboxPublisher,
   type OutboxPublishOptions,
   type OutboxPublishResult,
 } from '@once/core';
-import { Connector, checkName, checkNumber, untilAborted } from '@once/core/adapter';
+import { Connector, checkInteger, checkName, untilAborted } from '@once/core/adapter';
+import { MAX_ID_LENGTH } from '@once/core/admin';
 import { type IHeaders, type Message, Partitioners, type ProducerConfig } from 'kafkajs';
 import { KafkaErrorCode } from './errors.js';
 import type { KafkaLike, ProducerLike } from './kafka-like.js';
@@ -62,7 +62,7 @@ export class KafkaPublisher implements OutboxPublisher {
     }
     // The same checks as the consumer's options and the other publishers' timeouts.
     this.#header = checkName('idHeader', options.idHeader ?? DEFAULTS.idHeader);
-    this.#ackTimeoutMs = checkNumber('ackTimeoutMs', options.ackTimeoutMs ?? DEFAULTS.ackTimeoutMs, 1);
+    this.#ackTimeoutMs = checkInteger('ackTimeoutMs', options.ackTimeoutMs ?? DEFAULTS.ackTimeoutMs, 1);
     this.#kafka = options.kafka;
     this.#producerConfig = {
       createPartitioner: Partitioners.DefaultPartitioner,

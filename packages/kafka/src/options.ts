@@ -8,6 +8,7 @@ import {
   checkName,
   checkOneOf,
   invalidOption,
+  namingFactory,
   type ResolvedOptions,
   splitOptions,
   withDefaults,
@@ -146,7 +147,7 @@ const NAME_MAX = 249;
  * Splits the options into the inbox's and Kafka's (refusing unknown keys and missing required
  * ones), applies the Kafka defaults and validates them, naming the first bad field.
  */
-export function resolveKafkaConsumerOptions<R>(options: KafkaConsumerOptions<R>): {
+function resolveKafkaConsumerOptionsUnnamed<R>(options: KafkaConsumerOptions<R>): {
   kafka: ResolvedKafkaConsumerOptions;
   inbox: Omit<KafkaConsumerOptions<R>, KafkaOptionKey>;
 } {
@@ -214,4 +215,15 @@ export function resolveKafkaConsumerOptions<R>(options: KafkaConsumerOptions<R>)
       consumerConfig: Object.freeze({ ...(o.consumerConfig ?? {}) }),
     }),
   };
+}
+
+/**
+ * Splits the options into the inbox's and the adapter's (refusing unknown keys and missing
+ * required ones), applies the adapter's defaults and validates them; an error names
+ * `createKafkaConsumer` and the first bad option.
+ */
+export function resolveKafkaConsumerOptions<R>(
+  options: KafkaConsumerOptions<R>,
+): ReturnType<typeof resolveKafkaConsumerOptionsUnnamed<R>> {
+  return namingFactory('createKafkaConsumer', () => resolveKafkaConsumerOptionsUnnamed(options));
 }

@@ -9,6 +9,7 @@ import {
   checkName,
   checkOneOf,
   invalidOption,
+  namingFactory,
   type ResolvedOptions,
   splitOptions,
   withDefaults,
@@ -149,7 +150,7 @@ function checkSubject(field: string, value: unknown): string {
  * Splits the options into the inbox's and the JetStream side's (refusing unknown keys and missing
  * required ones), applies the defaults and validates them, naming the first bad field.
  */
-export function resolveNatsConsumerOptions<R>(options: NatsConsumerOptions<R>): {
+function resolveNatsConsumerOptionsUnnamed<R>(options: NatsConsumerOptions<R>): {
   nats: ResolvedNatsConsumerOptions;
   inbox: Omit<NatsConsumerOptions<R>, NatsOptionKey>;
 } {
@@ -207,4 +208,15 @@ export function resolveNatsConsumerOptions<R>(options: NatsConsumerOptions<R>): 
       consumer,
     }),
   };
+}
+
+/**
+ * Splits the options into the inbox's and the adapter's (refusing unknown keys and missing
+ * required ones), applies the adapter's defaults and validates them; an error names
+ * `createNatsConsumer` and the first bad option.
+ */
+export function resolveNatsConsumerOptions<R>(
+  options: NatsConsumerOptions<R>,
+): ReturnType<typeof resolveNatsConsumerOptionsUnnamed<R>> {
+  return namingFactory('createNatsConsumer', () => resolveNatsConsumerOptionsUnnamed(options));
 }

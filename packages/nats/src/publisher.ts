@@ -8,9 +8,15 @@ import {
   type OutboxPublisher,
   type OutboxPublishOptions,
   type OutboxPublishResult,
-  silentLogger,
 } from '@once/core';
-import { Connector, checkMessageId, checkNumber, settledResults, untilAborted } from '@once/core/adapter';
+import {
+  Connector,
+  checkInteger,
+  checkMessageId,
+  settledResults,
+  silentLogger,
+  untilAborted,
+} from '@once/core/adapter';
 import { connectError, NatsErrorCode } from './errors.js';
 import { ownConnectOptions } from './liveness.js';
 
@@ -63,7 +69,7 @@ export class NatsPublisher implements OutboxPublisher {
     const servers = typeof options.servers === 'string' ? [options.servers] : [...(options.servers ?? [])];
     const { connection } = options;
     this.#own = connection === undefined;
-    const timeout = checkNumber('publishTimeoutMs', options.publishTimeoutMs ?? 30_000, 1);
+    const timeout = checkInteger('publishTimeoutMs', options.publishTimeoutMs ?? 30_000, 1);
     this.#logger = options.logger || silentLogger;
     // Opened once: the client reconnects by itself, so a connection is never dropped.
     this.#link = new Connector(async () => {

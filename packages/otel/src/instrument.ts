@@ -1,4 +1,5 @@
-import { quoteIdentifier, silentLogger } from '@once/core';
+import { silentLogger } from '@once/core/adapter';
+import { quoteIdentifier } from '@once/core/admin';
 import { metrics } from '@opentelemetry/api';
 import { observeInbox, observeOutbox } from './db-gauges.js';
 import {

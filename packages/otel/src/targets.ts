@@ -1,11 +1,4 @@
-import {
-  ErrorCode,
-  type Logger,
-  OnceError,
-  type OnceEventListener,
-  type OnceEventName,
-  type PgPoolLike,
-} from '@once/core';
+import { ErrorCode, type Logger, OnceError, type OnceEventMap, type PgPoolLike } from '@once/core';
 
 /**
  * Structural views of what {@link instrument} accepts, so that this package needs no adapter
@@ -16,12 +9,12 @@ import {
 export interface InboxLike {
   readonly consumer: string;
   readonly options: { readonly pool: PgPoolLike; readonly schema: string; readonly logger: Logger };
-  on<E extends OnceEventName>(name: E, listener: OnceEventListener<E>): () => void;
+  on<E extends keyof OnceEventMap>(name: E, listener: (event: OnceEventMap[E]) => void): () => void;
 }
 
 /** A `Relay` from @once/core (`createRelay`). */
 export interface RelayLike {
-  on<E extends OnceEventName>(name: E, listener: OnceEventListener<E>): () => void;
+  on<E extends keyof OnceEventMap>(name: E, listener: (event: OnceEventMap[E]) => void): () => void;
   runOnce(): Promise<number>;
 }
 

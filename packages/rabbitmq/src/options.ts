@@ -9,6 +9,7 @@ import {
   checkName,
   checkOneOf,
   invalidOption,
+  namingFactory,
   type ResolvedOptions,
   splitOptions,
   withDefaults,
@@ -111,7 +112,7 @@ const RABBIT_KEYS = {
  * Splits the options into the inbox's and the AMQP side's (refusing unknown keys and missing
  * required ones), applies the AMQP defaults and validates them, naming the first bad field.
  */
-export function resolveRabbitConsumerOptions<R>(options: RabbitConsumerOptions<R>): {
+function resolveRabbitConsumerOptionsUnnamed<R>(options: RabbitConsumerOptions<R>): {
   rabbit: ResolvedRabbitConsumerOptions;
   inbox: Omit<RabbitConsumerOptions<R>, RabbitOptionKey>;
 } {
@@ -165,4 +166,15 @@ export function resolveRabbitConsumerOptions<R>(options: RabbitConsumerOptions<R
       consumer,
     }),
   };
+}
+
+/**
+ * Splits the options into the inbox's and the adapter's (refusing unknown keys and missing
+ * required ones), applies the adapter's defaults and validates them; an error names
+ * `createRabbitConsumer` and the first bad option.
+ */
+export function resolveRabbitConsumerOptions<R>(
+  options: RabbitConsumerOptions<R>,
+): ReturnType<typeof resolveRabbitConsumerOptionsUnnamed<R>> {
+  return namingFactory('createRabbitConsumer', () => resolveRabbitConsumerOptionsUnnamed(options));
 }

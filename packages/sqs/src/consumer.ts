@@ -297,7 +297,8 @@ export class SqsConsumer<R = unknown> extends ConsumerBase<R, SqsConsumerEventMa
   #dispatch(messages: Message[]): void {
     const now = performance.now();
     const fifo = this.#queue?.fifo ?? false;
-    const lease = this.inbox.options.mode === 'lease';
+    const mode = this.inbox.options.mode;
+    const lease = mode !== 'transaction' && mode.lease !== undefined;
     const entries: Held[] = [];
     for (const message of messages) {
       if (!message.ReceiptHandle) continue;

@@ -10,6 +10,7 @@ import {
   checkName,
   checkOneOf,
   invalidOption,
+  namingFactory,
   type ResolvedOptions,
   splitOptions,
   withDefaults,
@@ -169,7 +170,7 @@ export function queueNameOf(queueUrl: string): string {
  * Splits the options into the inbox's and the SQS side's (refusing unknown keys and missing
  * required ones), applies the SQS defaults and validates them, naming the first bad field.
  */
-export function resolveSqsConsumerOptions<R>(options: SqsConsumerOptions<R>): {
+function resolveSqsConsumerOptionsUnnamed<R>(options: SqsConsumerOptions<R>): {
   sqs: ResolvedSqsConsumerOptions;
   inbox: Omit<SqsConsumerOptions<R>, SqsOptionKey>;
 } {
@@ -229,4 +230,15 @@ export function resolveSqsConsumerOptions<R>(options: SqsConsumerOptions<R>): {
       stopTimeoutMs: checkDurationMs('stopTimeoutMs', o.stopTimeoutMs),
     }),
   };
+}
+
+/**
+ * Splits the options into the inbox's and the adapter's (refusing unknown keys and missing
+ * required ones), applies the adapter's defaults and validates them; an error names
+ * `createSqsConsumer` and the first bad option.
+ */
+export function resolveSqsConsumerOptions<R>(
+  options: SqsConsumerOptions<R>,
+): ReturnType<typeof resolveSqsConsumerOptionsUnnamed<R>> {
+  return namingFactory('createSqsConsumer', () => resolveSqsConsumerOptionsUnnamed(options));
 }

@@ -11,9 +11,15 @@ import {
   type OutboxPublisher,
   type OutboxPublishOptions,
   type SerializedError,
-  silentLogger,
 } from '@once/core';
-import { checkFunction, checkName, checkNumber, serializeError, sleep } from '@once/core/adapter';
+import {
+  checkFunction,
+  checkInteger,
+  checkName,
+  serializeError,
+  silentLogger,
+  sleep,
+} from '@once/core/adapter';
 import { SqsErrorCode } from './errors.js';
 import { BODY_ENCODING_ATTRIBUTE, sqsBody, sqsToken } from './sqs-body.js';
 
@@ -93,8 +99,8 @@ export function createSqsPublisher(options: SqsPublisherOptions): SqsPublisher {
   // The consumer's check of the same attribute name (SQS allows 256 characters).
   const idHeader = checkName('idHeader', options.idHeader ?? 'message-id', 256);
   if (options.queueUrlOf !== undefined) checkFunction('queueUrlOf', options.queueUrlOf);
-  const maxRetries = checkNumber('maxRetries', options.maxRetries ?? 3, 0);
-  const retryDelayMs = checkNumber('retryDelayMs', options.retryDelayMs ?? 100, 0);
+  const maxRetries = checkInteger('maxRetries', options.maxRetries ?? 3, 0);
+  const retryDelayMs = checkInteger('retryDelayMs', options.retryDelayMs ?? 100, 0);
   const logger = options.logger || silentLogger;
   const { client } = options;
   if (options.queueUrl !== undefined && !/^https?:\/\/\S+$/.test(options.queueUrl)) {

@@ -1,17 +1,7 @@
+import type { StepFn } from '../handler.js';
 import { fromJsonb, toJsonb } from '../sql/jsonb.js';
 import { checkStepKey, checkStepName, idempotencyKey } from './idempotency-key.js';
 import { LeaseErrorCode, stepError } from './lease-errors.js';
-
-/** What a step's function receives. */
-export interface StepInfo {
-  /** The step's stable key (`ctx.idempotencyKey(name)`): pass it to APIs that accept one. */
-  readonly idempotencyKey: string;
-  /** Aborted when the handler's deadline passes or the lease is lost. */
-  readonly signal: AbortSignal;
-}
-
-/** A step's work: one external effect. Its result must be JSON-serialisable. */
-export type StepFn<T> = (info: StepInfo) => Promise<T> | T;
 
 /** Where steps are made durable; lease mode implements it on Postgres, fenced by the lease owner. */
 export interface StepStore {

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, expectTypeOf, it, vi } from 'vitest';
-import { type InboxOptions, type Logger, silentLogger } from '../../src/index.js';
+import { silentLogger } from '../../src/adapter/index.js';
+import type { InboxOptions, Logger } from '../../src/index.js';
 import { consoleFailureLogger } from '../../src/logger.js';
 import { resolveInboxOptions } from '../../src/options.js';
 

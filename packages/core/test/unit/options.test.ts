@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { OnceError, type PgPoolLike, quoteIdentifier } from '../../src/index.js';
+import { quoteIdentifier } from '../../src/admin/index.js';
+import { OnceError, type PgPoolLike } from '../../src/index.js';
 import { resolveInboxOptions } from '../../src/options.js';
 
 const pool = {

@@ -1,7 +1,8 @@
-import { type AttemptsExhaustedError, type Envelope, type Outcome, silentLogger } from '@once/core';
-import { Gate, StartCounter, TypedEmitter } from '@once/core/adapter';
+import type { Envelope, Outcome } from '@once/core';
+import { Gate, StartCounter, silentLogger, TypedEmitter } from '@once/core/adapter';
 import type { EachBatchPayload, KafkaMessage } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
+import type { AttemptsExhaustedError } from '../../../core/src/errors.js';
 import type { KafkaConsumerEventMap } from '../../src/events.js';
 import { type KafkaConsumerOptions, resolveKafkaConsumerOptions } from '../../src/options.js';
 import { newPartitionState } from '../../src/partition-state.js';
