@@ -57,13 +57,10 @@ export interface HandlerContext {
 /** A message handler. Its return value is stored and handed to duplicates when `storeResult` is on. */
 export type Handler<R = unknown> = (envelope: Envelope, ctx: HandlerContext) => Promise<R> | R;
 
-/** What a step's function receives. */
-export interface StepInfo {
-  /** The step's stable key (`ctx.idempotencyKey(name)`): pass it to APIs that accept one. */
-  readonly idempotencyKey: string;
-  /** Aborted when the handler's deadline passes or the lease is lost. */
-  readonly signal: AbortSignal;
-}
-
-/** A step's work: one external effect. Its result must be JSON-serialisable. */
-export type StepFn<T> = (info: StepInfo) => Promise<T> | T;
+/**
+ * A step's work: one external effect. It receives the step's stable key (`idempotencyKey`,
+ * as `ctx.idempotencyKey(name)` gives it: pass it to APIs that accept one) and a `signal`,
+ * aborted when the handler's deadline passes or the lease is lost. Its result must be
+ * JSON-serialisable.
+ */
+export type StepFn<T> = (info: { readonly idempotencyKey: string; readonly signal: AbortSignal }) => Promise<T> | T;

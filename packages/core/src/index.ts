@@ -12,12 +12,11 @@
  * const outcome = await inbox.process({ id: 'order-1', body, headers: {}, source, attempt: 1, redelivered: false });
  * ```
  */
-export { ConnectTimeoutError, StatementTimeoutError } from './bounded-pool.js';
 export type { CallerTransactions } from './caller-transactions.js';
 export type { Envelope, EnvelopeSource, Liveness } from './envelope.js';
 export { ErrorCode, OnceError, PermanentError, type SerializedError } from './errors.js';
 export type { MessageEventBase, OnceEventMap } from './events.js';
-export type { Handler, HandlerContext, StepFn, StepInfo, Tx } from './handler.js';
+export type { Handler, HandlerContext, StepFn, Tx } from './handler.js';
 export { createInbox, Inbox } from './inbox.js';
 export { idempotencyKey } from './lease/idempotency-key.js';
 export type { Logger } from './logger.js';
@@ -46,7 +45,6 @@ export {
   type FailReason,
   type NotRunOutcome,
   type Outcome,
-  type OutcomeBase,
   type ProcessedOutcome,
   type RetryOutcome,
   type SettleAction,

@@ -161,7 +161,7 @@ export type ResolvedMode =
   | { readonly lease: ResolvedLease; readonly transactions?: never }
   | { readonly transactions: CallerTransactions; readonly lease?: never };
 
-/** Options after defaults, frozen. */
+/** The inbox's options after defaults, frozen, as `Inbox.options` holds them: what adapters read (the consumer name, the loggers, the retry delays, the mode). */
 export interface ResolvedInboxOptions<R = unknown>
   extends Defined<
     Omit<InboxOptions<R>, 'idOf' | 'fingerprintOf' | 'classify' | 'outbox' | 'logger' | 'mode'>

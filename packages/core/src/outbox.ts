@@ -1,7 +1,7 @@
 import { MAX_ID_LENGTH } from './envelope.js';
 import { ErrorCode, OnceError } from './errors.js';
 import { quoteIdentifier } from './identifier.js';
-import { checkNumber } from './option-check.js';
+import { checkNumber, namingFactory } from './option-check.js';
 import type { PgPoolLike, QueryResultLike } from './pg-like.js';
 import { toJsonb } from './sql/jsonb.js';
 import { outboxChannel, outboxSql } from './sql/outbox.js';
@@ -96,10 +96,10 @@ export class Outbox {
 
   constructor(options: OutboxOptions) {
     if (!options || typeof options.pool?.query !== 'function') {
-      throw new OnceError(ErrorCode.InvalidOption, 'options.pool must be a pg Pool');
+      throw new OnceError(ErrorCode.InvalidOption, "option 'pool' must be a pg Pool");
     }
     this.schema = options.schema ?? 'once';
-    this.#sql = outboxSql(quoteIdentifier(this.schema, 'options.schema'));
+    this.#sql = outboxSql(quoteIdentifier(this.schema, "option 'schema'"));
     this.#pool = options.pool;
     this.#channel = outboxChannel(this.schema);
     this.#debounceMs = checkNumber('notifyDebounceMs', options.notifyDebounceMs ?? 10, 0);
@@ -115,13 +115,13 @@ export class Outbox {
           ),
         ]);
     if (entries.length === 0) {
-      throw new OnceError(ErrorCode.InvalidOption, 'options.destinations must name at least one destination');
+      throw new OnceError(ErrorCode.InvalidOption, "option 'destinations' must name at least one destination");
     }
     for (const [name] of entries) {
       if (typeof name !== 'string' || name.length === 0) {
         throw new OnceError(
           ErrorCode.InvalidOption,
-          'options.destinations: a destination name must be a non-empty string',
+          "option 'destinations': a destination name must be a non-empty string",
         );
       }
     }
@@ -227,5 +227,5 @@ function invalid(message: string): OnceError {
 
 /** Creates an {@link Outbox}. */
 export function createOutbox(options: OutboxOptions): Outbox {
-  return new Outbox(options);
+  return namingFactory('createOutbox', () => new Outbox(options));
 }

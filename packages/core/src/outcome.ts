@@ -12,39 +12,45 @@ export type FailReason =
   /** The id was recorded `failed` earlier; dead-lettering is at least once, so do it again. */
   | 'previously-failed';
 
-/** What every outcome carries: the envelope it is about. */
-export interface OutcomeBase {
-  envelope: Envelope;
-}
 
 /** The handler ran and its transaction committed. */
-export interface ProcessedOutcome<R = unknown> extends OutcomeBase {
+export interface ProcessedOutcome<R = unknown> {
+  /** The envelope this outcome is about. */
+  envelope: Envelope;
   status: 'processed';
   id: string;
   result: R | undefined;
 }
 /** The id was processed before; `result` is the stored one when results are kept. */
-export interface DuplicateOutcome<R = unknown> extends OutcomeBase {
+export interface DuplicateOutcome<R = unknown> {
+  /** The envelope this outcome is about. */
+  envelope: Envelope;
   status: 'duplicate';
   id: string;
   result: R | undefined;
 }
 /** Same id as a processed message, different payload fingerprint. */
-export interface ConflictOutcome extends OutcomeBase {
+export interface ConflictOutcome {
+  /** The envelope this outcome is about. */
+  envelope: Envelope;
   status: 'conflict';
   id: string;
   /** `dead-letter` under the `reject` policy, `ack` under `warn` and `ignore`. */
   action: 'dead-letter' | 'ack';
 }
 /** Recorded as failed (or not recordable at all): dead-letter it, then ack. */
-export interface FailedOutcome extends OutcomeBase {
+export interface FailedOutcome {
+  /** The envelope this outcome is about. */
+  envelope: Envelope;
   status: 'failed';
   id: string | undefined;
   reason: FailReason;
   error: SerializedError;
 }
 /** A transient failure after the message was started; nothing is recorded. Redeliver after `delayMs`. */
-export interface RetryOutcome extends OutcomeBase {
+export interface RetryOutcome {
+  /** The envelope this outcome is about. */
+  envelope: Envelope;
   status: 'retry';
   id: string | undefined;
   error: SerializedError;
@@ -62,7 +68,9 @@ export interface RetryOutcome extends OutcomeBase {
  * dead-lettered. Redeliver after `delayMs` (`unavailable`), or as soon as the message before it is
  * settled (`behind`).
  */
-export interface NotRunOutcome extends OutcomeBase {
+export interface NotRunOutcome {
+  /** The envelope this outcome is about. */
+  envelope: Envelope;
   status: 'not-run';
   id: string | undefined;
   /**
@@ -74,7 +82,9 @@ export interface NotRunOutcome extends OutcomeBase {
   delayMs: number;
 }
 /** Another worker holds the id past the wait bound. Redeliver after `delayMs`. */
-export interface BusyOutcome extends OutcomeBase {
+export interface BusyOutcome {
+  /** The envelope this outcome is about. */
+  envelope: Envelope;
   status: 'busy';
   id: string;
   delayMs: number;

@@ -124,12 +124,12 @@ export function resolveRelayOptions(options: RelayOptions): ResolvedRelayOptions
   if (!publishers || typeof publishers !== 'object' || Object.keys(publishers).length === 0) {
     throw new OnceError(
       ErrorCode.InvalidOption,
-      'options.publishers must map at least one destination to a publisher',
+      "option 'publishers' must map at least one destination to a publisher",
     );
   }
   for (const [name, p] of Object.entries(publishers)) {
     if (typeof p?.publish !== 'function') {
-      throw new OnceError(ErrorCode.InvalidOption, `options.publishers.${name} must have a publish() method`);
+      throw new OnceError(ErrorCode.InvalidOption, `option 'publishers.${name}' must have a publish() method`);
     }
   }
   const logger = options.logger || silentLogger;

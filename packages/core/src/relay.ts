@@ -4,6 +4,7 @@ import { keepAlive, warnPoolSettings } from './bounded-pool.js';
 import { Connection, guardNewClients } from './connection.js';
 import { ErrorCode, OnceError, serializeError } from './errors.js';
 import { Events, type OnceEventMap } from './events.js';
+import { namingFactory } from './option-check.js';
 import { quoteIdentifier } from './identifier.js';
 import type { OutboxMessage, OutboxPublisher, OutboxPublishResult } from './outbox-publisher.js';
 import type { PgClientLike } from './pg-like.js';
@@ -85,11 +86,11 @@ export class Relay {
 
   constructor(options: RelayOptions) {
     if (!options || typeof options.pool?.connect !== 'function') {
-      throw new OnceError(ErrorCode.InvalidOption, 'options.pool must be a pg Pool');
+      throw new OnceError(ErrorCode.InvalidOption, "option 'pool' must be a pg Pool");
     }
     guardNewClients(options.pool);
     const schema = options.schema ?? 'once';
-    this.#sql = outboxSql(quoteIdentifier(schema, 'options.schema'));
+    this.#sql = outboxSql(quoteIdentifier(schema, "option 'schema'"));
     this.#listenSql = listenSql(schema);
     this.#o = resolveRelayOptions(options);
     const logger = this.#o.logger;
@@ -595,7 +596,7 @@ export class Relay {
 
 /** Creates a {@link Relay}; call `start()` to run it. */
 export function createRelay(options: RelayOptions): Relay {
-  return new Relay(options);
+  return namingFactory('createRelay', () => new Relay(options));
 }
 
 const TIMED_OUT = Symbol('timed out');

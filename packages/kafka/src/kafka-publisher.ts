@@ -58,7 +58,7 @@ export class KafkaPublisher implements OutboxPublisher {
 
   constructor(options: KafkaPublisherOptions) {
     if (typeof options?.kafka?.producer !== 'function') {
-      throw new OnceError(ErrorCode.InvalidOption, 'options.kafka must be a kafkajs Kafka instance');
+      throw new OnceError(ErrorCode.InvalidOption, "option 'kafka' must be a kafkajs Kafka instance");
     }
     // The same checks as the consumer's options and the other publishers' timeouts.
     this.#header = checkName('idHeader', options.idHeader ?? DEFAULTS.idHeader);

@@ -63,7 +63,7 @@ export class NatsPublisher implements OutboxPublisher {
     if ((options.servers === undefined) === (options.connection === undefined)) {
       throw new OnceError(
         ErrorCode.InvalidOption,
-        'options.servers: give either servers (once connects) or connection (your own), not both or neither',
+        "option 'servers': give either servers (once connects) or connection (your own), not both or neither",
       );
     }
     const servers = typeof options.servers === 'string' ? [options.servers] : [...(options.servers ?? [])];

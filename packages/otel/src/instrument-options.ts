@@ -33,11 +33,11 @@ export function checkInstrumentOptions(options: InstrumentOptions): InstrumentOp
   }
   const p = options.pool;
   if (p !== undefined && p !== false && (typeof p?.query !== 'function' || typeof p.connect !== 'function')) {
-    throw new OnceError(ErrorCode.InvalidOption, 'options.pool must be a pg Pool or false');
+    throw new OnceError(ErrorCode.InvalidOption, "option 'pool' must be a pg Pool or false");
   }
   const mp = options.meterProvider;
   if (mp !== undefined && typeof mp?.getMeter !== 'function') {
-    throw new OnceError(ErrorCode.InvalidOption, 'options.meterProvider must have a getMeter() method');
+    throw new OnceError(ErrorCode.InvalidOption, "option 'meterProvider' must have a getMeter() method");
   }
   if (options.outboxPendingLimit !== undefined)
     checkInteger('outboxPendingLimit', options.outboxPendingLimit, 1);

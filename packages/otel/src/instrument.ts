@@ -69,7 +69,7 @@ export function instrument(target: InstrumentTarget, options: InstrumentOptions 
   if (pool) {
     const schema = o.schema ?? inbox?.options.schema ?? DEFAULT_INSTRUMENT_OPTIONS.schema;
     // Checked here, so a bad name fails instrument() rather than every collection.
-    quoteIdentifier(schema, 'options.schema');
+    quoteIdentifier(schema, "option 'schema'");
     const spec = {
       meter,
       pool,

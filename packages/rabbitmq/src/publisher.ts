@@ -89,7 +89,7 @@ export class RabbitPublisher {
     ) {
       throw new OnceError(
         ErrorCode.InvalidOption,
-        `options.url must be an amqp:// or amqps:// URL or amqplib connect options, got ${JSON.stringify(url)}`,
+        `option 'url' must be an amqp:// or amqps:// URL or amqplib connect options, got ${JSON.stringify(url)}`,
       );
     }
     this.#confirmTimeoutMs = checkInteger('confirmTimeoutMs', options.confirmTimeoutMs ?? 30_000, 1);

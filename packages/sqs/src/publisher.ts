@@ -94,7 +94,7 @@ interface Prepared {
  */
 export function createSqsPublisher(options: SqsPublisherOptions): SqsPublisher {
   if (!options || typeof (options.client as { send?: unknown })?.send !== 'function') {
-    throw new OnceError(ErrorCode.InvalidOption, 'options.client must be an SQSClient');
+    throw new OnceError(ErrorCode.InvalidOption, "option 'client' must be an SQSClient");
   }
   // The consumer's check of the same attribute name (SQS allows 256 characters).
   const idHeader = checkName('idHeader', options.idHeader ?? 'message-id', 256);
@@ -106,7 +106,7 @@ export function createSqsPublisher(options: SqsPublisherOptions): SqsPublisher {
   if (options.queueUrl !== undefined && !/^https?:\/\/\S+$/.test(options.queueUrl)) {
     throw new OnceError(
       ErrorCode.InvalidOption,
-      `options.queueUrl must be an http(s) queue URL, got ${JSON.stringify(options.queueUrl)}`,
+      `option 'queueUrl' must be an http(s) queue URL, got ${JSON.stringify(options.queueUrl)}`,
     );
   }
   const fixed = options.queueUrl;

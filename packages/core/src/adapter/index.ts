@@ -31,6 +31,7 @@ export { fingerprint } from '../fingerprint.js';
 export { createHttpInbox } from '../http-inbox.js';
 export type { StoredHttpResponse } from '../http-response-store.js';
 export { silentLogger } from '../logger.js';
+export type { ResolvedInboxOptions } from '../options.js';
 export {
   checkBoolean,
   checkConsumerName,

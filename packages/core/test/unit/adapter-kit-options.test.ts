@@ -61,13 +61,13 @@ describe('splitOptions', () => {
   it('rejects an unknown key with INVALID_OPTION, naming it and the nearest known one', () => {
     const e = codeAndMessage(() => split({ ...base, maxAttemps: 3 }));
     expect(e.code).toBe('INVALID_OPTION');
-    expect(e.message).toContain('options.maxAttemps is not an option of createTestConsumer');
+    expect(e.message).toContain("createTestConsumer: option 'maxAttemps' is unknown");
     expect(e.message).toContain("did you mean 'maxAttempts'?");
     const adapterTypo = codeAndMessage(() => split({ ...base, batchsize: 3 }));
     expect(adapterTypo.message).toContain("did you mean 'batchSize'?");
     // An unknown key is refused even when undefined: it is still a typo.
     const undef = codeAndMessage(() => split({ ...base, bogusOptionName: undefined }));
-    expect(undef.message).toContain('options.bogusOptionName is not an option');
+    expect(undef.message).toContain("option 'bogusOptionName' is unknown");
     expect(undef.message).not.toContain('did you mean');
   });
 
@@ -77,7 +77,7 @@ describe('splitOptions', () => {
       delete o[key];
       const e = codeAndMessage(() => split(o));
       expect(e.code).toBe('INVALID_OPTION');
-      expect(e.message).toBe(`options.${key} is required by createTestConsumer`);
+      expect(e.message).toBe(`createTestConsumer: option '${key}' is required`);
     }
   });
 
@@ -120,7 +120,7 @@ describe('validators', () => {
   it('name the field and say what was wrong', () => {
     expect(checkInteger('batchSize', 5)).toBe(5);
     expect(codeAndMessage(() => checkInteger('batchSize', 0)).message).toBe(
-      'options.batchSize must be at least 1, got 0',
+      "option 'batchSize' must be at least 1, got 0",
     );
     expect(codeAndMessage(() => checkInteger('batchSize', 1.5)).message).toContain('must be an integer');
     expect(codeAndMessage(() => checkInteger('prefetch', 70_000, 1, 65_535)).message).toContain(
@@ -131,12 +131,12 @@ describe('validators', () => {
     expect(codeAndMessage(() => checkDurationMs('stopTimeoutMs', '5s')).message).toContain('milliseconds');
     expect(checkName('queue', 'q')).toBe('q');
     expect(codeAndMessage(() => checkName('queue', '')).message).toContain(
-      'options.queue must be a non-empty string',
+      "option 'queue' must be a non-empty string",
     );
     expect(codeAndMessage(() => checkName('queue', 'x'.repeat(256))).message).toContain('at most 255');
     expect(checkOneOf('idFrom', 'header', ['header', 'offset'])).toBe('header');
     expect(codeAndMessage(() => checkOneOf('idFrom', 'x', ['header', 'offset'])).message).toBe(
-      "options.idFrom must be one of 'header', 'offset', got \"x\"",
+      "option 'idFrom' must be one of 'header', 'offset', got \"x\"",
     );
   });
 });
@@ -151,7 +151,7 @@ describe('checkConsumerName', () => {
     };
     expect(checkConsumerName('payments', refuse)).toBe('payments');
     expect(codeAndMessage(() => checkConsumerName('', 'queue')).message).toContain(
-      'options.consumer must be a non-empty string',
+      "option 'consumer' must be a non-empty string",
     );
   });
 });

@@ -39,7 +39,7 @@ describe('Logger', () => {
 
   it('a logger without a method is refused', () => {
     expect(() => resolveInboxOptions({ ...base, logger: { warn() {} } } as unknown as InboxOptions)).toThrow(
-      /options\.logger must be false or have a debug\(\) method/,
+      /option 'logger' must be false or have a debug\(\) method/,
     );
   });
 
