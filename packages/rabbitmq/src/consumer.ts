@@ -3,6 +3,7 @@ import {
   ConsumerBase,
   type ConsumerHealth,
   type ConsumerState,
+  namingFactory,
   processGate,
   serializeError,
 } from '@once/core/adapter';
@@ -261,5 +262,5 @@ export class RabbitConsumer<R = unknown> extends ConsumerBase<
 
 /** Creates a {@link RabbitConsumer}; validates the options (naming the bad field). Call `start()`. */
 export function createRabbitConsumer<R = unknown>(options: RabbitConsumerOptions<R>): RabbitConsumer<R> {
-  return new RabbitConsumer(options);
+  return namingFactory('createRabbitConsumer', () => new RabbitConsumer(options));
 }

@@ -6,6 +6,7 @@ import {
   type ConsumerState,
   KeyedSerializer,
   Limiter,
+  namingFactory,
   processGate,
   serializeError,
   sleep,
@@ -401,5 +402,5 @@ export class SqsConsumer<R = unknown> extends ConsumerBase<R, SqsConsumerEventMa
 
 /** Creates an {@link SqsConsumer}; validates the options and names the first bad field. Call `start()` next. */
 export function createSqsConsumer<R = unknown>(options: SqsConsumerOptions<R>): SqsConsumer<R> {
-  return new SqsConsumer(options);
+  return namingFactory('createSqsConsumer', () => new SqsConsumer(options));
 }
