@@ -6,6 +6,7 @@ export interface EnvelopeSource {
   broker: string;
   /** Topic, queue URL or queue name. */
   queue: string;
+  /** Kafka partition. */
   partition?: number;
   /** Kafka offset, as a string (kafkajs gives strings). */
   offset?: string;
@@ -30,10 +31,13 @@ export interface Envelope {
    * collapse into one, so the envelope is rejected as an invalid id unless `idOf` supplies one.
    */
   idUnusable?: string | undefined;
+  /** The message's bytes, as the broker delivered them. */
   body: Buffer;
+  /** The message's headers (attributes, properties), by name. */
   headers: Readonly<Record<string, string | undefined>>;
   /** Kafka key, SQS group id, AMQP routing key. */
   key?: string | undefined;
+  /** Where the delivery came from. */
   source: EnvelopeSource;
   /** 1 for a first delivery; the broker's count or our own for later ones. */
   attempt: number;
@@ -134,6 +138,7 @@ function isWellFormed(s: string): boolean {
 export interface Origin {
   broker: string;
   queue: string;
+  /** Kafka partition. */
   partition?: number;
   group?: string;
   key?: string;

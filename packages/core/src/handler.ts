@@ -8,6 +8,7 @@ import type { QueryConfigLike, QueryResultLike } from './pg-like.js';
  * un-awaited promise, a handler past its deadline) throws instead of running elsewhere.
  */
 export interface Tx {
+  /** Runs one statement with `$1`-style parameters in the message's transaction. */
   // biome-ignore lint/suspicious/noExplicitAny: row type chosen by the caller, as in pg
   query<R = any>(text: string, values?: unknown[]): Promise<QueryResultLike<R>>;
   /** pg's query-config form (`{ text, values, name, rowMode, types }`), for drivers that pass one. */

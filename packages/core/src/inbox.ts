@@ -35,6 +35,7 @@ import type { Outcome } from './outcome.js';
  * per module), lease mode in `lease/`.
  */
 export class Inbox<R = unknown> {
+  /** The options after defaults, frozen (their type is `ResolvedInboxOptions` of `@once/core/adapter`). */
   readonly options: ResolvedInboxOptions<R>;
   readonly #events: Events;
   readonly #readiness: Readiness;

@@ -30,7 +30,9 @@ export const MIGRATE_STATEMENT_TIMEOUT_MS = 300_000;
 
 /** What {@link migrate} did. */
 export interface MigrateResult {
+  /** The schema migrated. */
   schema: string;
+  /** The version installed before (0: none). */
   from: number;
   /** The version now installed: `from` when it was already this build's or newer. */
   to: number;

@@ -8,6 +8,7 @@ import { outboxChannel, outboxSql } from './sql/outbox.js';
 
 /** Anything that runs a query: the handler's `ctx.tx`, or a pg client inside your own transaction. */
 export interface Queryable {
+  /** Runs one statement with `$1`-style parameters (the caller's transaction, for `enqueue`). */
   // biome-ignore lint/suspicious/noExplicitAny: row type chosen by the caller, as in pg
   query<R = any>(text: string, values?: unknown[]): Promise<QueryResultLike<R>>;
 }
@@ -86,6 +87,7 @@ export function enqueueRow(
  * with the row's UUID as the message id, or the `messageId` it was given.
  */
 export class Outbox {
+  /** Once's schema, whose outbox table the rows go into. */
   readonly schema: string;
   readonly #pool: PgPoolLike;
   readonly #sql: ReturnType<typeof outboxSql>;

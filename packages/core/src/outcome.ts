@@ -17,23 +17,31 @@ export type FailReason =
 export interface ProcessedOutcome<R = unknown> {
   /** The envelope this outcome is about. */
   envelope: Envelope;
+  /** The kind of outcome: what the adapter settles by. */
   status: 'processed';
+  /** The message id (after `idOf`). */
   id: string;
+  /** The handler's result: this run's, or the stored one for a duplicate (with `storeResult`); undefined otherwise. */
   result: R | undefined;
 }
 /** The id was processed before; `result` is the stored one when results are kept. */
 export interface DuplicateOutcome<R = unknown> {
   /** The envelope this outcome is about. */
   envelope: Envelope;
+  /** The kind of outcome: what the adapter settles by. */
   status: 'duplicate';
+  /** The message id (after `idOf`). */
   id: string;
+  /** The handler's result: this run's, or the stored one for a duplicate (with `storeResult`); undefined otherwise. */
   result: R | undefined;
 }
 /** Same id as a processed message, different payload fingerprint. */
 export interface ConflictOutcome {
   /** The envelope this outcome is about. */
   envelope: Envelope;
+  /** The kind of outcome: what the adapter settles by. */
   status: 'conflict';
+  /** The message id (after `idOf`). */
   id: string;
   /** `dead-letter` under the `reject` policy, `ack` under `warn` and `ignore`. */
   action: 'dead-letter' | 'ack';
@@ -42,18 +50,26 @@ export interface ConflictOutcome {
 export interface FailedOutcome {
   /** The envelope this outcome is about. */
   envelope: Envelope;
+  /** The kind of outcome: what the adapter settles by. */
   status: 'failed';
+  /** The message id, or undefined when the message had no usable one. */
   id: string | undefined;
+  /** Why the message failed. */
   reason: FailReason;
+  /** What went wrong, serialised for logs and dead letters. */
   error: SerializedError;
 }
 /** A transient failure after the message was started; nothing is recorded. Redeliver after `delayMs`. */
 export interface RetryOutcome {
   /** The envelope this outcome is about. */
   envelope: Envelope;
+  /** The kind of outcome: what the adapter settles by. */
   status: 'retry';
+  /** The message id, or undefined when the message had no usable one. */
   id: string | undefined;
+  /** What went wrong, serialised for logs and dead letters. */
   error: SerializedError;
+  /** Redeliver after this many milliseconds. */
   delayMs: number;
   /**
    * True when the message's own failure caused the retry (its handler threw, or a statement failed
@@ -71,22 +87,29 @@ export interface RetryOutcome {
 export interface NotRunOutcome {
   /** The envelope this outcome is about. */
   envelope: Envelope;
+  /** The kind of outcome: what the adapter settles by. */
   status: 'not-run';
+  /** The message id, or undefined when the message had no usable one. */
   id: string | undefined;
   /**
    * `behind`: an earlier message in its batch, partition or group must be retried first.
    * `unavailable`: the database cannot be reached, or once's schema is missing or too new.
    */
   why: 'behind' | 'unavailable';
+  /** What went wrong, serialised for logs and dead letters. */
   error: SerializedError;
+  /** Redeliver after this many milliseconds. */
   delayMs: number;
 }
 /** Another worker holds the id past the wait bound. Redeliver after `delayMs`. */
 export interface BusyOutcome {
   /** The envelope this outcome is about. */
   envelope: Envelope;
+  /** The kind of outcome: what the adapter settles by. */
   status: 'busy';
+  /** The message id (after `idOf`). */
   id: string;
+  /** Redeliver after this many milliseconds. */
   delayMs: number;
 }
 

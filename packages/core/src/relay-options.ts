@@ -13,6 +13,7 @@ export const DEFAULT_RELAY_CONCURRENCY = 2;
 
 /** Options of {@link createRelay}. */
 export interface RelayOptions {
+  /** The pool the relay claims and marks rows on (`new pg.Pool(...)`). */
   pool: PgPoolLike;
   /** @default 'once' */
   schema?: string | undefined;
@@ -85,7 +86,9 @@ export interface RelayOptions {
 
 /** The relay's state, for health checks. */
 export interface RelayHealth {
+  /** True between `start()` and `stop()`. */
   running: boolean;
+  /** True while a LISTEN connection wakes the relay on new rows. */
   listening: boolean;
   /**
    * True when wake-ups are off for good and rows are found by polling only: `listen: false`, or
@@ -95,8 +98,11 @@ export interface RelayHealth {
   pollingOnly: boolean;
   /** When the last round finished (ms since epoch), if any. */
   lastRoundAt: number | undefined;
+  /** The last round's error, if it failed. */
   lastError: string | undefined;
+  /** Rows published since start. */
   published: number;
+  /** Rows parked since start (refused for good, or past `maxAttempts`). */
   parked: number;
 }
 

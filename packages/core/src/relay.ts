@@ -84,6 +84,7 @@ export class Relay {
     parked: 0,
   };
 
+  /** Use {@link createRelay}, which names itself in option errors. */
   constructor(options: RelayOptions) {
     if (!options || typeof options.pool?.connect !== 'function') {
       throw new OnceError(ErrorCode.InvalidOption, "option 'pool' must be a pg Pool");
@@ -104,6 +105,7 @@ export class Relay {
     return this.#events.on(name, listener);
   }
 
+  /** Whether the relay runs, listens, and what it has published and parked; no database round trip. */
   health(): RelayHealth {
     return { ...this.#health };
   }
@@ -145,6 +147,7 @@ export class Relay {
     await this.#unlisten();
   }
 
+  /** `await using relay = createRelay(...)`: stops the relay at the end of the scope. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
   }
