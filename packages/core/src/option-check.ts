@@ -107,3 +107,29 @@ export function checkConsumerName(given: unknown, fallback: string | (() => stri
   if (given !== undefined) return checkName('consumer', given);
   return typeof fallback === 'function' ? fallback() : fallback;
 }
+
+/**
+ * The option checks, for adapters (`@once/core/adapter`): each names the field it refuses in an
+ * `INVALID_OPTION` error of one shape, `<factory>: option 'x' must be …, got …`, once the
+ * factory is wrapped in {@link optionCheck.namingFactory}.
+ */
+export const optionCheck = Object.freeze({
+  /** An `INVALID_OPTION` error about option `field` (`''`: the options object itself). */
+  invalid: invalidOption,
+  /** Runs `resolve`, naming `factory` in front of the `INVALID_OPTION` errors it throws. */
+  namingFactory,
+  /** An integer within [`min` (1), `max`]. */
+  integer: checkInteger,
+  /** A duration in whole milliseconds, at least `minMs` (0). */
+  durationMs: checkDurationMs,
+  /** A non-empty string of at most `maxLength` (255) characters. */
+  name: checkName,
+  /** A boolean. */
+  boolean: checkBoolean,
+  /** One of `allowed`. */
+  oneOf: checkOneOf,
+  /** A function. */
+  function: checkFunction,
+  /** The `consumer` option when given (checked as a name), else the fallback. */
+  consumerName: checkConsumerName,
+});

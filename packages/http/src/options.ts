@@ -1,14 +1,5 @@
 import type { LeaseSettings, Logger, Outbox, PgPoolLike } from '@once/core';
-import {
-  checkBoolean,
-  checkDurationMs,
-  checkFunction,
-  checkInteger,
-  checkName,
-  checkOneOf,
-  invalidOption,
-  namingFactory,
-} from '@once/core/adapter';
+import { optionCheck } from '@once/core/adapter';
 import type { ProblemFormat } from './problem-details.js';
 
 /** Options of {@link createIdempotency}. */
@@ -105,27 +96,30 @@ export interface ResolvedIdempotencyOptions {
 
 /** Applies the defaults and validates every field, naming the bad one. */
 export function resolveIdempotencyOptions(o: IdempotencyOptions): ResolvedIdempotencyOptions {
-  return namingFactory('createIdempotency', () => resolve(o));
+  return optionCheck.namingFactory('createIdempotency', () => resolve(o));
 }
 
 function resolve(o: IdempotencyOptions): ResolvedIdempotencyOptions {
-  if (typeof o !== 'object' || o === null) throw invalidOption('', 'must be an object');
+  if (typeof o !== 'object' || o === null) throw optionCheck.invalid('', 'must be an object');
   if (typeof o.pool?.query !== 'function' || typeof o.pool?.connect !== 'function') {
-    throw invalidOption('pool', 'must be a pg Pool (new pg.Pool(...))');
+    throw optionCheck.invalid('pool', 'must be a pg Pool (new pg.Pool(...))');
   }
   const d = DEFAULT_IDEMPOTENCY_OPTIONS;
   if ((o as { leaseMs?: unknown }).leaseMs !== undefined) {
-    throw invalidOption('leaseMs', 'is no longer an option of its own: write mode: { lease: { leaseMs } }');
+    throw optionCheck.invalid(
+      'leaseMs',
+      'is no longer an option of its own: write mode: { lease: { leaseMs } }',
+    );
   }
   const mode = o.mode ?? d.mode;
-  if (typeof mode === 'string') checkOneOf('mode', mode, ['transaction', 'lease']);
+  if (typeof mode === 'string') optionCheck.oneOf('mode', mode, ['transaction', 'lease']);
   else if (
     typeof mode !== 'object' ||
     mode === null ||
     typeof mode.lease !== 'object' ||
     mode.lease === null
   ) {
-    throw invalidOption(
+    throw optionCheck.invalid(
       'mode',
       `must be 'transaction', 'lease' or { lease: { leaseMs } }, got ${JSON.stringify(mode)}`,
     );
@@ -134,33 +128,38 @@ function resolve(o: IdempotencyOptions): ResolvedIdempotencyOptions {
   checkHeaderNames('fingerprintHeaders', headers);
   const replayHeader = o.replayHeader ?? d.replayHeader;
   if (replayHeader !== false && !TOKEN_LOWER.test(replayHeader)) {
-    throw invalidOption('replayHeader', 'must be a lower-case header name or false');
+    throw optionCheck.invalid('replayHeader', 'must be a lower-case header name or false');
   }
-  const maxKeyLength = checkInteger('maxKeyLength', o.maxKeyLength ?? d.maxKeyLength, 1, MAX_KEY_LENGTH);
+  const maxKeyLength = optionCheck.integer(
+    'maxKeyLength',
+    o.maxKeyLength ?? d.maxKeyLength,
+    1,
+    MAX_KEY_LENGTH,
+  );
   return Object.freeze({
     pool: o.pool,
-    consumer: checkName('consumer', o.consumer ?? d.consumer),
-    schema: checkName('schema', o.schema ?? d.schema),
+    consumer: optionCheck.name('consumer', o.consumer ?? d.consumer),
+    schema: optionCheck.name('schema', o.schema ?? d.schema),
     mode,
     outbox: o.outbox,
-    retentionMs: checkDurationMs('retentionMs', o.retentionMs ?? d.retentionMs),
-    lockTimeoutMs: checkDurationMs('lockTimeoutMs', o.lockTimeoutMs ?? d.lockTimeoutMs),
-    handlerTimeoutMs: checkDurationMs('handlerTimeoutMs', o.handlerTimeoutMs ?? d.handlerTimeoutMs),
+    retentionMs: optionCheck.durationMs('retentionMs', o.retentionMs ?? d.retentionMs),
+    lockTimeoutMs: optionCheck.durationMs('lockTimeoutMs', o.lockTimeoutMs ?? d.lockTimeoutMs),
+    handlerTimeoutMs: optionCheck.durationMs('handlerTimeoutMs', o.handlerTimeoutMs ?? d.handlerTimeoutMs),
     maxKeyLength,
-    required: checkBoolean('required', o.required ?? d.required),
+    required: optionCheck.boolean('required', o.required ?? d.required),
     fingerprintHeaders: Object.freeze([...headers]),
     replayHeader,
     logger: o.logger,
     formatProblem:
       o.formatProblem === undefined
         ? undefined
-        : checkFunction<ProblemFormat>('formatProblem', o.formatProblem),
+        : optionCheck.function<ProblemFormat>('formatProblem', o.formatProblem),
   });
 }
 
 /** Throws unless `names` is an array of lower-case header names. */
 export function checkHeaderNames(field: string, names: unknown): asserts names is readonly string[] {
   if (!Array.isArray(names) || names.some((n) => typeof n !== 'string' || !TOKEN_LOWER.test(n))) {
-    throw invalidOption(field, 'must be an array of lower-case header names');
+    throw optionCheck.invalid(field, 'must be an array of lower-case header names');
   }
 }

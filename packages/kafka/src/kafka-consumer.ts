@@ -4,7 +4,7 @@ import {
   type ConsumerHealth,
   type ConsumerState,
   logDropped,
-  namingFactory,
+  optionCheck,
   processGate,
   type StartCounter,
   serializeError,
@@ -306,5 +306,5 @@ export class KafkaConsumer<R = unknown> extends ConsumerBase<R, KafkaConsumerEve
 
 /** Creates a {@link KafkaConsumer}; validates the options and names the first bad field. */
 export function createKafkaConsumer<R = unknown>(options: KafkaConsumerOptions<R>): KafkaConsumer<R> {
-  return namingFactory('createKafkaConsumer', () => new KafkaConsumer(options));
+  return optionCheck.namingFactory('createKafkaConsumer', () => new KafkaConsumer(options));
 }

@@ -5,7 +5,7 @@ import {
   type OutboxPublishOptions,
   type OutboxPublishResult,
 } from '@once/core';
-import { Connector, checkInteger, checkName, untilAborted } from '@once/core/adapter';
+import { Connector, optionCheck, untilAborted } from '@once/core/adapter';
 import { MAX_ID_LENGTH } from '@once/core/admin';
 import { type IHeaders, type Message, Partitioners, type ProducerConfig } from 'kafkajs';
 import { KafkaErrorCode } from './errors.js';
@@ -61,8 +61,12 @@ export class KafkaPublisher implements OutboxPublisher {
       throw new OnceError(ErrorCode.InvalidOption, "option 'kafka' must be a kafkajs Kafka instance");
     }
     // The same checks as the consumer's options and the other publishers' timeouts.
-    this.#header = checkName('idHeader', options.idHeader ?? DEFAULTS.idHeader);
-    this.#ackTimeoutMs = checkInteger('ackTimeoutMs', options.ackTimeoutMs ?? DEFAULTS.ackTimeoutMs, 1);
+    this.#header = optionCheck.name('idHeader', options.idHeader ?? DEFAULTS.idHeader);
+    this.#ackTimeoutMs = optionCheck.integer(
+      'ackTimeoutMs',
+      options.ackTimeoutMs ?? DEFAULTS.ackTimeoutMs,
+      1,
+    );
     this.#kafka = options.kafka;
     this.#producerConfig = {
       createPartitioner: Partitioners.DefaultPartitioner,

@@ -5,7 +5,7 @@ import {
   ConsumerBase,
   type ConsumerHealth,
   type ConsumerState,
-  namingFactory,
+  optionCheck,
   sleep,
 } from '@once/core/adapter';
 import { Dispatcher } from './dispatch.js';
@@ -310,5 +310,5 @@ export class NatsConsumer<R = unknown> extends ConsumerBase<R, NatsConsumerEvent
 
 /** Creates a {@link NatsConsumer}; validates the options (naming the bad field). Call `start()` next. */
 export function createNatsConsumer<R = unknown>(options: NatsConsumerOptions<R>): NatsConsumer<R> {
-  return namingFactory('createNatsConsumer', () => new NatsConsumer(options));
+  return optionCheck.namingFactory('createNatsConsumer', () => new NatsConsumer(options));
 }

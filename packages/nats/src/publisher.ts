@@ -11,8 +11,8 @@ import {
 } from '@once/core';
 import {
   Connector,
-  checkInteger,
   checkMessageId,
+  optionCheck,
   settledResults,
   silentLogger,
   untilAborted,
@@ -69,7 +69,7 @@ export class NatsPublisher implements OutboxPublisher {
     const servers = typeof options.servers === 'string' ? [options.servers] : [...(options.servers ?? [])];
     const { connection } = options;
     this.#own = connection === undefined;
-    const timeout = checkInteger('publishTimeoutMs', options.publishTimeoutMs ?? 30_000, 1);
+    const timeout = optionCheck.integer('publishTimeoutMs', options.publishTimeoutMs ?? 30_000, 1);
     this.#logger = options.logger || silentLogger;
     // Opened once: the client reconnects by itself, so a connection is never dropped.
     this.#link = new Connector(async () => {

@@ -1,5 +1,5 @@
 import { ErrorCode, type Logger, OnceError, type PgPoolLike } from '@once/core';
-import { checkInteger } from '@once/core/adapter';
+import { optionCheck } from '@once/core/adapter';
 import type { MeterProvider } from '@opentelemetry/api';
 
 /** Options of {@link instrument}. */
@@ -40,6 +40,6 @@ export function checkInstrumentOptions(options: InstrumentOptions): InstrumentOp
     throw new OnceError(ErrorCode.InvalidOption, "option 'meterProvider' must have a getMeter() method");
   }
   if (options.outboxPendingLimit !== undefined)
-    checkInteger('outboxPendingLimit', options.outboxPendingLimit, 1);
+    optionCheck.integer('outboxPendingLimit', options.outboxPendingLimit, 1);
   return options;
 }

@@ -8,8 +8,8 @@ import {
 } from '@once/core';
 import {
   Connector,
-  checkInteger,
   checkMessageId,
+  optionCheck,
   serializeError,
   settledResults,
   silentLogger,
@@ -92,7 +92,7 @@ export class RabbitPublisher {
         `option 'url' must be an amqp:// or amqps:// URL or amqplib connect options, got ${JSON.stringify(url)}`,
       );
     }
-    this.#confirmTimeoutMs = checkInteger('confirmTimeoutMs', options.confirmTimeoutMs ?? 30_000, 1);
+    this.#confirmTimeoutMs = optionCheck.integer('confirmTimeoutMs', options.confirmTimeoutMs ?? 30_000, 1);
     const so = options.socketOptions ?? {};
     const socketOptions: SocketOptions = {
       // amqplib's handshake deadline: a broker that accepts the socket and says nothing would

@@ -6,7 +6,7 @@ import {
   type ConsumerState,
   KeyedSerializer,
   Limiter,
-  namingFactory,
+  optionCheck,
   processGate,
   serializeError,
   sleep,
@@ -402,5 +402,5 @@ export class SqsConsumer<R = unknown> extends ConsumerBase<R, SqsConsumerEventMa
 
 /** Creates an {@link SqsConsumer}; validates the options and names the first bad field. Call `start()` next. */
 export function createSqsConsumer<R = unknown>(options: SqsConsumerOptions<R>): SqsConsumer<R> {
-  return namingFactory('createSqsConsumer', () => new SqsConsumer(options));
+  return optionCheck.namingFactory('createSqsConsumer', () => new SqsConsumer(options));
 }

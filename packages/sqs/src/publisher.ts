@@ -12,14 +12,7 @@ import {
   type OutboxPublishOptions,
   type SerializedError,
 } from '@once/core';
-import {
-  checkFunction,
-  checkInteger,
-  checkName,
-  serializeError,
-  silentLogger,
-  sleep,
-} from '@once/core/adapter';
+import { optionCheck, serializeError, silentLogger, sleep } from '@once/core/adapter';
 import { SqsErrorCode } from './errors.js';
 import { BODY_ENCODING_ATTRIBUTE, sqsBody, sqsToken } from './sqs-body.js';
 
@@ -97,10 +90,10 @@ export function createSqsPublisher(options: SqsPublisherOptions): SqsPublisher {
     throw new OnceError(ErrorCode.InvalidOption, "option 'client' must be an SQSClient");
   }
   // The consumer's check of the same attribute name (SQS allows 256 characters).
-  const idHeader = checkName('idHeader', options.idHeader ?? 'message-id', 256);
-  if (options.queueUrlOf !== undefined) checkFunction('queueUrlOf', options.queueUrlOf);
-  const maxRetries = checkInteger('maxRetries', options.maxRetries ?? 3, 0);
-  const retryDelayMs = checkInteger('retryDelayMs', options.retryDelayMs ?? 100, 0);
+  const idHeader = optionCheck.name('idHeader', options.idHeader ?? 'message-id', 256);
+  if (options.queueUrlOf !== undefined) optionCheck.function('queueUrlOf', options.queueUrlOf);
+  const maxRetries = optionCheck.integer('maxRetries', options.maxRetries ?? 3, 0);
+  const retryDelayMs = optionCheck.integer('retryDelayMs', options.retryDelayMs ?? 100, 0);
   const logger = options.logger || silentLogger;
   const { client } = options;
   if (options.queueUrl !== undefined && !/^https?:\/\/\S+$/.test(options.queueUrl)) {

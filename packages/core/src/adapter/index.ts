@@ -31,18 +31,8 @@ export { fingerprint } from '../fingerprint.js';
 export { createHttpInbox } from '../http-inbox.js';
 export type { StoredHttpResponse } from '../http-response-store.js';
 export { silentLogger } from '../logger.js';
+export { optionCheck } from '../option-check.js';
 export type { ResolvedInboxOptions } from '../options.js';
-export {
-  checkBoolean,
-  checkConsumerName,
-  checkDurationMs,
-  checkFunction,
-  checkInteger,
-  checkName,
-  checkOneOf,
-  invalidOption,
-  namingFactory,
-} from '../option-check.js';
 export { type RetentionCheck, warnIfRetentionShort } from '../retention.js';
 export { Connector } from './connector.js';
 export type { Consumer, ConsumerEventMap, ConsumerHealth, ConsumerState } from './consumer.js';

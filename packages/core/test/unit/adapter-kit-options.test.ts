@@ -1,11 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   type AdapterOptionKey,
-  checkConsumerName,
-  checkDurationMs,
-  checkInteger,
-  checkName,
-  checkOneOf,
+  optionCheck,
   type ResolvedOptions,
   splitOptions,
   withDefaults,
@@ -118,24 +114,30 @@ describe('splitOptions', () => {
 
 describe('validators', () => {
   it('name the field and say what was wrong', () => {
-    expect(checkInteger('batchSize', 5)).toBe(5);
-    expect(codeAndMessage(() => checkInteger('batchSize', 0)).message).toBe(
+    expect(optionCheck.integer('batchSize', 5)).toBe(5);
+    expect(codeAndMessage(() => optionCheck.integer('batchSize', 0)).message).toBe(
       "option 'batchSize' must be at least 1, got 0",
     );
-    expect(codeAndMessage(() => checkInteger('batchSize', 1.5)).message).toContain('must be an integer');
-    expect(codeAndMessage(() => checkInteger('prefetch', 70_000, 1, 65_535)).message).toContain(
+    expect(codeAndMessage(() => optionCheck.integer('batchSize', 1.5)).message).toContain(
+      'must be an integer',
+    );
+    expect(codeAndMessage(() => optionCheck.integer('prefetch', 70_000, 1, 65_535)).message).toContain(
       'at most 65535',
     );
-    expect(checkDurationMs('stopTimeoutMs', 0)).toBe(0);
-    expect(codeAndMessage(() => checkDurationMs('stopTimeoutMs', -1)).message).toContain('at least 0 ms');
-    expect(codeAndMessage(() => checkDurationMs('stopTimeoutMs', '5s')).message).toContain('milliseconds');
-    expect(checkName('queue', 'q')).toBe('q');
-    expect(codeAndMessage(() => checkName('queue', '')).message).toContain(
+    expect(optionCheck.durationMs('stopTimeoutMs', 0)).toBe(0);
+    expect(codeAndMessage(() => optionCheck.durationMs('stopTimeoutMs', -1)).message).toContain(
+      'at least 0 ms',
+    );
+    expect(codeAndMessage(() => optionCheck.durationMs('stopTimeoutMs', '5s')).message).toContain(
+      'milliseconds',
+    );
+    expect(optionCheck.name('queue', 'q')).toBe('q');
+    expect(codeAndMessage(() => optionCheck.name('queue', '')).message).toContain(
       "option 'queue' must be a non-empty string",
     );
-    expect(codeAndMessage(() => checkName('queue', 'x'.repeat(256))).message).toContain('at most 255');
-    expect(checkOneOf('idFrom', 'header', ['header', 'offset'])).toBe('header');
-    expect(codeAndMessage(() => checkOneOf('idFrom', 'x', ['header', 'offset'])).message).toBe(
+    expect(codeAndMessage(() => optionCheck.name('queue', 'x'.repeat(256))).message).toContain('at most 255');
+    expect(optionCheck.oneOf('idFrom', 'header', ['header', 'offset'])).toBe('header');
+    expect(codeAndMessage(() => optionCheck.oneOf('idFrom', 'x', ['header', 'offset'])).message).toBe(
       "option 'idFrom' must be one of 'header', 'offset', got \"x\"",
     );
   });
@@ -143,14 +145,14 @@ describe('validators', () => {
 
 describe('checkConsumerName', () => {
   it('checks a given name and otherwise takes the fallback, calling a function fallback only then', () => {
-    expect(checkConsumerName('payments', 'queue')).toBe('payments');
-    expect(checkConsumerName(undefined, 'queue')).toBe('queue');
-    expect(checkConsumerName(undefined, () => 'lazy')).toBe('lazy');
+    expect(optionCheck.consumerName('payments', 'queue')).toBe('payments');
+    expect(optionCheck.consumerName(undefined, 'queue')).toBe('queue');
+    expect(optionCheck.consumerName(undefined, () => 'lazy')).toBe('lazy');
     const refuse = () => {
       throw new Error('the fallback ran');
     };
-    expect(checkConsumerName('payments', refuse)).toBe('payments');
-    expect(codeAndMessage(() => checkConsumerName('', 'queue')).message).toContain(
+    expect(optionCheck.consumerName('payments', refuse)).toBe('payments');
+    expect(codeAndMessage(() => optionCheck.consumerName('', 'queue')).message).toContain(
       "option 'consumer' must be a non-empty string",
     );
   });
