@@ -18,15 +18,19 @@ export function invalidOption(field: string, message: string): OnceError {
 
 /**
  * Runs `resolve` and gives any `INVALID_OPTION` error it throws the factory's name as prefix,
- * once: `createInbox: option 'maxAttempts' must be at least 1, got 0`.
+ * once: `createInbox: option 'maxAttempts' must be at least 1, got 0`. An error already named
+ * `createInbox` (an adapter's consumer makes its inbox) takes the outer name instead: the user
+ * called `createKafkaConsumer`, not `createInbox`.
  */
 export function namingFactory<T>(factory: string, resolve: () => T): T {
   try {
     return resolve();
   } catch (err) {
-    if (!OnceError.is(err) || err.code !== ErrorCode.InvalidOption || /^[\w.]+: /.test(err.message))
-      throw err;
-    throw new OnceError(ErrorCode.InvalidOption, `${factory}: ${err.message}`, {
+    if (!OnceError.is(err) || err.code !== ErrorCode.InvalidOption) throw err;
+    const inner = /^(\w+): /.exec(err.message);
+    if (inner && inner[1] !== 'createInbox') throw err;
+    const message = inner ? err.message.slice(inner[0].length) : err.message;
+    throw new OnceError(ErrorCode.InvalidOption, `${factory}: ${message}`, {
       ...(err.cause === undefined ? {} : { cause: err.cause }),
     });
   }

@@ -120,7 +120,7 @@ describe('enqueue', () => {
     const o = await inbox.process(envelope('np1'));
     expect(o).toMatchObject({
       status: 'retry',
-      error: { message: expect.stringMatching(/option 'outbox'/) },
+      error: { message: expect.stringMatching(/options.outbox/) },
     });
   });
 });

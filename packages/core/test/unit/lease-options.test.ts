@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createInbox, type InboxOptions, OnceError, type PgPoolLike } from '../../src/index.js';
+import { namingFactory } from '../../src/option-check.js';
 import { callerTransactionsOf, leaseOf, resolveInboxOptions } from '../../src/options.js';
 
 const pool = {
@@ -110,5 +111,31 @@ describe('the mode option', () => {
       // @ts-expect-error: leaseMs is a lease setting now
       resolveInboxOptions({ ...base, mode: 'lease', leaseMs: 1000 });
     expect(errorOf(old).code).toBe('INVALID_OPTION');
+  });
+});
+
+describe('namingFactory', () => {
+  it("puts the factory in front once, and an adapter's factory replaces createInbox's name", () => {
+    const inner = errorOf(() => createInbox({ ...base, maxAttempts: 0 }));
+    expect(inner.message).toBe("createInbox: option 'maxAttempts' must be at least 1, got 0");
+    const outer = errorOf(() =>
+      namingFactory('createTestConsumer', () => createInbox({ ...base, maxAttempts: 0 })),
+    );
+    expect(outer.code).toBe('INVALID_OPTION');
+    expect(outer.message).toBe("createTestConsumer: option 'maxAttempts' must be at least 1, got 0");
+    const named = errorOf(() =>
+      namingFactory('createOuter', () =>
+        namingFactory('createTestConsumer', () => resolveInboxOptions({ ...base, maxAttempts: 0 })),
+      ),
+    );
+    expect(named.message).toBe("createTestConsumer: option 'maxAttempts' must be at least 1, got 0");
+    const other = new OnceError('DATABASE', 'boom');
+    expect(
+      errorOf(() =>
+        namingFactory('createX', () => {
+          throw other;
+        }),
+      ),
+    ).toBe(other);
   });
 });
