@@ -64,4 +64,7 @@ export type Handler<R = unknown> = (envelope: Envelope, ctx: HandlerContext) => 
  * aborted when the handler's deadline passes or the lease is lost. Its result must be
  * JSON-serialisable.
  */
-export type StepFn<T> = (info: { readonly idempotencyKey: string; readonly signal: AbortSignal }) => Promise<T> | T;
+export type StepFn<T> = (info: {
+  readonly idempotencyKey: string;
+  readonly signal: AbortSignal;
+}) => Promise<T> | T;

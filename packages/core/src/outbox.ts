@@ -117,7 +117,10 @@ export class Outbox {
           ),
         ]);
     if (entries.length === 0) {
-      throw new OnceError(ErrorCode.InvalidOption, "option 'destinations' must name at least one destination");
+      throw new OnceError(
+        ErrorCode.InvalidOption,
+        "option 'destinations' must name at least one destination",
+      );
     }
     for (const [name] of entries) {
       if (typeof name !== 'string' || name.length === 0) {

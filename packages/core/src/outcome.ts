@@ -12,7 +12,6 @@ export type FailReason =
   /** The id was recorded `failed` earlier; dead-lettering is at least once, so do it again. */
   | 'previously-failed';
 
-
 /** The handler ran and its transaction committed. */
 export interface ProcessedOutcome<R = unknown> {
   /** The envelope this outcome is about. */

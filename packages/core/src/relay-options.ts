@@ -135,7 +135,10 @@ export function resolveRelayOptions(options: RelayOptions): ResolvedRelayOptions
   }
   for (const [name, p] of Object.entries(publishers)) {
     if (typeof p?.publish !== 'function') {
-      throw new OnceError(ErrorCode.InvalidOption, `option 'publishers.${name}' must have a publish() method`);
+      throw new OnceError(
+        ErrorCode.InvalidOption,
+        `option 'publishers.${name}' must have a publish() method`,
+      );
     }
   }
   const logger = options.logger || silentLogger;

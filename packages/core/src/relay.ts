@@ -4,8 +4,8 @@ import { keepAlive, warnPoolSettings } from './bounded-pool.js';
 import { Connection, guardNewClients } from './connection.js';
 import { ErrorCode, OnceError, serializeError } from './errors.js';
 import { Events, type OnceEventMap } from './events.js';
-import { namingFactory } from './option-check.js';
 import { quoteIdentifier } from './identifier.js';
+import { namingFactory } from './option-check.js';
 import type { OutboxMessage, OutboxPublisher, OutboxPublishResult } from './outbox-publisher.js';
 import type { PgClientLike } from './pg-like.js';
 import {

@@ -37,11 +37,15 @@ describe('resolveKafkaConsumerOptions', () => {
     expect(bad({ batchSize: 0 }).message).toMatch(/^createKafkaConsumer: option 'batchSize' /);
     expect(bad({ concurrency: 0 }).message).toMatch(/^createKafkaConsumer: option 'concurrency' /);
     expect(bad({ maxBatchMs: Number.NaN }).message).toMatch(/^createKafkaConsumer: option 'maxBatchMs' /);
-    expect(bad({ sessionTimeoutMs: '6s' }).message).toMatch(/^createKafkaConsumer: option 'sessionTimeoutMs' /);
+    expect(bad({ sessionTimeoutMs: '6s' }).message).toMatch(
+      /^createKafkaConsumer: option 'sessionTimeoutMs' /,
+    );
     expect(bad({ sessionTimeoutMs: 6000, heartbeatIntervalMs: 6000 }).message).toMatch(
       /^createKafkaConsumer: option 'heartbeatIntervalMs' /,
     );
-    expect(bad({ rebalanceTimeoutMs: 10 }).message).toMatch(/^createKafkaConsumer: option 'rebalanceTimeoutMs' /);
+    expect(bad({ rebalanceTimeoutMs: 10 }).message).toMatch(
+      /^createKafkaConsumer: option 'rebalanceTimeoutMs' /,
+    );
     expect(bad({ deadLetterTopic: 42 }).message).toMatch(/^createKafkaConsumer: option 'deadLetterTopic' /);
     expect(bad({ idFrom: 'yes' }).message).toMatch(/^createKafkaConsumer: option 'idFrom' /);
     expect(bad({ batchSize: 1.5 }).code).toBe('INVALID_OPTION');
@@ -60,8 +64,12 @@ describe('resolveKafkaConsumerOptions', () => {
   });
 
   it('refuses the removed offset fencing (issue #28) rather than running without it unnoticed', () => {
-    expect(bad({ offsetFencing: true }).message).toMatch(/^createKafkaConsumer: option 'offsetFencing' is unknown/);
-    expect(bad({ fenceOf: () => undefined }).message).toMatch(/^createKafkaConsumer: option 'fenceOf' is unknown/);
+    expect(bad({ offsetFencing: true }).message).toMatch(
+      /^createKafkaConsumer: option 'offsetFencing' is unknown/,
+    );
+    expect(bad({ fenceOf: () => undefined }).message).toMatch(
+      /^createKafkaConsumer: option 'fenceOf' is unknown/,
+    );
   });
 
   it('resolves the dead-letter topic forms', () => {

@@ -57,8 +57,7 @@ describe('resolveSqsConsumerOptions', () => {
       ),
     ).toEqual({
       code: 'INVALID_OPTION',
-      message:
-        "createSqsConsumer: option 'deadLetterQueue' is unknown; did you mean 'deadLetterQueueUrl'?",
+      message: "createSqsConsumer: option 'deadLetterQueue' is unknown; did you mean 'deadLetterQueueUrl'?",
     });
     const { queueUrl: _, ...noQueue } = base;
     expect(codeAndMessage(() => resolveSqsConsumerOptions(noQueue as SqsConsumerOptions))).toEqual({
