@@ -112,16 +112,3 @@ export function toJson(step: string, value: unknown): string | null {
   }
   return json;
 }
-
-/**
- * `ctx.step` of a transactional consumer. It refuses rather than run `fn` unrecorded: there an
- * external effect would repeat whenever the transaction rolls back, which is what lease mode is for.
- */
-export function stepNeedsLease(name: string): Promise<never> {
-  return Promise.reject(
-    stepError(
-      LeaseErrorCode.StepNeedsLease,
-      `ctx.step('${String(name)}') needs a consumer in lease mode: createInbox({ mode: 'lease', ... }); in transactional mode write effects through ctx.tx`,
-    ),
-  );
-}
