@@ -81,6 +81,7 @@ export class TypedEmitter<M extends object> {
     return (this.#listeners.get(name)?.size ?? 0) > 0;
   }
 
+  /** Calls every listener of `name` with `event`; a listener that throws is logged and skipped. */
   emit<E extends keyof M>(name: E, event: M[E]): void {
     const set = this.#listeners.get(name);
     if (!set) return;

@@ -1,7 +1,10 @@
 /** An HTTP response as `@once/http` stores it with a key: status, header pairs, body bytes. */
 export interface StoredHttpResponse {
+  /** The HTTP status. */
   status: number;
+  /** The stored header pairs, in order. */
   headers: Array<[string, string]>;
+  /** The body's bytes. */
   body: Buffer;
 }
 

@@ -177,9 +177,13 @@ export interface ResolvedInboxOptions<R = unknown>
   readonly logger: Logger;
   /** The failure lines go here: the given logger, console.warn without one, nothing with `false`. */
   readonly failureLogger: Logger;
+  /** The outbox of `ctx.publish`, if any. */
   readonly outbox: Outbox | undefined;
+  /** `idOf` as given. */
   readonly idOf: InboxOptions['idOf'];
+  /** `fingerprintOf` as given. */
   readonly fingerprintOf: ((envelope: Envelope) => Buffer | string) | undefined;
+  /** `classify` as given. */
   readonly classify: ((err: unknown) => ErrorClass) | undefined;
   /** The schema, validated and quoted. */
   readonly quotedSchema: string;

@@ -122,6 +122,7 @@ export class ConsumerLifecycle<R, M extends ConsumerEventMap = ConsumerEventMap>
     this.#hooks = hooks;
   }
 
+  /** The consumer's state now. */
   get state(): ConsumerState {
     return this.#state;
   }
