@@ -19,6 +19,7 @@ export type ConsumerState =
 
 /** The part of `health()` every consumer reports; adapters add their broker's fields. */
 export interface ConsumerHealth {
+  /** The consumer's state now. */
   state: ConsumerState;
   /**
    * True while running, the database and once's schema are usable (`available`), and nothing
