@@ -77,20 +77,33 @@ const TOKEN_LOWER = /^[!#$%&'*+.^_`|~0-9a-z-]+$/;
 
 /** Options after defaults, frozen. */
 export interface ResolvedIdempotencyOptions {
+  /** The pool the keys' transactions run on. */
   readonly pool: PgPoolLike;
+  /** The consumer name the keys are recorded under. */
   readonly consumer: string;
+  /** Once's schema. */
   readonly schema: string;
   /** Checked again, in full, by core's inbox. */
   readonly mode: NonNullable<IdempotencyOptions['mode']>;
+  /** The outbox of `ctx.publish`, if any. */
   readonly outbox: Outbox | undefined;
+  /** How long a completed key is kept, in ms. */
   readonly retentionMs: number;
+  /** How long a claim waits for a concurrent request with the key, in ms. */
   readonly lockTimeoutMs: number;
+  /** The handler's deadline, in ms. */
   readonly handlerTimeoutMs: number;
+  /** Longest accepted key, in characters. */
   readonly maxKeyLength: number;
+  /** Whether requests without `Idempotency-Key` are refused (400). */
   readonly required: boolean;
+  /** Request headers (lower-case) that join the fingerprint. */
   readonly fingerprintHeaders: readonly string[];
+  /** The header that marks a replayed response, or false. */
   readonly replayHeader: string | false;
+  /** The logger as given (`undefined`: handler errors to console.warn). */
   readonly logger: Logger | false | undefined;
+  /** The problem format as given. */
   readonly formatProblem: ProblemFormat | undefined;
 }
 
