@@ -31,11 +31,13 @@
 // second (WAL, buffers written, checkpoints, the big inbox's blocks read): what the purge changes.
 // Results: bench/results/scale.json (BENCH_OUT: another file); a run of some phases replaces only their sections of the file
 // there (each section says when it was measured). The schemas are dropped at the end.
+
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomUUID } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
-import { createInbox, migrate, purge } from '@once/core';
+import { createInbox, migrate } from '@once/core';
+import { purge } from '@once/core/admin';
 import pg from 'pg';
 import { flushStats, serverSettings } from '../support/pg-server.mjs';
 import { fmtRatio, gitCommit, median, pairedRatio } from '../support/report.mjs';

@@ -7,9 +7,10 @@
 // keeps sending) and the receipts consumer part-way, then starts them again; the client retries
 // through it. Effects: the `charges` rows; the stages show them and the receipts written
 // downstream from Kafka. Pending: charges without a final answer, unsent outbox rows, Kafka lag.
+
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { quoteIdentifier } from '@once/core';
+import { quoteIdentifier } from '@once/core/admin';
 import { Kafka, logLevel } from 'kafkajs';
 import pg from 'pg';
 import { ChargeClient, idOf, planCharges } from './src/client.mjs';

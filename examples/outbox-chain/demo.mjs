@@ -4,8 +4,9 @@
 // `order-accepted` event through the outbox to RabbitMQ; the shipping service writes a shipment
 // per event. Both processes are SIGKILLed mid-run. The effects are the shipments at the end of the
 // chain; pending is everything still on its way (Kafka lag, unsent outbox rows, RabbitMQ backlog).
+
 import { fileURLToPath } from 'node:url';
-import { quoteIdentifier } from '@once/core';
+import { quoteIdentifier } from '@once/core/admin';
 import amqp from 'amqplib';
 import { Kafka, logLevel } from 'kafkajs';
 import pg from 'pg';

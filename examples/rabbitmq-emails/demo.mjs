@@ -3,8 +3,9 @@
 // with re-sends go to a RabbitMQ queue; the consumer (lease mode) sends each through the fake mail
 // API, which runs here in the runner's process so it outlives the consumer's SIGKILL. The effects
 // are the emails the API delivered: one per unique message, however many calls it took.
+
 import { fileURLToPath } from 'node:url';
-import { quoteIdentifier } from '@once/core';
+import { quoteIdentifier } from '@once/core/admin';
 import amqp from 'amqplib';
 import pg from 'pg';
 import { rabbitBacklog } from '../../scripts/demo/rabbit-backlog.mjs';

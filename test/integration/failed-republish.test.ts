@@ -1,5 +1,4 @@
 import { createInbox, createRelay, type OutboxMessage, PermanentError, type Relay } from '@once/core';
-import { fromJsonb, toJsonb } from '@once/core/adapter';
 import {
   createRabbitConsumer,
   createRabbitPublisher,
@@ -9,6 +8,7 @@ import {
 import type pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { cli } from '../../packages/cli/test/integration/fixtures/cli.js';
+import { fromJsonb, toJsonb } from '../../packages/core/src/sql/jsonb.js';
 import { quoteIdent, serviceUrls, uniqueName } from '../support/index.js';
 import {
   amqpAdmin,

@@ -1,5 +1,5 @@
-import { createOutbox, createRelay, migrate, PermanentError, purge } from '@once/core';
-import { grantRuntime, runtimeGrants } from '@once/core/admin';
+import { createOutbox, createRelay, migrate, PermanentError } from '@once/core';
+import { grantRuntime, purge, runtimeGrants } from '@once/core/admin';
 import { createRabbitConsumer, createRabbitPublisher } from '@once/rabbitmq';
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';

@@ -1,5 +1,6 @@
 import { ReceiveMessageCommand } from '@aws-sdk/client-sqs';
-import { createInbox, createRelay, type Envelope, MAX_ID_LENGTH, PermanentError } from '@once/core';
+import { createInbox, createRelay, type Envelope, PermanentError } from '@once/core';
+import { MAX_ID_LENGTH } from '@once/core/admin';
 import { createKafkaPublisher } from '@once/kafka';
 import { createRabbitPublisher } from '@once/rabbitmq';
 import { createSqsPublisher } from '@once/sqs';

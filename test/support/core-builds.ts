@@ -10,6 +10,7 @@ import { cp, mkdir, readdir, readFile, rm, symlink, writeFile } from 'node:fs/pr
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
+import type * as CoreAdmin from '../../packages/core/src/admin/index.js';
 import type * as Core from '../../packages/core/src/index.js';
 
 const exec = promisify(execFile);
@@ -24,11 +25,15 @@ const INPUTS = [
   'tsconfig.base.json',
 ];
 
-/** One copy's public API, as its dist/index.js exports it. */
-export type CoreBuild = typeof Core;
+/**
+ * One copy's public API, as its dist/index.js exports it, with the schema names that moved to
+ * `@once/core/admin` in 0.2 (older copies export them from the index as well).
+ */
+export type CoreBuild = typeof Core &
+  Pick<typeof CoreAdmin, 'LATEST_SCHEMA_VERSION' | 'MIGRATIONS' | 'compatibleFrom' | 'purge' | 'schemaSql'>;
 
 /** A migration to append, in the shape of `MIGRATIONS`' entries. */
-export type ExtraMigration = Core.Migration;
+export type ExtraMigration = CoreAdmin.Migration;
 
 /**
  * @once/core as of `commit`, from `git archive` (the repository's history must hold it: a clone,
@@ -146,7 +151,14 @@ async function build(
   project = 'packages/core',
 ): Promise<CoreBuild> {
   await compile(dir, stamp, fill, project);
-  return (await import(pathToFileURL(join(dir, 'packages/core/dist/index.js')).href)) as CoreBuild;
+  const dist = join(dir, 'packages/core/dist');
+  // A copy from before the admin entry point has the schema names in its index only.
+  const admin = (await import(pathToFileURL(join(dist, 'admin/index.js')).href).catch(() => ({}))) as Record<
+    string,
+    unknown
+  >;
+  const index = (await import(pathToFileURL(join(dist, 'index.js')).href)) as Record<string, unknown>;
+  return { ...admin, ...index } as CoreBuild;
 }
 
 /** Fills `dir` and runs `tsc -b project` there, unless `stamp` says it already holds that build. */

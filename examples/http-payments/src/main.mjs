@@ -4,8 +4,9 @@
 // Starts the payments service (node:http on 127.0.0.1, its relay to Kafka) and the receipts
 // service, then sends 20 charges with the retrying client: some twice at once with one key, some
 // with their response lost on purpose and retried. It prints each charge with its receipts: one each.
+
 import http from 'node:http';
-import { quoteIdentifier } from '@once/core';
+import { quoteIdentifier } from '@once/core/admin';
 import { nodeListener } from '@once/http/node';
 import { Kafka, logLevel } from 'kafkajs';
 import pg from 'pg';

@@ -5,8 +5,10 @@
 // COMMIT. A retry with the same key (after a lost response, or from a concurrent duplicate) gets
 // the stored 201 back; a SIGKILL before COMMIT leaves nothing, so the retry charges once. The
 // relay sends the outbox's events to Kafka.
+
 import { randomUUID } from 'node:crypto';
-import { createOutbox, createRelay, quoteIdentifier } from '@once/core';
+import { createOutbox, createRelay } from '@once/core';
+import { quoteIdentifier } from '@once/core/admin';
 import { createIdempotency } from '@once/http';
 import { idempotentFetch } from '@once/http/fetch';
 import { createKafkaPublisher } from '@once/kafka';

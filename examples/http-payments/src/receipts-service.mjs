@@ -3,7 +3,9 @@
 // per charge. The relay may send an event twice (when it dies between Kafka's acknowledgement and
 // marking the row sent); the event keeps its outbox id as the message id, so the second copy is
 // dropped as a duplicate.
-import { PermanentError, quoteIdentifier } from '@once/core';
+
+import { PermanentError } from '@once/core';
+import { quoteIdentifier } from '@once/core/admin';
 import { createKafkaConsumer } from '@once/kafka';
 
 /** The consumer name receipts are recorded under. */

@@ -3,7 +3,9 @@
 // the payments service's `charges` and the receipts service's `receipts`. Neither has a unique key
 // on (account, idempotency key) on purpose: a second effect would show as a second row, not be
 // hidden by a constraint.
-import { migrate, quoteIdentifier } from '@once/core';
+
+import { migrate } from '@once/core';
+import { quoteIdentifier } from '@once/core/admin';
 
 /**
  * Installs once's tables and the example's tables in `schema`.

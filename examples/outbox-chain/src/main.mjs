@@ -5,7 +5,7 @@
 // writes each order and its `order-accepted` event in one transaction (the event goes into the
 // outbox); its relay sends the events to a RabbitMQ exchange; the shipping service writes one
 // shipment per event. It prints each order with its shipments: one each.
-import { quoteIdentifier } from '@once/core';
+import { quoteIdentifier } from '@once/core/admin';
 import amqp from 'amqplib';
 import { Kafka, logLevel } from 'kafkajs';
 import pg from 'pg';

@@ -3,7 +3,9 @@
 // `order-accepted` event in one transaction (ctx.publish writes the event into the outbox), and
 // runs the relay that sends outbox rows to RabbitMQ. A crash anywhere leaves either both the row
 // and the event or neither; the relay re-sends an event it is not sure of, with the same id.
-import { createOutbox, createRelay, PermanentError, quoteIdentifier } from '@once/core';
+
+import { createOutbox, createRelay, PermanentError } from '@once/core';
+import { quoteIdentifier } from '@once/core/admin';
 import { createKafkaConsumer } from '@once/kafka';
 import { createRabbitPublisher } from '@once/rabbitmq';
 

@@ -2,7 +2,9 @@
 // The tables of this example, in one schema: once's own (inbox, outbox), the order service's
 // `orders` and the shipping service's `shipments`. Neither has a unique key on the order id on
 // purpose: a second effect would show as a second row, not be hidden by a constraint.
-import { migrate, quoteIdentifier } from '@once/core';
+
+import { migrate } from '@once/core';
+import { quoteIdentifier } from '@once/core/admin';
 
 /**
  * Installs once's tables and the example's tables in `schema`.

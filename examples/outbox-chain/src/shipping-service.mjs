@@ -2,7 +2,9 @@
 // The shipping service: consumes `order-accepted` events from RabbitMQ and writes one shipment
 // per event, once. The event's message id is its outbox row id, so a re-send by the relay (after
 // a crash between publishing and marking the row sent) is a duplicate here.
-import { PermanentError, quoteIdentifier } from '@once/core';
+
+import { PermanentError } from '@once/core';
+import { quoteIdentifier } from '@once/core/admin';
 import { createRabbitConsumer, jsonHandler } from '@once/rabbitmq';
 
 /** The consumer name shipments are recorded under. */

@@ -3,7 +3,9 @@
 // it runs as a durable step: once its result is recorded no later attempt sends again, and the
 // one window left (the API delivered, the worker died before recording) is closed by passing the
 // step's idempotency key to the API, which answers a repeat with the first result.
-import { PermanentError, quoteIdentifier } from '@once/core';
+
+import { PermanentError } from '@once/core';
+import { quoteIdentifier } from '@once/core/admin';
 import { createRabbitConsumer, jsonHandler } from '@once/rabbitmq';
 import { sendMail } from './mail-client.mjs';
 
@@ -59,11 +61,9 @@ export function createEmailConsumer({ pool, schema, amqpUrl, queue, mailApiUrl, 
     pool,
     schema,
     consumer: EMAIL_CONSUMER,
-    mode: 'lease',
     // Short so that a crashed worker's emails are taken over within seconds. RabbitMQ cannot
     // extend a delivery, so lease and handler deadline stay far below its consumer_timeout.
-    leaseMs: 2_000,
-    heartbeatMs: 500,
+    mode: { lease: { leaseMs: 2_000, heartbeatMs: 500 } },
     handlerTimeoutMs: 10_000,
     retryTiersMs: RETRY_TIERS_MS,
     retryDelayMs: () => 500,

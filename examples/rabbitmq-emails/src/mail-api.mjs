@@ -4,9 +4,10 @@
 // key delivers the email, a repeat with the same key and body gets the first answer back
 // (`Idempotent-Replayed: true`) without delivering again, and the same key with another body is
 // refused (422). Every call is logged, so a run can show more calls than deliveries.
+
 import { createHash } from 'node:crypto';
 import { createServer } from 'node:http';
-import { quoteIdentifier } from '@once/core';
+import { quoteIdentifier } from '@once/core/admin';
 
 /**
  * @typedef {object} MailApiOptions

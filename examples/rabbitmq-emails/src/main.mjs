@@ -5,7 +5,7 @@
 // id), and consumes them: each email is a durable step that passes its idempotency key to the API.
 // The API cuts off the first answer for about one key in eight after delivering, as a timeout
 // would; the consumer retries, the API answers from the key, and no one gets a second email.
-import { quoteIdentifier } from '@once/core';
+import { quoteIdentifier } from '@once/core/admin';
 import amqp from 'amqplib';
 import pg from 'pg';
 import { createEmailConsumer, queuesOf } from './email-consumer.mjs';

@@ -2,7 +2,9 @@
 // The tables of this example, in one schema: once's own (inbox, steps, outbox), the consumer's
 // `email_log`, and the two tables of the fake mail API (which stands for a provider's database,
 // not ours: it lives here only so the demo can count what the provider delivered).
-import { migrate, quoteIdentifier } from '@once/core';
+
+import { migrate } from '@once/core';
+import { quoteIdentifier } from '@once/core/admin';
 
 /**
  * Installs once's tables and the example's tables in `schema`.

@@ -1,5 +1,5 @@
-import { ErrorCode, LATEST_SCHEMA_VERSION, quoteIdentifier } from '@once/core';
-import { readSchemaState, type SchemaState } from '@once/core/admin';
+import { ErrorCode } from '@once/core';
+import { LATEST_SCHEMA_VERSION, quoteIdentifier, readSchemaState, type SchemaState } from '@once/core/admin';
 import pg from 'pg';
 import { CliError } from './cli-error.js';
 import { checkDatabaseUrl } from './database-url.js';

@@ -11,13 +11,14 @@ export type BoundHandler<T, R = unknown> = (envelope: Envelope, ctx: BoundContex
 
 /**
  * What a binding returns: the inbox's `handler`, and for a library that owns its transactions,
- * `transactions`. Spread it into `createInbox` or an adapter's options.
+ * the `mode` that claims inside them (`{ transactions }`). Spread it into `createInbox` or an
+ * adapter's options.
  */
 export interface InboxBinding<R = unknown> {
   /** The inbox's handler: yours, called with the library's transaction object as `ctx.tx`. */
   handler: Handler<R>;
-  /** Set by bindings of libraries that open their own transactions (the inbox's `transactions` option). */
-  transactions?: CallerTransactions;
+  /** Set by bindings of libraries that open their own transactions: the inbox's `mode: { transactions }`. */
+  mode?: { transactions: CallerTransactions };
 }
 
 /** `ctx` with `tx` replaced; its other members (the lazy `signal`) stay as they are. */
@@ -28,7 +29,7 @@ export function boundContext<T>(ctx: HandlerContext, tx: T): BoundContext<T> {
 /** Refuses a handler that is not a function, naming the binding (`withPrisma`, ...). */
 export function checkBoundHandler(binding: string, handler: unknown): void {
   if (typeof handler !== 'function') {
-    throw new OnceError(ErrorCode.InvalidOption, `${binding}: handler must be a function`);
+    throw new OnceError(ErrorCode.InvalidOption, `${binding}: option 'handler' must be a function`);
   }
 }
 
@@ -40,11 +41,11 @@ export function ownedBinding<T, R>(
   binding: string,
   handler: BoundHandler<T, R>,
   transactions: CallerTransactions<T>,
-): InboxBinding<R> & { transactions: CallerTransactions<T> } {
+): InboxBinding<R> & { mode: { transactions: CallerTransactions<T> } } {
   checkBoundHandler(binding, handler);
   return {
     handler: (envelope, ctx) => handler(envelope, boundContext(ctx, ctx.transaction as T)),
     // The inbox calls it with the objects its own `run` made: T on both sides.
-    transactions: transactions as CallerTransactions<T> & CallerTransactions,
+    mode: { transactions: transactions as CallerTransactions<T> & CallerTransactions },
   };
 }

@@ -1,5 +1,4 @@
 import { InvalidIdError } from './errors.js';
-import type { Liveness } from './lease/liveness.js';
 
 /** Where a delivery came from; adapters fill what their broker knows. */
 export interface EnvelopeSource {
@@ -7,6 +6,7 @@ export interface EnvelopeSource {
   broker: string;
   /** Topic, queue URL or queue name. */
   queue: string;
+  /** Kafka partition. */
   partition?: number;
   /** Kafka offset, as a string (kafkajs gives strings). */
   offset?: string;
@@ -37,10 +37,13 @@ export interface Envelope {
    * collapse into one, so the envelope is rejected as an invalid id unless `idOf` supplies one.
    */
   idUnusable?: string | undefined;
+  /** The message's bytes, as the broker delivered them. */
   body: Buffer;
+  /** The message's headers (attributes, properties), by name. */
   headers: Readonly<Record<string, string | undefined>>;
   /** Kafka key, SQS group id, AMQP routing key. */
   key?: string | undefined;
+  /** Where the delivery came from. */
   source: EnvelopeSource;
   /** 1 for a first delivery; the broker's count or our own for later ones. */
   attempt: number;
@@ -141,6 +144,7 @@ function isWellFormed(s: string): boolean {
 export interface Origin {
   broker: string;
   queue: string;
+  /** Kafka partition. */
   partition?: number;
   group?: string;
   key?: string;
@@ -165,4 +169,25 @@ export function originOf(envelope: Envelope): string {
     ...(idFrom === undefined ? {} : { idFrom }),
   };
   return JSON.stringify(origin);
+}
+
+/**
+ * The broker's own liveness for one delivery, exposed by an adapter so that lease mode runs on
+ * one clock: each time core renews a message's lease (when it claims the message, at each
+ * heartbeat, at each step), it calls {@link Liveness.extend} with the lease length, and the
+ * adapter keeps the delivery alive at the broker for that long from now.
+ *
+ * - SQS: `ChangeMessageVisibility` of the receipt handle to `ceil(ms / 1000)` seconds (at most
+ *   43200), and no visibility timer of the adapter's own for that message.
+ * - Kafka: the consumer group session (`heartbeat()` of eachBatch); kafkajs throttles it.
+ * - RabbitMQ: nothing can be extended (consumer_timeout is per delivery, set on the broker or
+ *   the queue); `extend` may be a no-op, and `leaseMs` plus the handler's deadline must stay
+ *   below the consumer timeout.
+ *
+ * Core awaits nothing from it while a handler runs: a rejection is logged and ignored (the lease,
+ * not the broker, decides who may write).
+ */
+export interface Liveness {
+  /** Keep this delivery alive at the broker for at least `ms` more milliseconds. */
+  extend(ms: number): Promise<void> | void;
 }

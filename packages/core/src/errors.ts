@@ -17,7 +17,24 @@ export const ErrorCode = {
   StatementTimeout: 'STATEMENT_TIMEOUT',
   ConnectTimeout: 'CONNECT_TIMEOUT',
   UnknownEvent: 'UNKNOWN_EVENT',
+  /** Lease mode: another worker took the message over (or the lease could not be renewed in time): stop. */
+  LeaseLost: 'LEASE_LOST',
+  /** Lease mode: a step name is empty, too long, or not a string. */
+  InvalidStepName: 'INVALID_STEP_NAME',
+  /** Lease mode: the same step name ran twice in one handler run. */
+  StepNameReused: 'STEP_NAME_REUSED',
+  /** Lease mode: a step started while another step of the same message was still running. */
+  StepsConcurrent: 'STEPS_CONCURRENT',
+  /** Lease mode: a step's result cannot be stored as JSON. */
+  StepResultNotSerializable: 'STEP_RESULT_NOT_SERIALIZABLE',
+  /** Lease mode: a step was called after the handler had settled. */
+  StepAfterSettle: 'STEP_AFTER_SETTLE',
+  /** `ctx.step` in a consumer that is not in lease mode. */
+  StepNeedsLease: 'STEP_NEEDS_LEASE',
+  /** Relay: a publisher call outlived `publishTimeoutMs`: aborted, its rows left pending, attempts unchanged. */
+  PublishTimeout: 'PUBLISH_TIMEOUT',
 } as const;
+/** One of {@link ErrorCode}'s values. */
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
 // A symbol from the global registry survives two copies of @once/core in one process,
@@ -26,7 +43,9 @@ const BRAND = Symbol.for('@once/core.OnceError');
 
 /** The one error class of once: a stable `code`, a `retryable` flag and the `cause`. */
 export class OnceError extends Error {
+  /** A stable code: one of {@link ErrorCode}'s, or an adapter's own. */
   readonly code: ErrorCode | (string & {});
+  /** True when trying again later may succeed (a fault of the environment, not of the input). */
   readonly retryable: boolean;
 
   constructor(
@@ -57,6 +76,7 @@ export class PermanentError extends OnceError {
     this.name = 'PermanentError';
   }
 
+  /** True for a PermanentError, also one made by another copy of @once/core. */
   static override is(err: unknown): err is PermanentError {
     return OnceError.is(err) && err.code === ErrorCode.Permanent;
   }
@@ -98,9 +118,13 @@ export class InvalidIdError extends OnceError {
 
 /** A JSON-friendly form of an error, stored with `failed` rows and sent in dead-letter headers. */
 export interface SerializedError {
+  /** The error's class name. */
   name: string;
+  /** The error's message. */
   message: string;
+  /** The error's `code`, when it has one (a OnceError's, a SQLSTATE). */
   code?: string;
+  /** The stack trace, when there is one. */
   stack?: string;
   /** What a thrown non-Error object carried (its own enumerable fields, JSON-safe). */
   fields?: Record<string, unknown>;

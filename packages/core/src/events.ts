@@ -6,7 +6,9 @@ import type { FailReason } from './outcome.js';
 
 /** What every `message:*` event of the inbox carries. */
 export interface MessageEventBase {
+  /** The consumer name the inbox records under. */
   consumer: string;
+  /** The message id, when it had a usable one. */
   id: string | undefined;
   /** Where the message came from (the envelope's source: broker, topic or queue, ...). */
   source: EnvelopeSource;
@@ -16,9 +18,13 @@ export interface MessageEventBase {
 
 /** Every event once emits, keyed by name. Events about a message fire after COMMIT and before the adapter settles. */
 export interface OnceEventMap {
+  /** The handler ran and its transaction committed. */
   'message:processed': MessageEventBase & { id: string };
+  /** The id was processed before: nothing ran. */
   'message:duplicate': MessageEventBase & { id: string };
+  /** Same id as a processed message, different payload. */
   'message:conflict': MessageEventBase & { id: string; action: 'dead-letter' | 'ack' };
+  /** Recorded failed (or not recordable): the adapter dead-letters it. */
   'message:failed': MessageEventBase & { reason: FailReason; error: SerializedError };
   /** A started message failed transiently; `spent`: the attempt counted toward maxAttempts. */
   'message:retry': MessageEventBase & { error: SerializedError; delayMs: number; spent: boolean };
@@ -28,6 +34,7 @@ export interface OnceEventMap {
     error: SerializedError;
     delayMs: number;
   };
+  /** Another worker holds the id: redelivered later. */
   'message:busy': MessageEventBase & { id: string };
   /**
    * A handler run settled (returned, threw, or passed its deadline), before its transaction
@@ -36,8 +43,11 @@ export interface OnceEventMap {
   'handler:settled': MessageEventBase & { id: string; error: SerializedError | undefined };
   /** Lease mode: a claim took the id over from an owner whose lease had run out (a crashed or stalled worker). */
   'lease:takeover': { consumer: string; id: string; source: EnvelopeSource; attempt: number };
+  /** The relay published `count` rows in one round. */
   'outbox:published': { count: number };
+  /** A row's publish failed; it is retried until the relay's `maxAttempts`. */
   'outbox:publish-failed': { id: string; destination: string; attempts: number; error: SerializedError };
+  /** A row reached the relay's `maxAttempts` (or was refused for good) and is parked. */
   'outbox:parked': { id: string; destination: string; error: SerializedError };
 }
 export type OnceEventName = keyof OnceEventMap;
@@ -127,6 +137,7 @@ export class TypedEmitter<M extends object> {
     return (this.#listeners.get(name)?.size ?? 0) > 0;
   }
 
+  /** Calls every listener of `name` with `event`; a listener that throws is logged and skipped. */
   emit<E extends keyof M>(name: E, event: M[E]): void {
     const set = this.#listeners.get(name);
     if (!set) return;

@@ -1,5 +1,4 @@
 import type { Envelope } from './envelope.js';
-import type { StepFn } from './lease/steps.js';
 import type { PublishOptions } from './outbox.js';
 import type { QueryConfigLike, QueryResultLike } from './pg-like.js';
 
@@ -9,6 +8,7 @@ import type { QueryConfigLike, QueryResultLike } from './pg-like.js';
  * un-awaited promise, a handler past its deadline) throws instead of running elsewhere.
  */
 export interface Tx {
+  /** Runs one statement with `$1`-style parameters in the message's transaction. */
   // biome-ignore lint/suspicious/noExplicitAny: row type chosen by the caller, as in pg
   query<R = any>(text: string, values?: unknown[]): Promise<QueryResultLike<R>>;
   /** pg's query-config form (`{ text, values, name, rowMode, types }`), for drivers that pass one. */
@@ -57,3 +57,14 @@ export interface HandlerContext {
 
 /** A message handler. Its return value is stored and handed to duplicates when `storeResult` is on. */
 export type Handler<R = unknown> = (envelope: Envelope, ctx: HandlerContext) => Promise<R> | R;
+
+/**
+ * A step's work: one external effect. It receives the step's stable key (`idempotencyKey`,
+ * as `ctx.idempotencyKey(name)` gives it: pass it to APIs that accept one) and a `signal`,
+ * aborted when the handler's deadline passes or the lease is lost. Its result must be
+ * JSON-serialisable.
+ */
+export type StepFn<T> = (info: {
+  readonly idempotencyKey: string;
+  readonly signal: AbortSignal;
+}) => Promise<T> | T;

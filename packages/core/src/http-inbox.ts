@@ -1,7 +1,8 @@
 import { ErrorCode, OnceError } from './errors.js';
 import type { StoredHttpResponse } from './http-response-store.js';
 import { Inbox } from './inbox.js';
-import { type InboxOptions, resolveInboxOptions } from './options.js';
+import { namingFactory } from './option-check.js';
+import { callerTransactionsOf, type InboxOptions, resolveInboxOptions } from './options.js';
 
 /**
  * An inbox for `@once/http`'s keys: each id keeps an HTTP response, written by the inbox with the
@@ -12,18 +13,18 @@ import { type InboxOptions, resolveInboxOptions } from './options.js';
  * besides the handler's own statements, as a plain route's BEGIN and COMMIT do (BEGIN, claim and
  * savepoint in one; store and COMMIT in one), and a replay one (its ROLLBACK is not waited for).
  * Each message runs in its own transaction. Cannot be combined with `storeResult` or
- * `transactions`.
+ * `mode: { transactions }`.
  */
 export function createHttpInbox(options: InboxOptions<StoredHttpResponse>): Inbox<StoredHttpResponse> {
-  const o = resolveInboxOptions(options);
+  const o = namingFactory('createHttpInbox', () => resolveInboxOptions(options));
   for (const [field, set] of [
     ['storeResult', o.storeResult],
-    ['transactions', o.transactions !== undefined],
+    ['mode', callerTransactionsOf(o) !== undefined],
   ] as const) {
     if (set) {
       throw new OnceError(
         ErrorCode.InvalidOption,
-        `options.${field} cannot be used with createHttpInbox: the key's row keeps the response`,
+        `createHttpInbox: option '${field}' cannot be ${field === 'mode' ? '{ transactions }' : 'set'} here: the key's row keeps the response`,
       );
     }
   }

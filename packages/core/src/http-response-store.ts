@@ -1,11 +1,10 @@
-import { quoteIdentifier } from './identifier.js';
-import type { PgPoolLike } from './pg-like.js';
-import { httpSql } from './sql/http.js';
-
 /** An HTTP response as `@once/http` stores it with a key: status, header pairs, body bytes. */
 export interface StoredHttpResponse {
+  /** The HTTP status. */
   status: number;
+  /** The stored header pairs, in order. */
   headers: Array<[string, string]>;
+  /** The body's bytes. */
   body: Buffer;
 }
 
@@ -19,15 +18,6 @@ export interface HttpResponseToStore extends StoredHttpResponse {
   undoWrites: boolean;
 }
 
-/**
- * What a key's row holds: `absent` (purged, or never committed), `response` (complete, with its
- * stored response), or `other` (a row without one: in progress, failed, or a message row).
- */
-export type StoredHttpRow =
-  | { readonly state: 'absent' }
-  | { readonly state: 'response'; readonly response: StoredHttpResponse }
-  | { readonly state: 'other'; readonly status: string };
-
 /** The stored response of a row's response columns, or undefined when it has none. */
 export function responseOfRow(row: {
   response_status: number | null;
@@ -40,34 +30,6 @@ export function responseOfRow(row: {
     headers: row.response_headers ?? [],
     body: row.response_body ?? Buffer.alloc(0),
   };
-}
-
-/**
- * Reads `@once/http`'s stored responses, with the SQL kept in core with the schema it belongs to.
- * The responses are written by the inbox itself (`createHttpInbox`), with the key's COMMIT.
- */
-export class HttpResponseStore {
-  readonly #sql: ReturnType<typeof httpSql>;
-
-  /** `schema`: once's schema name, unquoted (it is validated and quoted here). */
-  constructor(schema: string) {
-    this.#sql = httpSql(quoteIdentifier(schema));
-  }
-
-  /** Reads a key's row for a replay. */
-  async read(pool: PgPoolLike, consumer: string, id: string): Promise<StoredHttpRow> {
-    const res = await pool.query<{
-      status: string;
-      response_status: number | null;
-      response_headers: Array<[string, string]> | null;
-      response_body: Buffer | null;
-    }>(this.#sql.readResponse, [consumer, id]);
-    const row = res.rows[0];
-    if (!row) return { state: 'absent' };
-    const response = responseOfRow(row);
-    if (row.status !== 'done' || !response) return { state: 'other', status: row.status };
-    return { state: 'response', response };
-  }
 }
 
 /**

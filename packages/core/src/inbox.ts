@@ -16,9 +16,16 @@ import { recordFailed } from './engine/record-failure.js';
 import { SingleTx } from './engine/single-tx.js';
 import { settleStarts } from './engine/start-budget.js';
 import type { Envelope } from './envelope.js';
-import { Events, ONCE_EVENT_NAMES, type OnceEventListener, type OnceEventName } from './events.js';
+import { Events, ONCE_EVENT_NAMES, type OnceEventMap } from './events.js';
 import { LeaseProcessor } from './lease/lease-processor.js';
-import { type InboxOptions, type ResolvedInboxOptions, resolveInboxOptions } from './options.js';
+import { namingFactory } from './option-check.js';
+import {
+  callerTransactionsOf,
+  type InboxOptions,
+  leaseOf,
+  type ResolvedInboxOptions,
+  resolveInboxOptions,
+} from './options.js';
 import type { Outcome } from './outcome.js';
 import type { ProcessOptions } from './process-options.js';
 
@@ -31,6 +38,7 @@ import type { ProcessOptions } from './process-options.js';
  * per module), lease mode in `lease/`.
  */
 export class Inbox<R = unknown> {
+  /** The options after defaults, frozen (their type is `ResolvedInboxOptions` of `@once/core/adapter`). */
   readonly options: ResolvedInboxOptions<R>;
   readonly #events: Events;
   readonly #readiness: Readiness;
@@ -78,15 +86,19 @@ export class Inbox<R = unknown> {
     this.#ctx = engineContext(options, this.#events, this.#readiness.fault);
     this.#pause = new BatchPause(options.logger, options.consumer);
     this.#single = new SingleTx(this.#ctx);
-    this.#own = options.transactions
-      ? new OwnedTx(this.#ctx, options.transactions)
-      : options.httpResponses
+    // Only the mode's own executor is built: the caller's transactions, an HTTP key's, a lease,
+    // or the inbox's own transactions.
+    const transactions = callerTransactionsOf(options);
+    const lease = leaseOf(options);
+    this.#own = transactions
+      ? new OwnedTx(this.#ctx, transactions)
+      : options.httpResponses && !lease
         ? new HttpTx(this.#ctx)
         : undefined;
     const one = (item: Item) => this.#single.one(item);
     this.#batch = new BatchTx(this.#ctx, one, this.#pause);
-    this.#lease = options.mode === 'lease';
-    this.#one = this.#lease ? new LeaseProcessor(this.#ctx) : (this.#own ?? this.#single);
+    this.#lease = lease !== undefined;
+    this.#one = lease ? new LeaseProcessor(this.#ctx, lease) : (this.#own ?? this.#single);
   }
 
   /**
@@ -104,7 +116,7 @@ export class Inbox<R = unknown> {
   }
 
   /** Subscribe to an event; returns an unsubscribe function. */
-  on<E extends OnceEventName>(name: E, listener: OnceEventListener<E>): () => void {
+  on<E extends keyof OnceEventMap>(name: E, listener: (event: OnceEventMap[E]) => void): () => void {
     return this.#events.on(name, listener);
   }
 
@@ -267,5 +279,5 @@ export class Inbox<R = unknown> {
 
 /** Creates an {@link Inbox}; validates the options and names the first bad field. */
 export function createInbox<R = unknown>(options: InboxOptions<R>): Inbox<R> {
-  return new Inbox(resolveInboxOptions(options));
+  return new Inbox(namingFactory('createInbox', () => resolveInboxOptions(options)));
 }

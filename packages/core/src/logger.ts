@@ -4,9 +4,13 @@
  * then the message).
  */
 export interface Logger {
+  /** Detail for debugging: every claim, commit and retry. */
   debug(fields: Record<string, unknown>, message: string): void;
+  /** What an operator wants to see: consumers starting, stopping, reconnecting. */
   info(fields: Record<string, unknown>, message: string): void;
+  /** Something went wrong with a message or a connection; once carries on. */
   warn(fields: Record<string, unknown>, message: string): void;
+  /** Something went wrong that once cannot carry on from by itself. */
   error(fields: Record<string, unknown>, message: string): void;
 }
 

@@ -30,7 +30,9 @@ export const MIGRATE_STATEMENT_TIMEOUT_MS = 300_000;
 
 /** What {@link migrate} did. */
 export interface MigrateResult {
+  /** The schema migrated. */
   schema: string;
+  /** The version installed before (0: none). */
   from: number;
   /** The version now installed: `from` when it was already this build's or newer. */
   to: number;
@@ -81,7 +83,7 @@ export async function migrateWith(
     }),
   );
   const name = options.schema ?? 'once';
-  const schema = quoteIdentifier(name, 'options.schema');
+  const schema = quoteIdentifier(name, "option 'schema'");
   const sql = migrationSql(schema);
   const latest = migrations[migrations.length - 1]?.version ?? 0;
   // Already current, with every version row's compatibility recorded: nothing to change, so no DDL
@@ -147,7 +149,7 @@ function removes(m: Migration): string | null {
 
 /** The full schema as one SQL script, for users who apply migrations with their own tool. */
 export function schemaSql(options: MigrateOptions = {}): string {
-  const schema = quoteIdentifier(options.schema ?? 'once', 'options.schema');
+  const schema = quoteIdentifier(options.schema ?? 'once', "option 'schema'");
   const sql = migrationSql(schema);
   // The ALTER gives a version table made by an earlier release the compatibility columns.
   const parts = [`${sql.createSchema};`, `${sql.createVersionTable};`, `${sql.addCompatibilityColumns};`];
@@ -172,7 +174,7 @@ export function checkSchema(pool: PgPoolLike, schema: string): Promise<void> {
 }
 
 async function checkSchemaOn(pool: PgPoolLike, schema: string): Promise<void> {
-  const quoted = quoteIdentifier(schema, 'options.schema');
+  const quoted = quoteIdentifier(schema, "option 'schema'");
   let version: number;
   try {
     const res = await pool.query<{ version: number | null }>(inboxSql(quoted).schemaVersion);

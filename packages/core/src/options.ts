@@ -1,27 +1,74 @@
+import { hostname } from 'node:os';
 import { boundPool, DEFAULT_POOL_BOUNDS, resolvePoolBounds } from './bounded-pool.js';
 import { type CallerTransactions, isCallerTransactions } from './caller-transactions.js';
-import type { Envelope, IdOf } from './envelope.js';
-import { ErrorCode, OnceError } from './errors.js';
+import type { Envelope } from './envelope.js';
 import type { Handler } from './handler.js';
 import { quoteIdentifier } from './identifier.js';
 import type { IsolationLevel } from './isolation.js';
-import { type LeaseOptions, resolveLeaseOptions } from './lease/lease-options.js';
-import { type Logger, type LoggerOption, resolveLoggers } from './logger.js';
-import { checkNumber } from './option-check.js';
+import { type Logger, resolveLoggers } from './logger.js';
+import {
+  checkBoolean,
+  checkDurationMs,
+  checkFunction,
+  checkName,
+  checkNumber,
+  checkOneOf,
+  invalidOption,
+} from './option-check.js';
 import type { Outbox } from './outbox.js';
 import type { PgPoolLike } from './pg-like.js';
 
 /** How a same-id, different-payload delivery is treated. */
-export type ConflictPolicy = 'reject' | 'warn' | 'ignore';
+export type ConflictPolicy = NonNullable<InboxOptions['conflictPolicy']>;
 /** How a batch isolates one failing handler from its neighbours. */
-export type BatchMode = 'optimistic' | 'savepoint';
+export type BatchMode = NonNullable<InboxOptions['batchMode']>;
 export type { IsolationLevel };
-export { checkNumber };
 /** `classify`'s verdict; `undefined` leaves the default (transient until `maxAttempts`). */
-export type ErrorClass = 'transient' | 'permanent' | undefined;
+export type ErrorClass = ReturnType<NonNullable<InboxOptions['classify']>>;
 
-/** Options of {@link createInbox}. The lease-mode fields (`mode`, `leaseMs`, ...) are documented in {@link LeaseOptions}. */
-export interface InboxOptions<R = unknown> extends LeaseOptions {
+/**
+ * How the inbox claims a message and where the handler's effects go: one choice per consumer
+ * name (rows written in one mode are not understood by another).
+ *
+ * - `'transaction'` (the default): the handler's effects are writes in the message's PostgreSQL
+ *   transaction, which once opens on `pool` and which holds the claim.
+ * - `'lease'`, or `{ lease: { leaseMs, heartbeatMs, workerId } }` to set the lease: the handler
+ *   calls things outside PostgreSQL; the id is held by a lease and each external effect is a
+ *   durable step (`ctx.step`). Every message runs alone. See {@link LeaseSettings}.
+ * - `{ transactions }`: claim inside a transaction that your data library opens and commits
+ *   (Prisma, TypeORM, ...): see {@link CallerTransactions}, and the bindings `@once/core/prisma`
+ *   and `@once/core/typeorm`, which set it with the handler. Each message then runs in its own
+ *   transaction (`processBatch` included); `ctx.transaction` is the library's transaction object
+ *   and `ctx.tx` runs raw SQL in it. The library chooses the isolation level (leave `isolation`
+ *   unset).
+ */
+export type InboxMode =
+  | 'transaction'
+  | 'lease'
+  | { lease: LeaseSettings; transactions?: never }
+  | { transactions: CallerTransactions; lease?: never };
+
+/** The settings of lease mode (`mode: { lease: { ... } }`); each has a default. */
+export interface LeaseSettings {
+  /**
+   * How long a claim holds the id without renewal, in ms. A worker that stops renewing (crashed,
+   * stalled, cut off) loses the id this long after its last renewal; then another delivery takes
+   * it over. Also what adapters keep the broker's delivery alive for. At least 10.
+   * @default 30000
+   */
+  leaseMs?: number | undefined;
+  /** Interval of lease renewal while a handler runs, in ms. At most half of `leaseMs`. @default leaseMs / 3 */
+  heartbeatMs?: number | undefined;
+  /**
+   * Names this worker in the `owner` column, for operators (each claim adds a random suffix, so
+   * two claims never share an owner). At most 100 characters.
+   * @default `${hostname}:${pid}`
+   */
+  workerId?: string | undefined;
+}
+
+/** Options of {@link createInbox}. */
+export interface InboxOptions<R = unknown> {
   /** The pool the inbox and the handler's transaction use (`new pg.Pool(...)`). */
   pool: PgPoolLike;
   /** The name effects are recorded under: one per logical consumer (e.g. `billing.orders`). At most 200 bytes of UTF-8. */
@@ -31,11 +78,11 @@ export interface InboxOptions<R = unknown> extends LeaseOptions {
   /** Schema holding once's tables. @default 'once' */
   schema?: string | undefined;
   /** Derive the id from the envelope (a business key). @default the envelope's id */
-  idOf?: IdOf | undefined;
+  idOf?: ((envelope: Envelope) => string | undefined) | undefined;
   /** The bytes whose SHA-256 is the payload fingerprint. @default the body */
   fingerprintOf?: ((envelope: Envelope) => Buffer | string) | undefined;
   /** Same id, different fingerprint. @default 'reject' (dead-letter it) */
-  conflictPolicy?: ConflictPolicy | undefined;
+  conflictPolicy?: 'reject' | 'warn' | 'ignore' | undefined;
   /** Store the handler's JSON result and return it to duplicates. @default false */
   storeResult?: boolean | undefined;
   /**
@@ -76,13 +123,17 @@ export interface InboxOptions<R = unknown> extends LeaseOptions {
   /** Redelivery delay for attempt n (1-based) in ms. @default min(1000 · 2^(n-1), 60000) */
   retryDelayMs?: ((attempt: number) => number) | undefined;
   /** Sort an error into transient or permanent. PermanentError is always permanent. */
-  classify?: ((err: unknown) => ErrorClass) | undefined;
+  classify?: ((err: unknown) => 'transient' | 'permanent' | undefined) | undefined;
   /** Largest body stored with a `failed` row, in bytes; longer bodies are cut and flagged. @default 262144 */
   failedBodyMaxBytes?: number | undefined;
-  /** @default 'optimistic' */
-  batchMode?: BatchMode | undefined;
-  /** @default 'read committed' */
-  isolation?: IsolationLevel | undefined;
+  /**
+   * How a batch isolates one failing handler from its neighbours: `optimistic` runs the batch
+   * again without the failed message, `savepoint` takes a savepoint per message.
+   * @default 'optimistic'
+   */
+  batchMode?: 'optimistic' | 'savepoint' | undefined;
+  /** The isolation level of once's transactions (not with `mode: { transactions }`). @default 'read committed' */
+  isolation?: 'read committed' | 'repeatable read' | 'serializable' | undefined;
   /** Delay before redelivering a `busy` message, in ms. @default 1000 */
   busyDelayMs?: number | undefined;
   /**
@@ -91,30 +142,32 @@ export interface InboxOptions<R = unknown> extends LeaseOptions {
    * `console.warn` line each; everything else is silent. `false` silences everything.
    * @default failure lines to console.warn
    */
-  logger?: LoggerOption | undefined;
+  logger?: Logger | false | undefined;
   /** Enables `ctx.publish` in handlers: messages go out through this outbox, in the handler's transaction. */
   outbox?: Outbox | undefined;
-  /**
-   * Claim inside a transaction that your data library opens and commits (Prisma, TypeORM, ...)
-   * instead of one once opens on `pool`: see {@link CallerTransactions}, and the bindings
-   * `@once/core/prisma` and `@once/core/typeorm`, which set it with the handler. Each message then
-   * runs in its own transaction (`processBatch` included); `ctx.transaction` is the library's
-   * transaction object and `ctx.tx` runs raw SQL in it. The library chooses the isolation level
-   * (leave `isolation` unset). Cannot be combined with lease mode.
-   * @default undefined (once opens the transaction on `pool`)
-   */
-  transactions?: CallerTransactions | undefined;
+  /** How messages are claimed: see {@link InboxMode}. @default 'transaction' */
+  mode?: InboxMode | undefined;
 }
 
 /** Every key of `T` present, read-only and never `undefined`: options once defaults are applied. */
 export type Defined<T> = { readonly [K in keyof T]-?: Exclude<T[K], undefined> };
 
-/** Options after defaults, frozen. */
+/** The lease settings after defaults. */
+export type ResolvedLease = Defined<LeaseSettings>;
+
+/** {@link InboxMode} after defaults: a value `createInbox` takes again. */
+export type ResolvedMode =
+  | 'transaction'
+  | { readonly lease: ResolvedLease; readonly transactions?: never }
+  | { readonly transactions: CallerTransactions; readonly lease?: never };
+
+/** The inbox's options after defaults, frozen, as `Inbox.options` holds them: what adapters read (the consumer name, the loggers, the retry delays, the mode). */
 export interface ResolvedInboxOptions<R = unknown>
   extends Defined<
-    Omit<InboxOptions<R>, 'idOf' | 'fingerprintOf' | 'classify' | 'outbox' | 'logger' | 'transactions'>
+    Omit<InboxOptions<R>, 'idOf' | 'fingerprintOf' | 'classify' | 'outbox' | 'logger' | 'mode'>
   > {
-  readonly transactions: CallerTransactions | undefined;
+  /** The claim mode; read it with {@link leaseOf} and {@link callerTransactionsOf}. */
+  readonly mode: ResolvedMode;
   /**
    * Keep an HTTP response with each processed id: set by `createHttpInbox` (`@once/core/adapter`)
    * for `@once/http`, false for every other inbox.
@@ -124,16 +177,33 @@ export interface ResolvedInboxOptions<R = unknown>
   readonly logger: Logger;
   /** The failure lines go here: the given logger, console.warn without one, nothing with `false`. */
   readonly failureLogger: Logger;
+  /** The outbox of `ctx.publish`, if any. */
   readonly outbox: Outbox | undefined;
-  readonly idOf: IdOf | undefined;
+  /** `idOf` as given. */
+  readonly idOf: InboxOptions['idOf'];
+  /** `fingerprintOf` as given. */
   readonly fingerprintOf: ((envelope: Envelope) => Buffer | string) | undefined;
+  /** `classify` as given. */
   readonly classify: ((err: unknown) => ErrorClass) | undefined;
   /** The schema, validated and quoted. */
   readonly quotedSchema: string;
 }
 
+/** Lease mode's settings, or undefined when the inbox is not in lease mode. */
+export function leaseOf(options: { readonly mode: ResolvedMode }): ResolvedLease | undefined {
+  return typeof options.mode === 'object' ? options.mode.lease : undefined;
+}
+
+/** The caller's transactions (`mode: { transactions }`), or undefined. */
+export function callerTransactionsOf(options: {
+  readonly mode: ResolvedMode;
+}): CallerTransactions | undefined {
+  return typeof options.mode === 'object' ? options.mode.transactions : undefined;
+}
+
 const DAY_MS = 86_400_000;
 
+/** Defaults of the inbox's options. */
 export const DEFAULT_INBOX_OPTIONS = Object.freeze({
   schema: 'once',
   conflictPolicy: 'reject' as ConflictPolicy,
@@ -152,31 +222,34 @@ export const DEFAULT_INBOX_OPTIONS = Object.freeze({
   busyDelayMs: 1_000,
 });
 
-function invalid(field: string, message: string): OnceError {
-  return new OnceError(ErrorCode.InvalidOption, `options.${field} ${message}`);
-}
+/** Lease mode's default lease, in ms. */
+export const DEFAULT_LEASE_MS = 30_000;
+/** Smallest lease, in ms: below it a renewal's own round trip is a sizeable part of the lease. */
+export const MIN_LEASE_MS = 10;
 
-function checkOneOf<T extends string>(field: string, value: unknown, allowed: readonly T[]): T {
-  if (!allowed.includes(value as T)) {
-    throw invalid(
-      field,
-      `must be one of ${allowed.map((a) => `'${a}'`).join(', ')}, got ${JSON.stringify(value)}`,
-    );
-  }
-  return value as T;
-}
-
-function checkFunction(field: string, value: unknown): void {
-  if (value !== undefined && typeof value !== 'function') throw invalid(field, 'must be a function');
-}
+/**
+ * Spellings of earlier releases, refused with the new one named: the mode is one option now, so
+ * that a lease and the caller's transactions cannot both be asked for.
+ */
+export const MOVED_INBOX_OPTIONS: Readonly<Record<string, string>> = Object.freeze({
+  leaseMs: 'mode: { lease: { leaseMs } }',
+  heartbeatMs: 'mode: { lease: { heartbeatMs } }',
+  workerId: 'mode: { lease: { workerId } }',
+  transactions: 'mode: { transactions }',
+});
 
 /** Applies defaults and validates every field, naming the first bad one. */
 export function resolveInboxOptions<R>(options: InboxOptions<R>): ResolvedInboxOptions<R> {
-  if (typeof options !== 'object' || options === null) throw invalid('', 'must be an object');
+  if (typeof options !== 'object' || options === null) throw invalidOption('', 'must be an object');
+  for (const [old, now] of Object.entries(MOVED_INBOX_OPTIONS)) {
+    if ((options as unknown as Record<string, unknown>)[old] !== undefined) {
+      throw invalidOption(old, `is no longer an option of its own: write ${now}`);
+    }
+  }
   const o = { ...DEFAULT_INBOX_OPTIONS, ...stripUndefined(options) };
   const pool = o.pool as PgPoolLike | undefined;
   if (!pool || typeof pool.connect !== 'function' || typeof pool.query !== 'function') {
-    throw invalid('pool', 'must be a pg Pool (an object with connect() and query())');
+    throw invalidOption('pool', 'must be a pg Pool (an object with connect() and query())');
   }
   if (
     typeof o.consumer !== 'string' ||
@@ -184,45 +257,39 @@ export function resolveInboxOptions<R>(options: InboxOptions<R>): ResolvedInboxO
     Buffer.byteLength(o.consumer) > 200 ||
     o.consumer.includes('\0')
   ) {
-    throw invalid(
+    throw invalidOption(
       'consumer',
       `must be a non-empty string of at most 200 bytes of UTF-8, got ${JSON.stringify(o.consumer)}`,
     );
   }
-  if (typeof o.handler !== 'function') throw invalid('handler', 'must be a function');
-  checkFunction('idOf', o.idOf);
-  checkFunction('fingerprintOf', o.fingerprintOf);
-  checkFunction('classify', o.classify);
-  checkFunction('retryDelayMs', o.retryDelayMs);
-  const option = o.logger as LoggerOption | undefined;
+  checkFunction('handler', o.handler);
+  for (const field of ['idOf', 'fingerprintOf', 'classify', 'retryDelayMs'] as const) {
+    if (o[field] !== undefined) checkFunction(field, o[field]);
+  }
+  const option = o.logger as Logger | false | undefined;
   if (option !== undefined && option !== false) {
     for (const level of ['debug', 'info', 'warn', 'error'] as const) {
       if (typeof option?.[level] !== 'function') {
-        throw invalid('logger', `must be false or have a ${level}() method`);
+        throw invalidOption('logger', `must be false or have a ${level}() method`);
       }
     }
   }
   const { logger, failureLogger } = resolveLoggers(option);
   const bounds = resolvePoolBounds(o);
-  const lease = resolveLeaseOptions(options);
-  const transactions = o.transactions;
-  if (transactions !== undefined) {
-    if (!isCallerTransactions(transactions)) {
-      throw invalid('transactions', 'must have run(body, options) and query(tx, text, values) methods');
-    }
-    if (lease.mode === 'lease') throw invalid('transactions', "cannot be combined with mode 'lease'");
+  const mode = resolveMode(options.mode);
+  if (typeof mode === 'object' && mode.transactions) {
     // 'read committed' is the default, which resolved options carry back in (createInbox({ ...inbox.options })).
     if (options.isolation !== undefined && options.isolation !== 'read committed') {
-      throw invalid('isolation', "is the data library's to set when options.transactions is given");
+      throw invalidOption('isolation', "is the data library's to set with mode: { transactions }");
     }
   }
   return Object.freeze({
     // Every statement and connect of once's own goes through the bounds (bounded-pool.ts).
     pool: boundPool(pool, bounds),
     consumer: o.consumer,
-    handler: o.handler,
+    handler: o.handler as Handler<R>,
     schema: o.schema as string,
-    quotedSchema: quoteIdentifier(o.schema, 'options.schema'),
+    quotedSchema: quoteIdentifier(o.schema, "option 'schema'"),
     idOf: o.idOf,
     fingerprintOf: o.fingerprintOf,
     conflictPolicy: checkOneOf('conflictPolicy', o.conflictPolicy, ['reject', 'warn', 'ignore']),
@@ -244,14 +311,54 @@ export function resolveInboxOptions<R>(options: InboxOptions<R>): ResolvedInboxO
     logger,
     failureLogger,
     outbox: checkOutbox(o.outbox),
-    transactions,
-    ...lease,
+    mode,
   });
 }
 
-function checkBoolean(field: string, value: unknown): boolean {
-  if (typeof value !== 'boolean') throw invalid(field, `must be a boolean, got ${JSON.stringify(value)}`);
-  return value;
+/** Validates the mode and fills lease mode's defaults, naming the bad field. */
+export function resolveMode(mode: unknown): ResolvedMode {
+  if (mode === undefined || mode === 'transaction') return 'transaction';
+  if (mode === 'lease') return Object.freeze({ lease: resolveLease({}) });
+  if (typeof mode !== 'object' || mode === null) {
+    throw invalidOption(
+      'mode',
+      `must be 'transaction', 'lease', { lease: { ... } } or { transactions }, got ${JSON.stringify(mode)}`,
+    );
+  }
+  const { lease, transactions } = mode as { lease?: unknown; transactions?: unknown };
+  if ((lease === undefined) === (transactions === undefined)) {
+    throw invalidOption('mode', 'must have exactly one of lease and transactions');
+  }
+  if (transactions !== undefined) {
+    if (!isCallerTransactions(transactions)) {
+      throw invalidOption(
+        'mode.transactions',
+        'must have run(body, options) and query(tx, text, values) methods',
+      );
+    }
+    return Object.freeze({ transactions });
+  }
+  if (typeof lease !== 'object' || lease === null) {
+    throw invalidOption('mode.lease', `must be an object of lease settings, got ${JSON.stringify(lease)}`);
+  }
+  return Object.freeze({ lease: resolveLease(lease as LeaseSettings) });
+}
+
+function resolveLease(settings: LeaseSettings): ResolvedLease {
+  const leaseMs = checkDurationMs('mode.lease.leaseMs', settings.leaseMs ?? DEFAULT_LEASE_MS, MIN_LEASE_MS);
+  const heartbeatMs = checkDurationMs(
+    'mode.lease.heartbeatMs',
+    settings.heartbeatMs ?? Math.floor(leaseMs / 3),
+    1,
+  );
+  if (heartbeatMs * 2 > leaseMs) {
+    throw invalidOption(
+      'mode.lease.heartbeatMs',
+      `(${heartbeatMs} ms) must be at most half of leaseMs (${leaseMs} ms), so that one late renewal does not lose the lease`,
+    );
+  }
+  const workerId = checkName('mode.lease.workerId', settings.workerId ?? `${hostname()}:${process.pid}`, 100);
+  return Object.freeze({ leaseMs, heartbeatMs, workerId });
 }
 
 function stripUndefined<T extends object>(o: T): Partial<T> {
@@ -261,7 +368,7 @@ function stripUndefined<T extends object>(o: T): Partial<T> {
 function checkOutbox(value: unknown): Outbox | undefined {
   if (value === undefined) return undefined;
   if (typeof (value as Outbox).enqueue !== 'function' || typeof (value as Outbox).wake !== 'function') {
-    throw invalid('outbox', 'must be an Outbox from createOutbox()');
+    throw invalidOption('outbox', 'must be an Outbox from createOutbox()');
   }
   return value as Outbox;
 }

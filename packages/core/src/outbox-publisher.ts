@@ -4,10 +4,13 @@ import type { SerializedError } from './errors.js';
 export interface OutboxMessage {
   /** The outbox row id (a UUID): publishers send it as the message id consumers deduplicate on. */
   id: string;
+  /** The destination name given to `createOutbox` (a topic, queue or subject, as the publisher maps it). */
   destination: string;
   /** Partition key, SQS message group, AMQP routing key. */
   key: string | undefined;
+  /** The message's bytes. */
   body: Buffer;
+  /** Headers to send with it, `message-id` among them. */
   headers: Readonly<Record<string, string>>;
   /**
    * Set when the row republishes a message already sent under this id (`retryFailed` with
@@ -67,6 +70,7 @@ export interface OutboxPublishOptions {
  * `retryable: false` parks its row at once (a message the broker can never carry).
  */
 export interface OutboxPublisher {
+  /** Sends `messages` and resolves when the broker confirmed them (see above for the results). */
   publish(
     messages: readonly OutboxMessage[],
     options?: OutboxPublishOptions,

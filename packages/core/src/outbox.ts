@@ -1,13 +1,14 @@
 import { MAX_ID_LENGTH } from './envelope.js';
 import { ErrorCode, OnceError } from './errors.js';
 import { quoteIdentifier } from './identifier.js';
-import { checkNumber } from './option-check.js';
+import { checkNumber, namingFactory } from './option-check.js';
 import type { PgPoolLike, QueryResultLike } from './pg-like.js';
 import { toJsonb } from './sql/jsonb.js';
 import { outboxChannel, outboxSql } from './sql/outbox.js';
 
 /** Anything that runs a query: the handler's `ctx.tx`, or a pg client inside your own transaction. */
 export interface Queryable {
+  /** Runs one statement with `$1`-style parameters (the caller's transaction, for `enqueue`). */
   // biome-ignore lint/suspicious/noExplicitAny: row type chosen by the caller, as in pg
   query<R = any>(text: string, values?: unknown[]): Promise<QueryResultLike<R>>;
 }
@@ -86,6 +87,7 @@ export function enqueueRow(
  * with the row's UUID as the message id, or the `messageId` it was given.
  */
 export class Outbox {
+  /** Once's schema, whose outbox table the rows go into. */
   readonly schema: string;
   readonly #pool: PgPoolLike;
   readonly #sql: ReturnType<typeof outboxSql>;
@@ -96,10 +98,10 @@ export class Outbox {
 
   constructor(options: OutboxOptions) {
     if (!options || typeof options.pool?.query !== 'function') {
-      throw new OnceError(ErrorCode.InvalidOption, 'options.pool must be a pg Pool');
+      throw new OnceError(ErrorCode.InvalidOption, "option 'pool' must be a pg Pool");
     }
     this.schema = options.schema ?? 'once';
-    this.#sql = outboxSql(quoteIdentifier(this.schema, 'options.schema'));
+    this.#sql = outboxSql(quoteIdentifier(this.schema, "option 'schema'"));
     this.#pool = options.pool;
     this.#channel = outboxChannel(this.schema);
     this.#debounceMs = checkNumber('notifyDebounceMs', options.notifyDebounceMs ?? 10, 0);
@@ -115,13 +117,16 @@ export class Outbox {
           ),
         ]);
     if (entries.length === 0) {
-      throw new OnceError(ErrorCode.InvalidOption, 'options.destinations must name at least one destination');
+      throw new OnceError(
+        ErrorCode.InvalidOption,
+        "option 'destinations' must name at least one destination",
+      );
     }
     for (const [name] of entries) {
       if (typeof name !== 'string' || name.length === 0) {
         throw new OnceError(
           ErrorCode.InvalidOption,
-          'options.destinations: a destination name must be a non-empty string',
+          "option 'destinations': a destination name must be a non-empty string",
         );
       }
     }
@@ -227,5 +232,5 @@ function invalid(message: string): OnceError {
 
 /** Creates an {@link Outbox}. */
 export function createOutbox(options: OutboxOptions): Outbox {
-  return new Outbox(options);
+  return namingFactory('createOutbox', () => new Outbox(options));
 }

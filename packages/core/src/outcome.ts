@@ -12,8 +12,9 @@ export type FailReason =
   /** The id was recorded `failed` earlier; dead-lettering is at least once, so do it again. */
   | 'previously-failed';
 
-/** What every outcome carries: the envelope it is about. */
-export interface OutcomeBase {
+/** The handler ran and its transaction committed. */
+export interface ProcessedOutcome<R = unknown> {
+  /** The envelope this outcome is about. */
   envelope: Envelope;
   /**
    * The attempt the inbox judged, set only when it is not the envelope's: with
@@ -21,39 +22,83 @@ export interface OutcomeBase {
    * `outcome.attempt ?? outcome.envelope.attempt`. @default absent
    */
   attempt?: number;
-}
-
-/** The handler ran and its transaction committed. */
-export interface ProcessedOutcome<R = unknown> extends OutcomeBase {
+  /** The kind of outcome: what the adapter settles by. */
   status: 'processed';
+  /** The message id (after `idOf`). */
   id: string;
+  /** The handler's result: this run's, or the stored one for a duplicate (with `storeResult`); undefined otherwise. */
   result: R | undefined;
 }
 /** The id was processed before; `result` is the stored one when results are kept. */
-export interface DuplicateOutcome<R = unknown> extends OutcomeBase {
+export interface DuplicateOutcome<R = unknown> {
+  /** The envelope this outcome is about. */
+  envelope: Envelope;
+  /**
+   * The attempt the inbox judged, set only when it is not the envelope's: with
+   * `ProcessOptions.starts.attemptIsStarts`, the starts counted in PostgreSQL. Read
+   * `outcome.attempt ?? outcome.envelope.attempt`. @default absent
+   */
+  attempt?: number;
+  /** The kind of outcome: what the adapter settles by. */
   status: 'duplicate';
+  /** The message id (after `idOf`). */
   id: string;
+  /** The handler's result: this run's, or the stored one for a duplicate (with `storeResult`); undefined otherwise. */
   result: R | undefined;
 }
 /** Same id as a processed message, different payload fingerprint. */
-export interface ConflictOutcome extends OutcomeBase {
+export interface ConflictOutcome {
+  /** The envelope this outcome is about. */
+  envelope: Envelope;
+  /**
+   * The attempt the inbox judged, set only when it is not the envelope's: with
+   * `ProcessOptions.starts.attemptIsStarts`, the starts counted in PostgreSQL. Read
+   * `outcome.attempt ?? outcome.envelope.attempt`. @default absent
+   */
+  attempt?: number;
+  /** The kind of outcome: what the adapter settles by. */
   status: 'conflict';
+  /** The message id (after `idOf`). */
   id: string;
   /** `dead-letter` under the `reject` policy, `ack` under `warn` and `ignore`. */
   action: 'dead-letter' | 'ack';
 }
 /** Recorded as failed (or not recordable at all): dead-letter it, then ack. */
-export interface FailedOutcome extends OutcomeBase {
+export interface FailedOutcome {
+  /** The envelope this outcome is about. */
+  envelope: Envelope;
+  /**
+   * The attempt the inbox judged, set only when it is not the envelope's: with
+   * `ProcessOptions.starts.attemptIsStarts`, the starts counted in PostgreSQL. Read
+   * `outcome.attempt ?? outcome.envelope.attempt`. @default absent
+   */
+  attempt?: number;
+  /** The kind of outcome: what the adapter settles by. */
   status: 'failed';
+  /** The message id, or undefined when the message had no usable one. */
   id: string | undefined;
+  /** Why the message failed. */
   reason: FailReason;
+  /** What went wrong, serialised for logs and dead letters. */
   error: SerializedError;
 }
 /** A transient failure after the message was started; nothing is recorded. Redeliver after `delayMs`. */
-export interface RetryOutcome extends OutcomeBase {
+export interface RetryOutcome {
+  /** The envelope this outcome is about. */
+  envelope: Envelope;
+  /**
+   * The attempt the inbox judged, set only when it is not the envelope's: with
+   * `ProcessOptions.starts.attemptIsStarts`, the starts counted in PostgreSQL. Read
+   * `outcome.attempt ?? outcome.envelope.attempt`. @default absent
+   */
+  attempt?: number;
+  /** The kind of outcome: what the adapter settles by. */
   status: 'retry';
+  /** The message id, or undefined when the message had no usable one. */
   id: string | undefined;
+  /** What went wrong, serialised for logs and dead letters. */
   error: SerializedError;
+  /** Redeliver after this many milliseconds. */
   delayMs: number;
   /**
    * True when the message's own failure caused the retry (its handler threw, or a statement failed
@@ -68,21 +113,44 @@ export interface RetryOutcome extends OutcomeBase {
  * dead-lettered. Redeliver after `delayMs` (`unavailable`), or as soon as the message before it is
  * settled (`behind`).
  */
-export interface NotRunOutcome extends OutcomeBase {
+export interface NotRunOutcome {
+  /** The envelope this outcome is about. */
+  envelope: Envelope;
+  /**
+   * The attempt the inbox judged, set only when it is not the envelope's: with
+   * `ProcessOptions.starts.attemptIsStarts`, the starts counted in PostgreSQL. Read
+   * `outcome.attempt ?? outcome.envelope.attempt`. @default absent
+   */
+  attempt?: number;
+  /** The kind of outcome: what the adapter settles by. */
   status: 'not-run';
+  /** The message id, or undefined when the message had no usable one. */
   id: string | undefined;
   /**
    * `behind`: an earlier message in its batch, partition or group must be retried first.
    * `unavailable`: the database cannot be reached, or once's schema is missing or too new.
    */
   why: 'behind' | 'unavailable';
+  /** What went wrong, serialised for logs and dead letters. */
   error: SerializedError;
+  /** Redeliver after this many milliseconds. */
   delayMs: number;
 }
 /** Another worker holds the id past the wait bound. Redeliver after `delayMs`. */
-export interface BusyOutcome extends OutcomeBase {
+export interface BusyOutcome {
+  /** The envelope this outcome is about. */
+  envelope: Envelope;
+  /**
+   * The attempt the inbox judged, set only when it is not the envelope's: with
+   * `ProcessOptions.starts.attemptIsStarts`, the starts counted in PostgreSQL. Read
+   * `outcome.attempt ?? outcome.envelope.attempt`. @default absent
+   */
+  attempt?: number;
+  /** The kind of outcome: what the adapter settles by. */
   status: 'busy';
+  /** The message id (after `idOf`). */
   id: string;
+  /** Redeliver after this many milliseconds. */
   delayMs: number;
 }
 

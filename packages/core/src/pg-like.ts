@@ -3,7 +3,9 @@
  * bring their own `pg` (any 8.x) and tests may wrap a pool to inject faults.
  */
 export interface QueryResultLike<R = Record<string, unknown>> {
+  /** The rows the statement returned. */
   rows: R[];
+  /** The number of rows the statement affected or returned. */
   rowCount: number | null;
   /** The command tag: `COMMIT` turns into `ROLLBACK` when the transaction had failed. */
   command?: string;
@@ -34,17 +36,22 @@ export interface QueryConfigLike {
  * (every pg 8 client takes one).
  */
 export interface PgClientLike {
+  /** Runs one statement with `$1`-style parameters on this connection. */
   // biome-ignore lint/suspicious/noExplicitAny: mirrors pg's own signature so pg.PoolClient fits
   query<R = any>(text: string, values?: unknown[]): Promise<QueryResultLike<R>>;
   /** Return to the pool; an error (or `true`) destroys the connection instead. */
   release(err?: Error | boolean): void;
+  /** Listens for the connection's errors (pg's `client.on('error')`). */
   on?(event: 'error', listener: (err: Error) => void): unknown;
+  /** Stops listening for the connection's errors. */
   off?(event: 'error', listener: (err: Error) => void): unknown;
 }
 
 /** A connection pool, such as `new pg.Pool()`. */
 export interface PgPoolLike {
+  /** Checks a connection out of the pool. */
   connect(): Promise<PgClientLike>;
+  /** Runs one statement with `$1`-style parameters on a connection of the pool. */
   // biome-ignore lint/suspicious/noExplicitAny: mirrors pg's own signature so pg.Pool fits
   query<R = any>(text: string, values?: unknown[]): Promise<QueryResultLike<R>>;
 }

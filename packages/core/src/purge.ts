@@ -56,7 +56,7 @@ export async function purge(pool: PgPoolLike, options: PurgeOptions = {}): Promi
 
 async function purgeOn(pool: PgPoolLike, options: PurgeOptions): Promise<number> {
   const schema = options.schema ?? 'once';
-  const sql = inboxSql(quoteIdentifier(schema, 'options.schema'));
+  const sql = inboxSql(quoteIdentifier(schema, "option 'schema'"));
   const batchSize = checkNumber('batchSize', options.batchSize ?? 5000, 1);
   const maxRows =
     options.maxRows === undefined ? Number.POSITIVE_INFINITY : checkNumber('maxRows', options.maxRows, 0);

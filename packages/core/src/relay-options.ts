@@ -1,24 +1,19 @@
 import { boundPool, resolvePoolBounds } from './bounded-pool.js';
 import { ErrorCode, OnceError } from './errors.js';
 import { type Logger, silentLogger } from './logger.js';
-import { checkNumber } from './options.js';
+import { checkNumber } from './option-check.js';
 import type { OutboxPublisher } from './outbox-publisher.js';
 import type { PgPoolLike } from './pg-like.js';
 
-/**
- * Error codes of the relay, in `outbox:publish-failed` events and `health().lastError`. Defined
- * here rather than in core's `ErrorCode` until that list is reorganised.
- */
-export const RelayErrorCode = {
-  /** A publisher call outlived `publishTimeoutMs`: aborted, its rows left pending, attempts unchanged. */
-  PublishTimeout: 'PUBLISH_TIMEOUT',
-} as const;
+/** The relay's codes of {@link ErrorCode}, by their names there. */
+export const RelayErrorCode = { PublishTimeout: ErrorCode.PublishTimeout } as const;
 
 /** Rounds a relay runs at once unless told otherwise (`RelayOptions.concurrency`). */
 export const DEFAULT_RELAY_CONCURRENCY = 2;
 
 /** Options of {@link createRelay}. */
 export interface RelayOptions {
+  /** The pool the relay claims and marks rows on (`new pg.Pool(...)`). */
   pool: PgPoolLike;
   /** @default 'once' */
   schema?: string | undefined;
@@ -91,7 +86,9 @@ export interface RelayOptions {
 
 /** The relay's state, for health checks. */
 export interface RelayHealth {
+  /** True between `start()` and `stop()`. */
   running: boolean;
+  /** True while a LISTEN connection wakes the relay on new rows. */
   listening: boolean;
   /**
    * True when wake-ups are off for good and rows are found by polling only: `listen: false`, or
@@ -101,8 +98,11 @@ export interface RelayHealth {
   pollingOnly: boolean;
   /** When the last round finished (ms since epoch), if any. */
   lastRoundAt: number | undefined;
+  /** The last round's error, if it failed. */
   lastError: string | undefined;
+  /** Rows published since start. */
   published: number;
+  /** Rows parked since start (refused for good, or past `maxAttempts`). */
   parked: number;
 }
 
@@ -130,12 +130,15 @@ export function resolveRelayOptions(options: RelayOptions): ResolvedRelayOptions
   if (!publishers || typeof publishers !== 'object' || Object.keys(publishers).length === 0) {
     throw new OnceError(
       ErrorCode.InvalidOption,
-      'options.publishers must map at least one destination to a publisher',
+      "option 'publishers' must map at least one destination to a publisher",
     );
   }
   for (const [name, p] of Object.entries(publishers)) {
     if (typeof p?.publish !== 'function') {
-      throw new OnceError(ErrorCode.InvalidOption, `options.publishers.${name} must have a publish() method`);
+      throw new OnceError(
+        ErrorCode.InvalidOption,
+        `option 'publishers.${name}' must have a publish() method`,
+      );
     }
   }
   const logger = options.logger || silentLogger;

@@ -3,8 +3,9 @@ import { setMaxListeners } from 'node:events';
 import { keepAlive, warnPoolSettings } from './bounded-pool.js';
 import { Connection, guardNewClients } from './connection.js';
 import { ErrorCode, OnceError, serializeError } from './errors.js';
-import { Events, ONCE_EVENT_NAMES, type OnceEventListener, type OnceEventName } from './events.js';
+import { Events, ONCE_EVENT_NAMES, type OnceEventMap } from './events.js';
 import { quoteIdentifier } from './identifier.js';
+import { namingFactory } from './option-check.js';
 import type { OutboxMessage, OutboxPublisher, OutboxPublishResult } from './outbox-publisher.js';
 import type { PgClientLike } from './pg-like.js';
 import {
@@ -83,13 +84,14 @@ export class Relay {
     parked: 0,
   };
 
+  /** Use {@link createRelay}, which names itself in option errors. */
   constructor(options: RelayOptions) {
     if (!options || typeof options.pool?.connect !== 'function') {
-      throw new OnceError(ErrorCode.InvalidOption, 'options.pool must be a pg Pool');
+      throw new OnceError(ErrorCode.InvalidOption, "option 'pool' must be a pg Pool");
     }
     guardNewClients(options.pool);
     const schema = options.schema ?? 'once';
-    this.#sql = outboxSql(quoteIdentifier(schema, 'options.schema'));
+    this.#sql = outboxSql(quoteIdentifier(schema, "option 'schema'"));
     this.#listenSql = listenSql(schema);
     this.#o = resolveRelayOptions(options);
     const logger = this.#o.logger;
@@ -99,10 +101,11 @@ export class Relay {
   }
 
   /** Subscribe to `outbox:published`, `outbox:publish-failed`, `outbox:parked`. */
-  on<E extends OnceEventName>(name: E, listener: OnceEventListener<E>): () => void {
+  on<E extends keyof OnceEventMap>(name: E, listener: (event: OnceEventMap[E]) => void): () => void {
     return this.#events.on(name, listener);
   }
 
+  /** Whether the relay runs, listens, and what it has published and parked; no database round trip. */
   health(): RelayHealth {
     return { ...this.#health };
   }
@@ -144,6 +147,7 @@ export class Relay {
     await this.#unlisten();
   }
 
+  /** `await using relay = createRelay(...)`: stops the relay at the end of the scope. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
   }
@@ -595,7 +599,7 @@ export class Relay {
 
 /** Creates a {@link Relay}; call `start()` to run it. */
 export function createRelay(options: RelayOptions): Relay {
-  return new Relay(options);
+  return namingFactory('createRelay', () => new Relay(options));
 }
 
 const TIMED_OUT = Symbol('timed out');

@@ -2,6 +2,7 @@ import type { Logger } from './logger.js';
 
 /** What {@link warnIfRetentionShort} compares. */
 export interface RetentionCheck {
+  /** The consumer name, for the warning. */
   consumer: string;
   /** How long the inbox remembers a processed id (the consumer's `retentionMs`). */
   retentionMs: number;

@@ -2,7 +2,6 @@ import type { Envelope } from './envelope.js';
 import { ErrorCode, OnceError, PermanentError } from './errors.js';
 import type { Handler, HandlerContext } from './handler.js';
 import { idempotencyKey } from './lease/idempotency-key.js';
-import { stepNeedsLease } from './lease/steps.js';
 import type { Outbox, Queryable } from './outbox.js';
 import type { PgClientLike } from './pg-like.js';
 import { toJsonb } from './sql/jsonb.js';
@@ -305,4 +304,17 @@ function serialise<R>(result: R, storeResult: boolean, published: boolean): Hand
     );
     return { ok: false, error };
   }
+}
+
+/**
+ * `ctx.step` of a transactional consumer. It refuses rather than run `fn` unrecorded: there an
+ * external effect would repeat whenever the transaction rolls back, which is what lease mode is for.
+ */
+export function stepNeedsLease(name: string): Promise<never> {
+  return Promise.reject(
+    new OnceError(
+      ErrorCode.StepNeedsLease,
+      `ctx.step('${String(name)}') needs a consumer in lease mode: createInbox({ mode: 'lease', ... }); in transactional mode write effects through ctx.tx`,
+    ),
+  );
 }

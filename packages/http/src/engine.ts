@@ -1,18 +1,5 @@
-import {
-  type Envelope,
-  type HandlerContext,
-  type Inbox,
-  type Logger,
-  type ProcessOptions,
-  silentLogger,
-} from '@once/core';
-import {
-  createHttpInbox,
-  HttpResponseStore,
-  type HttpResponseToStore,
-  type StoredHttpResponse,
-  UnclaimedTx,
-} from '@once/core/adapter';
+import type { Envelope, HandlerContext, Inbox, Logger, ProcessOptions } from '@once/core';
+import { createHttpInbox, type StoredHttpResponse, silentLogger, UnclaimedTx } from '@once/core/adapter';
 import { answerOf, type KeyAnswer } from './answer.js';
 import { fingerprintInput } from './fingerprint.js';
 import { legacyInputOf } from './fingerprint-upgrade.js';
@@ -25,6 +12,7 @@ import {
 } from './options.js';
 import { formatProblem, HttpProblem, problemResponse } from './problem.js';
 import { checkResponse, isStorable, replayOf, storableHeaders } from './response.js';
+import { type HttpResponseToStore, readStoredResponse, type StoredHttpRow } from './response-store.js';
 import { messageIdOf, scopeProblem } from './scope.js';
 import type {
   HandleResult,
@@ -71,21 +59,18 @@ class NotStored extends Error {}
 export class Idempotency {
   readonly options: ResolvedIdempotencyOptions;
   readonly #inbox: Inbox<StoredHttpResponse>;
-  readonly #store: HttpResponseStore;
   /** Requests without a key: the inbox's transaction settings, no claim. */
   readonly #unclaimed: UnclaimedTx;
   readonly #log: Logger | undefined;
 
   constructor(options: ResolvedIdempotencyOptions) {
     this.options = options;
-    this.#store = new HttpResponseStore(options.schema);
     this.#log = options.logger === false ? undefined : (options.logger ?? consoleWarn);
     this.#inbox = createHttpInbox({
       pool: options.pool,
       consumer: options.consumer,
       schema: options.schema,
       mode: options.mode,
-      leaseMs: options.leaseMs,
       outbox: options.outbox,
       retentionMs: options.retentionMs,
       lockTimeoutMs: options.lockTimeoutMs,
@@ -243,9 +228,9 @@ export class Idempotency {
   }
 
   async #replay(id: string, key: string): Promise<HandleResult> {
-    let row: Awaited<ReturnType<HttpResponseStore['read']>>;
+    let row: StoredHttpRow;
     try {
-      row = await this.#store.read(this.options.pool, this.options.consumer, id);
+      row = await readStoredResponse(this.options.pool, this.options.schema, this.options.consumer, id);
     } catch (err) {
       return this.#failed(key, err);
     }

@@ -1,4 +1,4 @@
-import { invalidOption } from '@once/core/adapter';
+import { optionCheck } from '@once/core/adapter';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { reportResult } from './binding-log.js';
 import type { Idempotency } from './engine.js';
@@ -72,7 +72,7 @@ export function expressIdempotency(options: ExpressIdempotencyOptions): ExpressI
   const { idempotency, scope } = options;
   const limit = options.bodyLimitBytes ?? DEFAULT_EXPRESS_IDEMPOTENCY_OPTIONS.bodyLimitBytes;
   if (!Number.isSafeInteger(limit) || limit < 0) {
-    throw invalidOption('bodyLimitBytes', 'must be a non-negative integer');
+    throw optionCheck.invalid('bodyLimitBytes', 'must be a non-negative integer');
   }
   return (routeOptions) => {
     return function onceIdempotent(req: Request, res: Response, next: NextFunction): void {

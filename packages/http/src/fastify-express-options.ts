@@ -1,4 +1,4 @@
-import { invalidOption } from '@once/core/adapter';
+import { optionCheck } from '@once/core/adapter';
 import type { Idempotency } from './engine.js';
 import type { HandleResult } from './types.js';
 
@@ -19,17 +19,17 @@ export interface BindingOptions<Req> {
 
 /** Throws {@link invalidOption} naming the field unless `options` has an engine and a scope function. */
 export function checkBindingOptions<Req>(options: BindingOptions<Req>): void {
-  if (typeof options !== 'object' || options === null) throw invalidOption('', 'must be an object');
+  if (typeof options !== 'object' || options === null) throw optionCheck.invalid('', 'must be an object');
   if (typeof options.idempotency?.handle !== 'function') {
-    throw invalidOption('idempotency', 'must be the engine from createIdempotency()');
+    throw optionCheck.invalid('idempotency', 'must be the engine from createIdempotency()');
   }
   if (typeof options.scope !== 'function') {
-    throw invalidOption(
+    throw optionCheck.invalid(
       'scope',
       'is required: a function of the request returning the principal (user, account, API client) the key belongs to',
     );
   }
   if (options.onResult !== undefined && typeof options.onResult !== 'function') {
-    throw invalidOption('onResult', 'must be a function');
+    throw optionCheck.invalid('onResult', 'must be a function');
   }
 }

@@ -1,13 +1,5 @@
-import type { InboxMode, Logger, Outbox, PgPoolLike } from '@once/core';
-import {
-  checkBoolean,
-  checkDurationMs,
-  checkFunction,
-  checkInteger,
-  checkName,
-  checkOneOf,
-  invalidOption,
-} from '@once/core/adapter';
+import type { LeaseSettings, Logger, Outbox, PgPoolLike } from '@once/core';
+import { optionCheck } from '@once/core/adapter';
 import type { ProblemFormat } from './problem-details.js';
 
 /** Options of {@link createIdempotency}. */
@@ -24,13 +16,13 @@ export interface IdempotencyOptions {
   schema?: string | undefined;
   /**
    * `transaction`: the handler's writes, the key and the response commit in one transaction.
-   * `lease`: for effects outside PostgreSQL through `ctx.step`; the key is claimed with a lease
-   * in its own short transaction, and a retry while it is held answers 409 until it expires.
+   * `lease`, or `{ lease: { leaseMs } }` to set the lease (how long a claim holds the key without
+   * a heartbeat, 30000 ms by default): for effects outside PostgreSQL through `ctx.step`; the key
+   * is claimed with a lease in its own short transaction, and a retry while it is held answers
+   * 409 until it expires.
    * @default 'transaction'
    */
-  mode?: InboxMode | undefined;
-  /** Lease mode: how long a claim holds the key without a heartbeat, in ms. @default 30000 */
-  leaseMs?: number | undefined;
+  mode?: 'transaction' | 'lease' | { lease: LeaseSettings } | undefined;
   /** Enables `ctx.publish`: messages go into this outbox in the request's transaction. */
   outbox?: Outbox | undefined;
   /** How long a completed key (and its stored response) is kept, in ms; `purge()` removes it after. @default 24 h */
@@ -67,8 +59,7 @@ export interface IdempotencyOptions {
 export const DEFAULT_IDEMPOTENCY_OPTIONS = Object.freeze({
   consumer: 'http',
   schema: 'once',
-  mode: 'transaction' as InboxMode,
-  leaseMs: 30_000,
+  mode: 'transaction' as NonNullable<IdempotencyOptions['mode']>,
   retentionMs: 24 * 60 * 60 * 1000,
   lockTimeoutMs: 1_000,
   handlerTimeoutMs: 30_000,
@@ -86,63 +77,102 @@ const TOKEN_LOWER = /^[!#$%&'*+.^_`|~0-9a-z-]+$/;
 
 /** Options after defaults, frozen. */
 export interface ResolvedIdempotencyOptions {
+  /** The pool the keys' transactions run on. */
   readonly pool: PgPoolLike;
+  /** The consumer name the keys are recorded under. */
   readonly consumer: string;
+  /** Once's schema. */
   readonly schema: string;
-  readonly mode: InboxMode;
-  readonly leaseMs: number;
+  /** Checked again, in full, by core's inbox. */
+  readonly mode: NonNullable<IdempotencyOptions['mode']>;
+  /** The outbox of `ctx.publish`, if any. */
   readonly outbox: Outbox | undefined;
+  /** How long a completed key is kept, in ms. */
   readonly retentionMs: number;
+  /** How long a claim waits for a concurrent request with the key, in ms. */
   readonly lockTimeoutMs: number;
+  /** The handler's deadline, in ms. */
   readonly handlerTimeoutMs: number;
+  /** Longest accepted key, in characters. */
   readonly maxKeyLength: number;
+  /** Whether requests without `Idempotency-Key` are refused (400). */
   readonly required: boolean;
+  /** Request headers (lower-case) that join the fingerprint. */
   readonly fingerprintHeaders: readonly string[];
+  /** The header that marks a replayed response, or false. */
   readonly replayHeader: string | false;
+  /** The logger as given (`undefined`: handler errors to console.warn). */
   readonly logger: Logger | false | undefined;
+  /** The problem format as given. */
   readonly formatProblem: ProblemFormat | undefined;
 }
 
 /** Applies the defaults and validates every field, naming the bad one. */
 export function resolveIdempotencyOptions(o: IdempotencyOptions): ResolvedIdempotencyOptions {
-  if (typeof o !== 'object' || o === null) throw invalidOption('', 'must be an object');
+  return optionCheck.namingFactory('createIdempotency', () => resolve(o));
+}
+
+function resolve(o: IdempotencyOptions): ResolvedIdempotencyOptions {
+  if (typeof o !== 'object' || o === null) throw optionCheck.invalid('', 'must be an object');
   if (typeof o.pool?.query !== 'function' || typeof o.pool?.connect !== 'function') {
-    throw invalidOption('pool', 'must be a pg Pool (new pg.Pool(...))');
+    throw optionCheck.invalid('pool', 'must be a pg Pool (new pg.Pool(...))');
   }
   const d = DEFAULT_IDEMPOTENCY_OPTIONS;
-  const mode = checkOneOf<InboxMode>('mode', o.mode ?? d.mode, ['transaction', 'lease']);
+  if ((o as { leaseMs?: unknown }).leaseMs !== undefined) {
+    throw optionCheck.invalid(
+      'leaseMs',
+      'is no longer an option of its own: write mode: { lease: { leaseMs } }',
+    );
+  }
+  const mode = o.mode ?? d.mode;
+  if (typeof mode === 'string') optionCheck.oneOf('mode', mode, ['transaction', 'lease']);
+  else if (
+    typeof mode !== 'object' ||
+    mode === null ||
+    typeof mode.lease !== 'object' ||
+    mode.lease === null
+  ) {
+    throw optionCheck.invalid(
+      'mode',
+      `must be 'transaction', 'lease' or { lease: { leaseMs } }, got ${JSON.stringify(mode)}`,
+    );
+  }
   const headers = o.fingerprintHeaders ?? d.fingerprintHeaders;
   checkHeaderNames('fingerprintHeaders', headers);
   const replayHeader = o.replayHeader ?? d.replayHeader;
   if (replayHeader !== false && !TOKEN_LOWER.test(replayHeader)) {
-    throw invalidOption('replayHeader', 'must be a lower-case header name or false');
+    throw optionCheck.invalid('replayHeader', 'must be a lower-case header name or false');
   }
-  const maxKeyLength = checkInteger('maxKeyLength', o.maxKeyLength ?? d.maxKeyLength, 1, MAX_KEY_LENGTH);
+  const maxKeyLength = optionCheck.integer(
+    'maxKeyLength',
+    o.maxKeyLength ?? d.maxKeyLength,
+    1,
+    MAX_KEY_LENGTH,
+  );
   return Object.freeze({
     pool: o.pool,
-    consumer: checkName('consumer', o.consumer ?? d.consumer),
-    schema: checkName('schema', o.schema ?? d.schema),
+    consumer: optionCheck.name('consumer', o.consumer ?? d.consumer),
+    schema: optionCheck.name('schema', o.schema ?? d.schema),
     mode,
-    leaseMs: checkDurationMs('leaseMs', o.leaseMs ?? d.leaseMs),
     outbox: o.outbox,
-    retentionMs: checkDurationMs('retentionMs', o.retentionMs ?? d.retentionMs),
-    lockTimeoutMs: checkDurationMs('lockTimeoutMs', o.lockTimeoutMs ?? d.lockTimeoutMs),
-    handlerTimeoutMs: checkDurationMs('handlerTimeoutMs', o.handlerTimeoutMs ?? d.handlerTimeoutMs),
+    retentionMs: optionCheck.durationMs('retentionMs', o.retentionMs ?? d.retentionMs),
+    lockTimeoutMs: optionCheck.durationMs('lockTimeoutMs', o.lockTimeoutMs ?? d.lockTimeoutMs),
+    handlerTimeoutMs: optionCheck.durationMs('handlerTimeoutMs', o.handlerTimeoutMs ?? d.handlerTimeoutMs),
     maxKeyLength,
-    required: checkBoolean('required', o.required ?? d.required),
+    required: optionCheck.boolean('required', o.required ?? d.required),
     fingerprintHeaders: Object.freeze([...headers]),
     replayHeader,
     logger: o.logger,
     formatProblem:
       o.formatProblem === undefined
         ? undefined
-        : checkFunction<ProblemFormat>('formatProblem', o.formatProblem),
+        : optionCheck.function<ProblemFormat>('formatProblem', o.formatProblem),
   });
 }
 
 /** Throws unless `names` is an array of lower-case header names. */
 export function checkHeaderNames(field: string, names: unknown): asserts names is readonly string[] {
   if (!Array.isArray(names) || names.some((n) => typeof n !== 'string' || !TOKEN_LOWER.test(n))) {
-    throw invalidOption(field, 'must be an array of lower-case header names');
+    throw optionCheck.invalid(field, 'must be an array of lower-case header names');
   }
 }

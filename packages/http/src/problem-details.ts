@@ -7,6 +7,7 @@ export const HttpProblem = {
   HandlerFailed: 'handler-failed',
   Unavailable: 'unavailable',
 } as const;
+/** One of {@link HttpProblem}'s values. */
 export type HttpProblem = (typeof HttpProblem)[keyof typeof HttpProblem];
 
 /**

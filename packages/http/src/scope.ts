@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { MAX_ID_LENGTH } from '@once/core';
+import { MAX_ID_LENGTH } from '@once/core/admin';
 import { MAX_KEY_LENGTH } from './options.js';
 
 /** Longest scope kept readable in the id; a longer one is replaced by its hash. */

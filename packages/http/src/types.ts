@@ -40,8 +40,11 @@ export interface IdempotentRequest {
 
 /** What a handler answered, and what a replay sends back: status, headers and the body's bytes. */
 export interface HttpResponseData {
+  /** The HTTP status. */
   readonly status: number;
+  /** The header pairs, in order. */
   readonly headers: HeaderPairs;
+  /** The body's bytes. */
   readonly body: Uint8Array;
   /**
    * Set on the answers `@once/http` writes itself (400, 409, 422, 500, 503): what the answer
@@ -114,6 +117,7 @@ export type HandleStatus =
 
 /** What {@link Idempotency.handle} returns: the response to send now (after COMMIT), and why. */
 export interface HandleResult {
+  /** Why this response: the handler ran, a replay, a refusal (see {@link HandleStatus}). */
   readonly status: HandleStatus;
   /** Send exactly this: status, headers (a fresh `Date` is the binding's or server's to add) and body. */
   readonly response: HttpResponseData;

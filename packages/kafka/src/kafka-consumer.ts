@@ -5,6 +5,7 @@ import {
   type ConsumerState,
   type DeadLetterPlan,
   logDropped,
+  optionCheck,
   processGate,
   type StartBudgets,
   serializeError,
@@ -145,7 +146,7 @@ export class KafkaConsumer<R = unknown> extends ConsumerBase<R, KafkaConsumerEve
               options: o,
               inbox: this.inbox,
               retryDelayMs: this.inbox.options.retryDelayMs,
-              lease: this.inbox.options.mode === 'lease',
+              lease: this.inbox.options.mode !== 'transaction' && this.inbox.options.mode.lease !== undefined,
               logger: this.inbox.options.logger,
               events: this.life.events,
               state: (topic, partition) => this.#state(topic, partition),
@@ -308,5 +309,5 @@ export class KafkaConsumer<R = unknown> extends ConsumerBase<R, KafkaConsumerEve
 
 /** Creates a {@link KafkaConsumer}; validates the options and names the first bad field. */
 export function createKafkaConsumer<R = unknown>(options: KafkaConsumerOptions<R>): KafkaConsumer<R> {
-  return new KafkaConsumer(options);
+  return optionCheck.namingFactory('createKafkaConsumer', () => new KafkaConsumer(options));
 }

@@ -1,12 +1,12 @@
 import {
   ErrorCode,
-  MAX_ID_LENGTH,
   OnceError,
   type OutboxPublisher,
   type OutboxPublishOptions,
   type OutboxPublishResult,
 } from '@once/core';
-import { Connector, checkName, checkNumber, untilAborted } from '@once/core/adapter';
+import { Connector, optionCheck, untilAborted } from '@once/core/adapter';
+import { MAX_ID_LENGTH } from '@once/core/admin';
 import { type IHeaders, type Message, Partitioners, type ProducerConfig } from 'kafkajs';
 import { KafkaErrorCode } from './errors.js';
 import type { KafkaLike, ProducerLike } from './kafka-like.js';
@@ -58,11 +58,15 @@ export class KafkaPublisher implements OutboxPublisher {
 
   constructor(options: KafkaPublisherOptions) {
     if (typeof options?.kafka?.producer !== 'function') {
-      throw new OnceError(ErrorCode.InvalidOption, 'options.kafka must be a kafkajs Kafka instance');
+      throw new OnceError(ErrorCode.InvalidOption, "option 'kafka' must be a kafkajs Kafka instance");
     }
     // The same checks as the consumer's options and the other publishers' timeouts.
-    this.#header = checkName('idHeader', options.idHeader ?? DEFAULTS.idHeader);
-    this.#ackTimeoutMs = checkNumber('ackTimeoutMs', options.ackTimeoutMs ?? DEFAULTS.ackTimeoutMs, 1);
+    this.#header = optionCheck.name('idHeader', options.idHeader ?? DEFAULTS.idHeader);
+    this.#ackTimeoutMs = optionCheck.integer(
+      'ackTimeoutMs',
+      options.ackTimeoutMs ?? DEFAULTS.ackTimeoutMs,
+      1,
+    );
     this.#kafka = options.kafka;
     this.#producerConfig = {
       createPartitioner: Partitioners.DefaultPartitioner,

@@ -1,13 +1,7 @@
 import type { InboxOptions } from '@once/core';
 import {
   type AdapterOptionKey,
-  checkBoolean,
-  checkConsumerName,
-  checkDurationMs,
-  checkInteger,
-  checkName,
-  checkOneOf,
-  invalidOption,
+  optionCheck,
   type ResolvedOptions,
   splitOptions,
   withDefaults,
@@ -146,7 +140,7 @@ const NAME_MAX = 249;
  * Splits the options into the inbox's and Kafka's (refusing unknown keys and missing required
  * ones), applies the Kafka defaults and validates them, naming the first bad field.
  */
-export function resolveKafkaConsumerOptions<R>(options: KafkaConsumerOptions<R>): {
+function resolveKafkaConsumerOptionsUnnamed<R>(options: KafkaConsumerOptions<R>): {
   kafka: ResolvedKafkaConsumerOptions;
   inbox: Omit<KafkaConsumerOptions<R>, KafkaOptionKey>;
 } {
@@ -158,20 +152,20 @@ export function resolveKafkaConsumerOptions<R>(options: KafkaConsumerOptions<R>)
   const o = withDefaults(DEFAULT_KAFKA_CONSUMER_OPTIONS, adapter);
   const kafka = o.kafka as Partial<KafkaLike> | undefined;
   if (!kafka || typeof kafka.consumer !== 'function' || typeof kafka.admin !== 'function') {
-    throw invalidOption('kafka', 'must be a kafkajs Kafka instance (new Kafka({ brokers }))');
+    throw optionCheck.invalid('kafka', 'must be a kafkajs Kafka instance (new Kafka({ brokers }))');
   }
-  const groupId = checkName('groupId', o.groupId, NAME_MAX);
+  const groupId = optionCheck.name('groupId', o.groupId, NAME_MAX);
   if (!Array.isArray(o.topics) || o.topics.length === 0) {
-    throw invalidOption(
+    throw optionCheck.invalid(
       'topics',
       `must be a non-empty array of topic names, got ${JSON.stringify(o.topics)}`,
     );
   }
-  const topics = Object.freeze(o.topics.map((t, i) => checkName(`topics[${i}]`, t, NAME_MAX)));
-  const sessionTimeoutMs = checkDurationMs('sessionTimeoutMs', o.sessionTimeoutMs, 1_000);
-  const heartbeatIntervalMs = checkDurationMs('heartbeatIntervalMs', o.heartbeatIntervalMs, 100);
+  const topics = Object.freeze(o.topics.map((t, i) => optionCheck.name(`topics[${i}]`, t, NAME_MAX)));
+  const sessionTimeoutMs = optionCheck.durationMs('sessionTimeoutMs', o.sessionTimeoutMs, 1_000);
+  const heartbeatIntervalMs = optionCheck.durationMs('heartbeatIntervalMs', o.heartbeatIntervalMs, 100);
   if (heartbeatIntervalMs >= sessionTimeoutMs) {
-    throw invalidOption(
+    throw optionCheck.invalid(
       'heartbeatIntervalMs',
       `must be below sessionTimeoutMs (${sessionTimeoutMs}), got ${heartbeatIntervalMs}`,
     );
@@ -181,14 +175,17 @@ export function resolveKafkaConsumerOptions<R>(options: KafkaConsumerOptions<R>)
   if (dlq === undefined) deadLetterTopicOf = (topic) => `${topic}.dlq`;
   else if (dlq === false) deadLetterTopicOf = () => undefined;
   else if (typeof dlq === 'string') {
-    checkName('deadLetterTopic', dlq, NAME_MAX);
+    optionCheck.name('deadLetterTopic', dlq, NAME_MAX);
     deadLetterTopicOf = () => dlq;
   } else if (typeof dlq === 'function')
-    deadLetterTopicOf = (topic) => checkName('deadLetterTopic(topic)', dlq(topic), NAME_MAX);
+    deadLetterTopicOf = (topic) => optionCheck.name('deadLetterTopic(topic)', dlq(topic), NAME_MAX);
   else
-    throw invalidOption('deadLetterTopic', 'must be a topic name, a function of the source topic, or false');
+    throw optionCheck.invalid(
+      'deadLetterTopic',
+      'must be a topic name, a function of the source topic, or false',
+    );
   if (o.consumerConfig !== undefined && (typeof o.consumerConfig !== 'object' || o.consumerConfig === null)) {
-    throw invalidOption('consumerConfig', 'must be an object of kafkajs consumer settings');
+    throw optionCheck.invalid('consumerConfig', 'must be an object of kafkajs consumer settings');
   }
   return {
     inbox,
@@ -196,22 +193,37 @@ export function resolveKafkaConsumerOptions<R>(options: KafkaConsumerOptions<R>)
       kafka: kafka as KafkaLike,
       groupId,
       topics,
-      consumer: checkConsumerName(options.consumer, groupId),
-      batch: checkBoolean('batch', o.batch),
-      batchSize: checkInteger('batchSize', o.batchSize),
-      maxBatchMs: checkDurationMs('maxBatchMs', o.maxBatchMs, 1),
-      concurrency: checkInteger('concurrency', o.concurrency),
-      idFrom: checkOneOf('idFrom', o.idFrom, ['header', 'offset']),
-      idHeader: checkName('idHeader', o.idHeader),
+      consumer: optionCheck.consumerName(options.consumer, groupId),
+      batch: optionCheck.boolean('batch', o.batch),
+      batchSize: optionCheck.integer('batchSize', o.batchSize),
+      maxBatchMs: optionCheck.durationMs('maxBatchMs', o.maxBatchMs, 1),
+      concurrency: optionCheck.integer('concurrency', o.concurrency),
+      idFrom: optionCheck.oneOf('idFrom', o.idFrom, ['header', 'offset']),
+      idHeader: optionCheck.name('idHeader', o.idHeader),
       deadLetterTopicOf,
-      inlineRetryMaxMs: checkDurationMs('inlineRetryMaxMs', o.inlineRetryMaxMs),
-      fromBeginning: checkBoolean('fromBeginning', o.fromBeginning),
+      inlineRetryMaxMs: optionCheck.durationMs('inlineRetryMaxMs', o.inlineRetryMaxMs),
+      fromBeginning: optionCheck.boolean('fromBeginning', o.fromBeginning),
       sessionTimeoutMs,
       heartbeatIntervalMs,
-      rebalanceTimeoutMs: checkDurationMs('rebalanceTimeoutMs', o.rebalanceTimeoutMs, sessionTimeoutMs),
-      crashReplay: checkBoolean('crashReplay', o.crashReplay),
-      stopTimeoutMs: checkDurationMs('stopTimeoutMs', o.stopTimeoutMs),
+      rebalanceTimeoutMs: optionCheck.durationMs(
+        'rebalanceTimeoutMs',
+        o.rebalanceTimeoutMs,
+        sessionTimeoutMs,
+      ),
+      crashReplay: optionCheck.boolean('crashReplay', o.crashReplay),
+      stopTimeoutMs: optionCheck.durationMs('stopTimeoutMs', o.stopTimeoutMs),
       consumerConfig: Object.freeze({ ...(o.consumerConfig ?? {}) }),
     }),
   };
+}
+
+/**
+ * Splits the options into the inbox's and the adapter's (refusing unknown keys and missing
+ * required ones), applies the adapter's defaults and validates them; an error names
+ * `createKafkaConsumer` and the first bad option.
+ */
+export function resolveKafkaConsumerOptions<R>(
+  options: KafkaConsumerOptions<R>,
+): ReturnType<typeof resolveKafkaConsumerOptionsUnnamed<R>> {
+  return optionCheck.namingFactory('createKafkaConsumer', () => resolveKafkaConsumerOptionsUnnamed(options));
 }

@@ -1,8 +1,9 @@
-import type { Envelope, Liveness, Logger, Outcome, ProcessOptions, ResolvedInboxOptions } from '@once/core';
+import type { Envelope, Liveness, Logger, Outcome, ProcessOptions } from '@once/core';
 import {
   type DeadLetterPlan,
   deadLetteredEvent,
   type Gate,
+  type ResolvedInboxOptions,
   type SettlePlan,
   type StartBudgets,
   serializeError,

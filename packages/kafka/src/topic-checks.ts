@@ -1,4 +1,4 @@
-import { OnceError, type ResolvedInboxOptions } from '@once/core';
+import { type Inbox, OnceError } from '@once/core';
 import { warnIfRetentionShort } from '@once/core/adapter';
 import type { ConfigResourceTypes } from 'kafkajs';
 import { KafkaErrorCode } from './errors.js';
@@ -16,7 +16,7 @@ const TOPIC_RESOURCE = 2 as ConfigResourceTypes;
 export async function checkTopics(
   admin: AdminLike,
   o: ResolvedKafkaConsumerOptions,
-  inbox: ResolvedInboxOptions,
+  inbox: Inbox['options'],
 ): Promise<void> {
   await kafkaStep('connect the admin client', () => admin.connect());
   const existing = new Set(await kafkaStep('list topics', () => admin.listTopics()));
@@ -38,7 +38,7 @@ export async function checkTopics(
 async function checkRetention(
   admin: AdminLike,
   o: ResolvedKafkaConsumerOptions,
-  inbox: ResolvedInboxOptions,
+  inbox: Inbox['options'],
 ): Promise<void> {
   const logger = inbox.logger;
   try {

@@ -1,7 +1,13 @@
 import { type ConsumerMessages, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { OnceError } from '@once/core';
-import { ConsumerBase, type ConsumerHealth, type ConsumerState, sleep } from '@once/core/adapter';
+import {
+  ConsumerBase,
+  type ConsumerHealth,
+  type ConsumerState,
+  optionCheck,
+  sleep,
+} from '@once/core/adapter';
 import { Dispatcher } from './dispatch.js';
 import { DurableSource } from './durable-source.js';
 import { connectError, NatsErrorCode } from './errors.js';
@@ -305,5 +311,5 @@ export class NatsConsumer<R = unknown> extends ConsumerBase<R, NatsConsumerEvent
 
 /** Creates a {@link NatsConsumer}; validates the options (naming the bad field). Call `start()` next. */
 export function createNatsConsumer<R = unknown>(options: NatsConsumerOptions<R>): NatsConsumer<R> {
-  return new NatsConsumer(options);
+  return optionCheck.namingFactory('createNatsConsumer', () => new NatsConsumer(options));
 }

@@ -2,13 +2,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import type { InboxOptions } from '@once/core';
 import {
   type AdapterOptionKey,
-  checkBoolean,
-  checkConsumerName,
-  checkDurationMs,
-  checkInteger,
-  checkName,
-  checkOneOf,
-  invalidOption,
+  optionCheck,
   type ResolvedOptions,
   splitOptions,
   withDefaults,
@@ -126,9 +120,9 @@ const NATS_KEYS = {
 
 /** A JetStream name (stream, durable): no whitespace, `.`, `*`, `>`, path separators. */
 function checkJsName(field: string, value: unknown): string {
-  const name = checkName(field, value);
+  const name = optionCheck.name(field, value);
   if (/[\s.*>/\\]/.test(name)) {
-    throw invalidOption(
+    throw optionCheck.invalid(
       field,
       `must be a JetStream name (no whitespace, '.', '*', '>', '/', '\\'), got '${name}'`,
     );
@@ -138,9 +132,12 @@ function checkJsName(field: string, value: unknown): string {
 
 /** A subject: tokens split by `.`, none empty, no whitespace. */
 function checkSubject(field: string, value: unknown): string {
-  const s = checkName(field, value);
+  const s = optionCheck.name(field, value);
   if (/\s/.test(s) || s.split('.').some((t) => t.length === 0)) {
-    throw invalidOption(field, `must be a NATS subject (dot-separated tokens, no whitespace), got '${s}'`);
+    throw optionCheck.invalid(
+      field,
+      `must be a NATS subject (dot-separated tokens, no whitespace), got '${s}'`,
+    );
   }
   return s;
 }
@@ -149,7 +146,7 @@ function checkSubject(field: string, value: unknown): string {
  * Splits the options into the inbox's and the JetStream side's (refusing unknown keys and missing
  * required ones), applies the defaults and validates them, naming the first bad field.
  */
-export function resolveNatsConsumerOptions<R>(options: NatsConsumerOptions<R>): {
+function resolveNatsConsumerOptionsUnnamed<R>(options: NatsConsumerOptions<R>): {
   nats: ResolvedNatsConsumerOptions;
   inbox: Omit<NatsConsumerOptions<R>, NatsOptionKey>;
 } {
@@ -160,19 +157,19 @@ export function resolveNatsConsumerOptions<R>(options: NatsConsumerOptions<R>): 
   });
   const o = withDefaults(DEFAULT_NATS_CONSUMER_OPTIONS, adapter);
   if ((o.servers === undefined) === (o.connection === undefined)) {
-    throw invalidOption(
+    throw optionCheck.invalid(
       'servers',
       'give either servers (once connects) or connection (your own), not both or neither',
     );
   }
   const servers = o.servers === undefined ? [] : typeof o.servers === 'string' ? [o.servers] : [...o.servers];
-  for (const [i, s] of servers.entries()) checkName(`servers[${i}]`, s);
+  for (const [i, s] of servers.entries()) optionCheck.name(`servers[${i}]`, s);
   const connection = o.connection as unknown;
   if (
     connection !== undefined &&
     (typeof connection !== 'object' || connection === null || !('closed' in connection))
   ) {
-    throw invalidOption('connection', 'must be a NatsConnection from @nats-io/transport-node');
+    throw optionCheck.invalid('connection', 'must be a NatsConnection from @nats-io/transport-node');
   }
   const subject = checkSubject('subject', o.subject);
   const durable =
@@ -181,8 +178,8 @@ export function resolveNatsConsumerOptions<R>(options: NatsConsumerOptions<R>): 
       : options.consumer !== undefined
         ? checkJsName('durable', options.consumer.replace(/[\s.*>/\\]/g, '_'))
         : subject.replace(/[\s.*>/\\]/g, '_');
-  const consumer = checkConsumerName(options.consumer, durable);
-  const batchSize = checkInteger('batchSize', o.batchSize, 1, 10_000);
+  const consumer = optionCheck.consumerName(options.consumer, durable);
+  const batchSize = optionCheck.integer('batchSize', o.batchSize, 1, 10_000);
   return {
     inbox,
     nats: Object.freeze({
@@ -191,20 +188,32 @@ export function resolveNatsConsumerOptions<R>(options: NatsConsumerOptions<R>): 
       subject,
       stream: o.stream === undefined ? undefined : checkJsName('stream', o.stream),
       durable,
-      createConsumer: checkBoolean('createConsumer', o.createConsumer),
-      ackWaitMs: o.ackWaitMs === undefined ? undefined : checkDurationMs('ackWaitMs', o.ackWaitMs, 1_000),
-      maxAckPending: checkInteger('maxAckPending', o.maxAckPending, 1),
-      concurrency: checkInteger('concurrency', o.concurrency),
-      batch: checkBoolean('batch', o.batch),
+      createConsumer: optionCheck.boolean('createConsumer', o.createConsumer),
+      ackWaitMs:
+        o.ackWaitMs === undefined ? undefined : optionCheck.durationMs('ackWaitMs', o.ackWaitMs, 1_000),
+      maxAckPending: optionCheck.integer('maxAckPending', o.maxAckPending, 1),
+      concurrency: optionCheck.integer('concurrency', o.concurrency),
+      batch: optionCheck.boolean('batch', o.batch),
       batchSize,
-      idFrom: checkOneOf('idFrom', o.idFrom, ['header', 'sequence']),
-      idHeader: checkName('idHeader', o.idHeader),
+      idFrom: optionCheck.oneOf('idFrom', o.idFrom, ['header', 'sequence']),
+      idHeader: optionCheck.name('idHeader', o.idHeader),
       deadLetterSubject:
         o.deadLetterSubject === false
           ? false
           : checkSubject('deadLetterSubject', o.deadLetterSubject ?? `once.dead.${durable}`),
-      stopTimeoutMs: checkDurationMs('stopTimeoutMs', o.stopTimeoutMs),
+      stopTimeoutMs: optionCheck.durationMs('stopTimeoutMs', o.stopTimeoutMs),
       consumer,
     }),
   };
+}
+
+/**
+ * Splits the options into the inbox's and the adapter's (refusing unknown keys and missing
+ * required ones), applies the adapter's defaults and validates them; an error names
+ * `createNatsConsumer` and the first bad option.
+ */
+export function resolveNatsConsumerOptions<R>(
+  options: NatsConsumerOptions<R>,
+): ReturnType<typeof resolveNatsConsumerOptionsUnnamed<R>> {
+  return optionCheck.namingFactory('createNatsConsumer', () => resolveNatsConsumerOptionsUnnamed(options));
 }

@@ -8,9 +8,15 @@ import {
   type OutboxPublisher,
   type OutboxPublishOptions,
   type OutboxPublishResult,
-  silentLogger,
 } from '@once/core';
-import { Connector, checkMessageId, checkNumber, settledResults, untilAborted } from '@once/core/adapter';
+import {
+  Connector,
+  checkMessageId,
+  optionCheck,
+  settledResults,
+  silentLogger,
+  untilAborted,
+} from '@once/core/adapter';
 import { connectError, NatsErrorCode } from './errors.js';
 import { ownConnectOptions } from './liveness.js';
 
@@ -57,13 +63,13 @@ export class NatsPublisher implements OutboxPublisher {
     if ((options.servers === undefined) === (options.connection === undefined)) {
       throw new OnceError(
         ErrorCode.InvalidOption,
-        'options.servers: give either servers (once connects) or connection (your own), not both or neither',
+        "option 'servers': give either servers (once connects) or connection (your own), not both or neither",
       );
     }
     const servers = typeof options.servers === 'string' ? [options.servers] : [...(options.servers ?? [])];
     const { connection } = options;
     this.#own = connection === undefined;
-    const timeout = checkNumber('publishTimeoutMs', options.publishTimeoutMs ?? 30_000, 1);
+    const timeout = optionCheck.integer('publishTimeoutMs', options.publishTimeoutMs ?? 30_000, 1);
     this.#logger = options.logger || silentLogger;
     // Opened once: the client reconnects by itself, so a connection is never dropped.
     this.#link = new Connector(async () => {

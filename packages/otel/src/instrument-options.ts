@@ -1,5 +1,5 @@
 import { ErrorCode, type Logger, OnceError, type PgPoolLike } from '@once/core';
-import { checkNumber } from '@once/core/adapter';
+import { optionCheck } from '@once/core/adapter';
 import type { MeterProvider } from '@opentelemetry/api';
 
 /** Options of {@link instrument}. */
@@ -33,13 +33,13 @@ export function checkInstrumentOptions(options: InstrumentOptions): InstrumentOp
   }
   const p = options.pool;
   if (p !== undefined && p !== false && (typeof p?.query !== 'function' || typeof p.connect !== 'function')) {
-    throw new OnceError(ErrorCode.InvalidOption, 'options.pool must be a pg Pool or false');
+    throw new OnceError(ErrorCode.InvalidOption, "option 'pool' must be a pg Pool or false");
   }
   const mp = options.meterProvider;
   if (mp !== undefined && typeof mp?.getMeter !== 'function') {
-    throw new OnceError(ErrorCode.InvalidOption, 'options.meterProvider must have a getMeter() method');
+    throw new OnceError(ErrorCode.InvalidOption, "option 'meterProvider' must have a getMeter() method");
   }
   if (options.outboxPendingLimit !== undefined)
-    checkNumber('outboxPendingLimit', options.outboxPendingLimit, 1);
+    optionCheck.integer('outboxPendingLimit', options.outboxPendingLimit, 1);
   return options;
 }

@@ -1,4 +1,5 @@
-import { quoteIdentifier, silentLogger } from '@once/core';
+import { silentLogger } from '@once/core/adapter';
+import { quoteIdentifier } from '@once/core/admin';
 import { metrics } from '@opentelemetry/api';
 import { observeInbox, observeOutbox } from './db-gauges.js';
 import {
@@ -68,7 +69,7 @@ export function instrument(target: InstrumentTarget, options: InstrumentOptions 
   if (pool) {
     const schema = o.schema ?? inbox?.options.schema ?? DEFAULT_INSTRUMENT_OPTIONS.schema;
     // Checked here, so a bad name fails instrument() rather than every collection.
-    quoteIdentifier(schema, 'options.schema');
+    quoteIdentifier(schema, "option 'schema'");
     const spec = {
       meter,
       pool,

@@ -1,11 +1,4 @@
-import {
-  ErrorCode,
-  type Logger,
-  OnceError,
-  type OnceEventListener,
-  type OnceEventName,
-  type PgPoolLike,
-} from '@once/core';
+import { ErrorCode, type Logger, OnceError, type OnceEventMap, type PgPoolLike } from '@once/core';
 
 /**
  * Structural views of what {@link instrument} accepts, so that this package needs no adapter
@@ -14,33 +7,45 @@ import {
 
 /** An `Inbox` from @once/core (`createInbox`). */
 export interface InboxLike {
+  /** The consumer name the inbox records under. */
   readonly consumer: string;
+  /** What the gauges read: the pool, the schema and the logger. */
   readonly options: { readonly pool: PgPoolLike; readonly schema: string; readonly logger: Logger };
-  on<E extends OnceEventName>(name: E, listener: OnceEventListener<E>): () => void;
+  /** Subscribes to an event; returns an unsubscribe function. */
+  on<E extends keyof OnceEventMap>(name: E, listener: (event: OnceEventMap[E]) => void): () => void;
 }
 
 /** A `Relay` from @once/core (`createRelay`). */
 export interface RelayLike {
-  on<E extends OnceEventName>(name: E, listener: OnceEventListener<E>): () => void;
+  /** Subscribes to an event; returns an unsubscribe function. */
+  on<E extends keyof OnceEventMap>(name: E, listener: (event: OnceEventMap[E]) => void): () => void;
+  /** Runs one round; resolves with the rows published. */
   runOnce(): Promise<number>;
 }
 
 /** The `message:dead-lettered` event of @once/kafka's consumer (the adapter kit's shape). */
 export interface KafkaDeadLetteredEvent {
+  /** Where the message came from. */
   source: { queue: string };
+  /** Why it was dead-lettered (`permanent`, `max-attempts`, `conflict`, ...). */
   reason: string;
+  /** Where it went, or undefined when dead-lettering is off. */
   deadLetter: string | undefined;
 }
 
 /** A `KafkaConsumer` from @once/kafka. */
 export interface KafkaConsumerLike {
+  /** The consumer's inbox. */
   readonly inbox: InboxLike;
+  /** The topics read. */
   readonly options: { readonly topics: readonly string[] };
+  /** Subscribes to the adapter's event; returns an unsubscribe function. */
   on(name: 'message:dead-lettered', listener: (event: KafkaDeadLetteredEvent) => void): () => void;
 }
 
 /** The `message:dead-lettered` event of @once/sqs's consumer (the adapter kit's shape). */
 export interface SqsDeadLetterEvent {
+  /** Why it was dead-lettered (`permanent`, `max-attempts`, `conflict`, ...). */
   reason: string;
   /** The dead-letter queue's URL, the redrive target's ARN, or undefined when deleted. */
   deadLetter: string | undefined;
@@ -48,8 +53,11 @@ export interface SqsDeadLetterEvent {
 
 /** An `SqsConsumer` from @once/sqs. */
 export interface SqsConsumerLike {
+  /** The consumer's inbox. */
   readonly inbox: InboxLike;
+  /** The queue read. */
   readonly options: { readonly queueUrl: string };
+  /** Subscribes to the adapter's event; returns an unsubscribe function. */
   on(name: 'message:dead-lettered', listener: (event: SqsDeadLetterEvent) => void): () => void;
 }
 
@@ -59,7 +67,9 @@ export interface SqsConsumerLike {
  * other brokers ({@link RabbitDeadLetteredEvent}).
  */
 export interface RabbitSettledEvent {
+  /** The outcome's status. */
   status: string;
+  /** What the broker was told (`ack`, `requeue`, `dead-letter`, ...). */
   plan: string;
 }
 
@@ -73,13 +83,17 @@ export interface RabbitDeadLetteredEvent {
 
 /** A `RabbitConsumer` from @once/rabbitmq. */
 export interface RabbitConsumerLike {
+  /** The consumer's inbox. */
   readonly inbox: InboxLike;
+  /** The queue read. */
   readonly options: { readonly queue: string };
+  /** Subscribes to the adapter's event; returns an unsubscribe function. */
   on(name: 'message:dead-lettered', listener: (event: RabbitDeadLetteredEvent) => void): () => void;
 }
 
 /** The `message:dead-lettered` event of @once/nats's consumer (the adapter kit's shape). */
 export interface NatsDeadLetteredEvent {
+  /** Why it was dead-lettered (`permanent`, `max-attempts`, `conflict`, ...). */
   reason: string;
   /** The dead-letter subject, or undefined when dead-lettering is off (termed and logged). */
   deadLetter: string | undefined;
@@ -87,13 +101,17 @@ export interface NatsDeadLetteredEvent {
 
 /** A `NatsConsumer` from @once/nats. */
 export interface NatsConsumerLike {
+  /** The consumer's inbox. */
   readonly inbox: InboxLike;
+  /** The subject and durable read. */
   readonly options: { readonly subject: string; readonly durable: string };
+  /** Subscribes to the adapter's event; returns an unsubscribe function. */
   on(name: 'message:dead-lettered', listener: (event: NatsDeadLetteredEvent) => void): () => void;
 }
 
 /** Any consumer of another adapter: its inbox is instrumented, its own events are not read. */
 export interface ConsumerLike {
+  /** The consumer's inbox. */
   readonly inbox: InboxLike;
 }
 

@@ -16,6 +16,7 @@ import { SCOPE_NAME, SCOPE_VERSION } from './scope.js';
 
 /** Something that reads a context from a carrier: the global `propagation` or any `TextMapPropagator`. */
 export interface ContextExtractor {
+  /** Reads the trace context out of a carrier (the message's headers). */
   extract<C>(context: Context, carrier: C, getter: TextMapGetter<C>): Context;
 }
 

@@ -3,6 +3,7 @@ import {
   ConsumerBase,
   type ConsumerHealth,
   type ConsumerState,
+  optionCheck,
   processGate,
   serializeError,
 } from '@once/core/adapter';
@@ -263,5 +264,5 @@ export class RabbitConsumer<R = unknown> extends ConsumerBase<
 
 /** Creates a {@link RabbitConsumer}; validates the options (naming the bad field). Call `start()`. */
 export function createRabbitConsumer<R = unknown>(options: RabbitConsumerOptions<R>): RabbitConsumer<R> {
-  return new RabbitConsumer(options);
+  return optionCheck.namingFactory('createRabbitConsumer', () => new RabbitConsumer(options));
 }

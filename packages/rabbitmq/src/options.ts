@@ -1,14 +1,7 @@
 import type { InboxOptions } from '@once/core';
 import {
   type AdapterOptionKey,
-  checkBoolean,
-  checkConsumerName,
-  checkDurationMs,
-  checkFunction,
-  checkInteger,
-  checkName,
-  checkOneOf,
-  invalidOption,
+  optionCheck,
   type ResolvedOptions,
   splitOptions,
   withDefaults,
@@ -111,7 +104,7 @@ const RABBIT_KEYS = {
  * Splits the options into the inbox's and the AMQP side's (refusing unknown keys and missing
  * required ones), applies the AMQP defaults and validates them, naming the first bad field.
  */
-export function resolveRabbitConsumerOptions<R>(options: RabbitConsumerOptions<R>): {
+function resolveRabbitConsumerOptionsUnnamed<R>(options: RabbitConsumerOptions<R>): {
   rabbit: ResolvedRabbitConsumerOptions;
   inbox: Omit<RabbitConsumerOptions<R>, RabbitOptionKey>;
 } {
@@ -123,20 +116,22 @@ export function resolveRabbitConsumerOptions<R>(options: RabbitConsumerOptions<R
   const o = withDefaults(DEFAULT_RABBIT_CONSUMER_OPTIONS, adapter);
   const url = o.url as unknown;
   if (!(typeof url === 'string' && /^amqps?:\/\//.test(url)) && !(typeof url === 'object' && url !== null)) {
-    throw invalidOption(
+    throw optionCheck.invalid(
       'url',
       `must be an amqp:// or amqps:// URL or amqplib connect options, got ${JSON.stringify(url)}`,
     );
   }
-  const queue = checkName('queue', o.queue);
-  const prefetch = checkInteger('prefetch', o.prefetch, 1, 65_535);
+  const queue = optionCheck.name('queue', o.queue);
+  const prefetch = optionCheck.integer('prefetch', o.prefetch, 1, 65_535);
   const tiers = o.retryTiersMs as unknown;
   if (!Array.isArray(tiers) || tiers.length === 0)
-    throw invalidOption('retryTiersMs', 'must be a non-empty array of delays in ms');
-  for (const [i, t] of tiers.entries()) checkDurationMs(`retryTiersMs[${i}]`, t, 1);
+    throw optionCheck.invalid('retryTiersMs', 'must be a non-empty array of delays in ms');
+  for (const [i, t] of tiers.entries()) optionCheck.durationMs(`retryTiersMs[${i}]`, t, 1);
   const deadLetterQueue =
-    o.deadLetterQueue === false ? false : checkName('deadLetterQueue', o.deadLetterQueue ?? `${queue}.dead`);
-  const consumer = checkConsumerName(options.consumer, queue);
+    o.deadLetterQueue === false
+      ? false
+      : optionCheck.name('deadLetterQueue', o.deadLetterQueue ?? `${queue}.dead`);
+  const consumer = optionCheck.consumerName(options.consumer, queue);
   const socketOptions = (o.socketOptions ?? {}) as SocketOptions;
   return {
     inbox,
@@ -150,19 +145,35 @@ export function resolveRabbitConsumerOptions<R>(options: RabbitConsumerOptions<R
         clientProperties: { connection_name: `once:${consumer}`, ...socketOptions.clientProperties },
       },
       queue,
-      assertQueue: checkBoolean('assertQueue', o.assertQueue),
-      queueType: checkOneOf('queueType', o.queueType, ['quorum', 'classic']),
+      assertQueue: optionCheck.boolean('assertQueue', o.assertQueue),
+      queueType: optionCheck.oneOf('queueType', o.queueType, ['quorum', 'classic']),
       prefetch,
-      concurrency: checkInteger('concurrency', o.concurrency),
-      batch: checkBoolean('batch', o.batch),
-      batchSize: checkInteger('batchSize', o.batchSize ?? prefetch),
+      concurrency: optionCheck.integer('concurrency', o.concurrency),
+      batch: optionCheck.boolean('batch', o.batch),
+      batchSize: optionCheck.integer('batchSize', o.batchSize ?? prefetch),
       retryTiersMs: Object.freeze([...new Set(tiers as number[])].sort((a, b) => a - b)),
-      deadLetterExchange: checkName('deadLetterExchange', o.deadLetterExchange ?? `${queue}.dlx`),
+      deadLetterExchange: optionCheck.name('deadLetterExchange', o.deadLetterExchange ?? `${queue}.dlx`),
       deadLetterQueue,
-      idHeader: checkName('idHeader', o.idHeader),
-      reconnectDelayMs: checkFunction<(attempt: number) => number>('reconnectDelayMs', o.reconnectDelayMs),
-      stopTimeoutMs: checkDurationMs('stopTimeoutMs', o.stopTimeoutMs),
+      idHeader: optionCheck.name('idHeader', o.idHeader),
+      reconnectDelayMs: optionCheck.function<(attempt: number) => number>(
+        'reconnectDelayMs',
+        o.reconnectDelayMs,
+      ),
+      stopTimeoutMs: optionCheck.durationMs('stopTimeoutMs', o.stopTimeoutMs),
       consumer,
     }),
   };
+}
+
+/**
+ * Splits the options into the inbox's and the adapter's (refusing unknown keys and missing
+ * required ones), applies the adapter's defaults and validates them; an error names
+ * `createRabbitConsumer` and the first bad option.
+ */
+export function resolveRabbitConsumerOptions<R>(
+  options: RabbitConsumerOptions<R>,
+): ReturnType<typeof resolveRabbitConsumerOptionsUnnamed<R>> {
+  return optionCheck.namingFactory('createRabbitConsumer', () =>
+    resolveRabbitConsumerOptionsUnnamed(options),
+  );
 }

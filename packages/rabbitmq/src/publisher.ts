@@ -5,14 +5,14 @@ import {
   OnceError,
   type OutboxPublishOptions,
   type OutboxPublishResult,
-  silentLogger,
 } from '@once/core';
 import {
   Connector,
   checkMessageId,
-  checkNumber,
+  optionCheck,
   serializeError,
   settledResults,
+  silentLogger,
   untilAborted,
 } from '@once/core/adapter';
 import type { Options } from 'amqplib';
@@ -97,10 +97,10 @@ export class RabbitPublisher {
     ) {
       throw new OnceError(
         ErrorCode.InvalidOption,
-        `options.url must be an amqp:// or amqps:// URL or amqplib connect options, got ${JSON.stringify(url)}`,
+        `option 'url' must be an amqp:// or amqps:// URL or amqplib connect options, got ${JSON.stringify(url)}`,
       );
     }
-    this.#confirmTimeoutMs = checkNumber('confirmTimeoutMs', options.confirmTimeoutMs ?? 30_000, 1);
+    this.#confirmTimeoutMs = optionCheck.integer('confirmTimeoutMs', options.confirmTimeoutMs ?? 30_000, 1);
     const so = options.socketOptions ?? {};
     const socketOptions: SocketOptions = {
       // amqplib's handshake deadline: a broker that accepts the socket and says nothing would

@@ -6,6 +6,7 @@ import {
   type ConsumerState,
   KeyedSerializer,
   Limiter,
+  optionCheck,
   processGate,
   serializeError,
   sleep,
@@ -299,7 +300,8 @@ export class SqsConsumer<R = unknown> extends ConsumerBase<R, SqsConsumerEventMa
   #dispatch(messages: Message[]): void {
     const now = performance.now();
     const fifo = this.#queue?.fifo ?? false;
-    const lease = this.inbox.options.mode === 'lease';
+    const mode = this.inbox.options.mode;
+    const lease = mode !== 'transaction' && mode.lease !== undefined;
     const entries: Held[] = [];
     for (const message of messages) {
       if (!message.ReceiptHandle) continue;
@@ -403,5 +405,5 @@ export class SqsConsumer<R = unknown> extends ConsumerBase<R, SqsConsumerEventMa
 
 /** Creates an {@link SqsConsumer}; validates the options and names the first bad field. Call `start()` next. */
 export function createSqsConsumer<R = unknown>(options: SqsConsumerOptions<R>): SqsConsumer<R> {
-  return new SqsConsumer(options);
+  return optionCheck.namingFactory('createSqsConsumer', () => new SqsConsumer(options));
 }

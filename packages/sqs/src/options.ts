@@ -2,14 +2,7 @@ import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { Envelope, InboxOptions } from '@once/core';
 import {
   type AdapterOptionKey,
-  checkBoolean,
-  checkConsumerName,
-  checkDurationMs,
-  checkFunction,
-  checkInteger,
-  checkName,
-  checkOneOf,
-  invalidOption,
+  optionCheck,
   type ResolvedOptions,
   splitOptions,
   withDefaults,
@@ -155,7 +148,7 @@ const MAX_VISIBILITY_S = 43_200;
 
 function checkUrl(field: string, value: unknown): string {
   if (typeof value !== 'string' || !/^https?:\/\/\S+$/.test(value)) {
-    throw invalidOption(field, `must be an http(s) queue URL, got ${JSON.stringify(value)}`);
+    throw optionCheck.invalid(field, `must be an http(s) queue URL, got ${JSON.stringify(value)}`);
   }
   return value;
 }
@@ -169,7 +162,7 @@ export function queueNameOf(queueUrl: string): string {
  * Splits the options into the inbox's and the SQS side's (refusing unknown keys and missing
  * required ones), applies the SQS defaults and validates them, naming the first bad field.
  */
-export function resolveSqsConsumerOptions<R>(options: SqsConsumerOptions<R>): {
+function resolveSqsConsumerOptionsUnnamed<R>(options: SqsConsumerOptions<R>): {
   sqs: ResolvedSqsConsumerOptions;
   inbox: Omit<SqsConsumerOptions<R>, SqsOptionKey>;
 } {
@@ -180,53 +173,75 @@ export function resolveSqsConsumerOptions<R>(options: SqsConsumerOptions<R>): {
   });
   const o = withDefaults(DEFAULT_SQS_CONSUMER_OPTIONS, adapter);
   if (typeof (o.client as { send?: unknown }).send !== 'function')
-    throw invalidOption('client', 'must be an SQSClient');
+    throw optionCheck.invalid('client', 'must be an SQSClient');
   const queueUrl = checkUrl('queueUrl', o.queueUrl);
   const dlq = o.deadLetterQueueUrl;
   if (dlq !== undefined && dlq !== false) {
     checkUrl('deadLetterQueueUrl', dlq);
-    if (dlq === queueUrl) throw invalidOption('deadLetterQueueUrl', 'must not be the consumed queue');
+    if (dlq === queueUrl) throw optionCheck.invalid('deadLetterQueueUrl', 'must not be the consumed queue');
   }
-  if (o.keyOf !== undefined) checkFunction('keyOf', o.keyOf);
-  const visibilityTimeoutS = checkInteger('visibilityTimeoutS', o.visibilityTimeoutS, 1, MAX_VISIBILITY_S);
-  const heartbeat = checkBoolean('heartbeat', o.heartbeat);
-  const heartbeatIntervalMs = checkDurationMs(
+  if (o.keyOf !== undefined) optionCheck.function('keyOf', o.keyOf);
+  const visibilityTimeoutS = optionCheck.integer(
+    'visibilityTimeoutS',
+    o.visibilityTimeoutS,
+    1,
+    MAX_VISIBILITY_S,
+  );
+  const heartbeat = optionCheck.boolean('heartbeat', o.heartbeat);
+  const heartbeatIntervalMs = optionCheck.durationMs(
     'heartbeatIntervalMs',
     o.heartbeatIntervalMs ?? Math.max(100, Math.floor((visibilityTimeoutS * 1000) / 3)),
     50,
   );
   if (heartbeat && heartbeatIntervalMs >= visibilityTimeoutS * 1000) {
-    throw invalidOption(
+    throw optionCheck.invalid(
       'heartbeatIntervalMs',
       `must be shorter than visibilityTimeoutS (${visibilityTimeoutS} s)`,
     );
   }
-  const receiveBackoffMs = checkDurationMs('receiveBackoffMs', o.receiveBackoffMs, 1);
-  const consumer = checkConsumerName(options.consumer, () => checkName('queueUrl', queueNameOf(queueUrl)));
+  const receiveBackoffMs = optionCheck.durationMs('receiveBackoffMs', o.receiveBackoffMs, 1);
+  const consumer = optionCheck.consumerName(options.consumer, () =>
+    optionCheck.name('queueUrl', queueNameOf(queueUrl)),
+  );
   return {
     inbox,
     sqs: Object.freeze({
       client: o.client,
       queueUrl,
       consumer,
-      idFrom: checkOneOf('idFrom', o.idFrom, ['header', 'deduplication-id', 'sqs-message-id']),
-      idHeader: checkName('idHeader', o.idHeader, 256),
+      idFrom: optionCheck.oneOf('idFrom', o.idFrom, ['header', 'deduplication-id', 'sqs-message-id']),
+      idHeader: optionCheck.name('idHeader', o.idHeader, 256),
       deadLetterQueueUrl: dlq,
-      batch: checkBoolean('batch', o.batch),
+      batch: optionCheck.boolean('batch', o.batch),
       keyOf: o.keyOf,
-      receivers: checkInteger('receivers', o.receivers, 1, 100),
-      maxInFlight: checkInteger('maxInFlight', o.maxInFlight),
-      concurrency: checkInteger('concurrency', o.concurrency),
-      waitTimeSeconds: checkInteger('waitTimeSeconds', o.waitTimeSeconds, 0, 20),
+      receivers: optionCheck.integer('receivers', o.receivers, 1, 100),
+      maxInFlight: optionCheck.integer('maxInFlight', o.maxInFlight),
+      concurrency: optionCheck.integer('concurrency', o.concurrency),
+      waitTimeSeconds: optionCheck.integer('waitTimeSeconds', o.waitTimeSeconds, 0, 20),
       visibilityTimeoutS,
       heartbeat,
       heartbeatIntervalMs,
-      maxHeldMs: checkInteger('maxHeldMs', o.maxHeldMs, 1, MAX_VISIBILITY_S * 1000),
-      settleLingerMs: checkDurationMs('settleLingerMs', o.settleLingerMs),
+      maxHeldMs: optionCheck.integer('maxHeldMs', o.maxHeldMs, 1, MAX_VISIBILITY_S * 1000),
+      settleLingerMs: optionCheck.durationMs('settleLingerMs', o.settleLingerMs),
       receiveBackoffMs,
-      receiveBackoffMaxMs: checkDurationMs('receiveBackoffMaxMs', o.receiveBackoffMaxMs, receiveBackoffMs),
-      unhealthyAfterErrors: checkInteger('unhealthyAfterErrors', o.unhealthyAfterErrors),
-      stopTimeoutMs: checkDurationMs('stopTimeoutMs', o.stopTimeoutMs),
+      receiveBackoffMaxMs: optionCheck.durationMs(
+        'receiveBackoffMaxMs',
+        o.receiveBackoffMaxMs,
+        receiveBackoffMs,
+      ),
+      unhealthyAfterErrors: optionCheck.integer('unhealthyAfterErrors', o.unhealthyAfterErrors),
+      stopTimeoutMs: optionCheck.durationMs('stopTimeoutMs', o.stopTimeoutMs),
     }),
   };
+}
+
+/**
+ * Splits the options into the inbox's and the adapter's (refusing unknown keys and missing
+ * required ones), applies the adapter's defaults and validates them; an error names
+ * `createSqsConsumer` and the first bad option.
+ */
+export function resolveSqsConsumerOptions<R>(
+  options: SqsConsumerOptions<R>,
+): ReturnType<typeof resolveSqsConsumerOptionsUnnamed<R>> {
+  return optionCheck.namingFactory('createSqsConsumer', () => resolveSqsConsumerOptionsUnnamed(options));
 }

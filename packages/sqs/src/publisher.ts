@@ -11,9 +11,8 @@ import {
   type OutboxPublisher,
   type OutboxPublishOptions,
   type SerializedError,
-  silentLogger,
 } from '@once/core';
-import { checkFunction, checkName, checkNumber, serializeError, sleep } from '@once/core/adapter';
+import { optionCheck, serializeError, silentLogger, sleep } from '@once/core/adapter';
 import { SqsErrorCode } from './errors.js';
 import { BODY_ENCODING_ATTRIBUTE, sqsBody, sqsToken } from './sqs-body.js';
 
@@ -88,19 +87,19 @@ interface Prepared {
  */
 export function createSqsPublisher(options: SqsPublisherOptions): SqsPublisher {
   if (!options || typeof (options.client as { send?: unknown })?.send !== 'function') {
-    throw new OnceError(ErrorCode.InvalidOption, 'options.client must be an SQSClient');
+    throw new OnceError(ErrorCode.InvalidOption, "option 'client' must be an SQSClient");
   }
   // The consumer's check of the same attribute name (SQS allows 256 characters).
-  const idHeader = checkName('idHeader', options.idHeader ?? 'message-id', 256);
-  if (options.queueUrlOf !== undefined) checkFunction('queueUrlOf', options.queueUrlOf);
-  const maxRetries = checkNumber('maxRetries', options.maxRetries ?? 3, 0);
-  const retryDelayMs = checkNumber('retryDelayMs', options.retryDelayMs ?? 100, 0);
+  const idHeader = optionCheck.name('idHeader', options.idHeader ?? 'message-id', 256);
+  if (options.queueUrlOf !== undefined) optionCheck.function('queueUrlOf', options.queueUrlOf);
+  const maxRetries = optionCheck.integer('maxRetries', options.maxRetries ?? 3, 0);
+  const retryDelayMs = optionCheck.integer('retryDelayMs', options.retryDelayMs ?? 100, 0);
   const logger = options.logger || silentLogger;
   const { client } = options;
   if (options.queueUrl !== undefined && !/^https?:\/\/\S+$/.test(options.queueUrl)) {
     throw new OnceError(
       ErrorCode.InvalidOption,
-      `options.queueUrl must be an http(s) queue URL, got ${JSON.stringify(options.queueUrl)}`,
+      `option 'queueUrl' must be an http(s) queue URL, got ${JSON.stringify(options.queueUrl)}`,
     );
   }
   const fixed = options.queueUrl;

@@ -4,11 +4,12 @@ import {
   DeleteMessageBatchCommand,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
-import type { Logger, Outcome, ResolvedInboxOptions } from '@once/core';
+import type { Logger, Outcome } from '@once/core';
 import {
   type DeadLetterPlan,
   deadLetteredEvent,
   logDropped,
+  type ResolvedInboxOptions,
   type SettlePlan,
   serializeError,
   settlePlanOf,

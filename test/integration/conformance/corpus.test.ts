@@ -1,8 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { createInbox, type Handler } from '@once/core';
-import { fromJsonb } from '@once/core/adapter';
 import { describe, expect, it, vi } from 'vitest';
+import { fromJsonb } from '../../../packages/core/src/sql/jsonb.js';
 import { type Ledger, quoteIdent, startChild } from '../../support/index.js';
 import { BROKERS } from './brokers.js';
 import {
@@ -219,7 +219,7 @@ async function runCase(
       schema: db.schema,
       consumer,
       storeResult: true,
-      ...(mode === 'lease' ? { mode: 'lease' as const, leaseMs: LEASE_MS } : {}),
+      ...(mode === 'lease' ? { mode: { lease: { leaseMs: LEASE_MS } } } : {}),
       handler: () => {
         throw new Error('a duplicate must not run');
       },
@@ -421,7 +421,7 @@ async function runExitCase(t: BrokerUnderTest, broker: BrokerName, mode: Mode): 
           ...harness.childConfig(dest, consumer),
           maxAttempts,
           // Lease mode counts claims: each death leaves the lease to run out, then a takeover.
-          ...(mode === 'lease' ? { mode: 'lease', leaseMs: LEASE_MS } : {}),
+          ...(mode === 'lease' ? { mode: { lease: { leaseMs: LEASE_MS } } } : {}),
         },
         consumer,
         schema: db.schema,

@@ -2,7 +2,6 @@ import {
   type Envelope,
   type Handler,
   type HandlerContext,
-  type IdOf,
   type Inbox,
   type InboxOptions,
   migrate,
@@ -84,7 +83,7 @@ export interface SuiteConsumerOptions {
   readonly maxAttempts?: number;
   /** A constant retry delay in ms (core's `retryDelayMs`, RabbitMQ's single retry tier). */
   readonly retryDelayMs?: number;
-  readonly idOf?: IdOf;
+  readonly idOf?: InboxOptions['idOf'];
   readonly fingerprintOf?: (envelope: Envelope) => Buffer | string;
   readonly storeResult?: boolean;
   readonly failedBodyMaxBytes?: number;
@@ -105,7 +104,7 @@ export function inboxOptionsOf(o: SuiteConsumerOptions | undefined): Partial<Inb
     ...(o.fingerprintOf === undefined ? {} : { fingerprintOf: o.fingerprintOf }),
     ...(o.storeResult === undefined ? {} : { storeResult: o.storeResult }),
     ...(o.failedBodyMaxBytes === undefined ? {} : { failedBodyMaxBytes: o.failedBodyMaxBytes }),
-    ...(o.leaseMs === undefined ? {} : { mode: 'lease' as const, leaseMs: o.leaseMs }),
+    ...(o.leaseMs === undefined ? {} : { mode: { lease: { leaseMs: o.leaseMs } } }),
   };
 }
 

@@ -1,5 +1,5 @@
-import { LATEST_SCHEMA_VERSION, migrate } from '@once/core';
-import { readSchemaState } from '@once/core/admin';
+import { migrate } from '@once/core';
+import { LATEST_SCHEMA_VERSION, readSchemaState } from '@once/core/admin';
 import { type Database, refuseTooNew } from '../database.js';
 import type { Report } from '../report.js';
 

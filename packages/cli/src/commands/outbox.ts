@@ -1,5 +1,4 @@
-import { MAX_ID_LENGTH } from '@once/core';
-import { type DestinationStats, outboxStats, retryOutbox } from '@once/core/admin';
+import { type DestinationStats, MAX_ID_LENGTH, outboxStats, retryOutbox } from '@once/core/admin';
 import { CliError } from '../cli-error.js';
 import { type Database, requireSchema } from '../database.js';
 import { escapeText } from '../escape-text.js';

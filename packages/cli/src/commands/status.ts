@@ -1,5 +1,10 @@
-import { LATEST_SCHEMA_VERSION } from '@once/core';
-import { type ConsumerStats, type DestinationStats, inboxStats, outboxStats } from '@once/core/admin';
+import {
+  type ConsumerStats,
+  type DestinationStats,
+  inboxStats,
+  LATEST_SCHEMA_VERSION,
+  outboxStats,
+} from '@once/core/admin';
 import { type Database, migrateCommandLine, schemaState } from '../database.js';
 import { formatDuration, formatTable, formatTime } from '../format.js';
 import type { Report } from '../report.js';

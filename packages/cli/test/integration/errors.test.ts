@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { compatibleFrom, LATEST_SCHEMA_VERSION, MIGRATIONS } from '@once/core';
+import { compatibleFrom, LATEST_SCHEMA_VERSION, MIGRATIONS } from '@once/core/admin';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createTestPool,

@@ -1,4 +1,5 @@
-import { compatibleFrom, LATEST_SCHEMA_VERSION, MIGRATIONS, PermanentError } from '@once/core';
+import { PermanentError } from '@once/core';
+import { compatibleFrom, LATEST_SCHEMA_VERSION, MIGRATIONS } from '@once/core/admin';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestPool, dropSchema, freshSchemaName, quoteIdent } from '../../../../test/support/index.js';
 import { cli, envelope, freshOnce, installUpTo } from './fixtures/cli.js';

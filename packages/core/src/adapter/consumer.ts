@@ -20,6 +20,7 @@ export type ConsumerState =
 
 /** The part of `health()` every consumer reports; adapters add their broker's fields. */
 export interface ConsumerHealth {
+  /** The consumer's state now. */
   state: ConsumerState;
   /**
    * True while running, the database and once's schema are usable (`available`), and nothing
@@ -96,6 +97,7 @@ export interface Consumer<
 > extends AsyncDisposable {
   /** The inbox doing the processing; per-message events are on `inbox.on(...)`. */
   readonly inbox: Inbox<R>;
+  /** Where the consumer is in its life: `idle`, `running`, `stopped`, ... */
   readonly state: ConsumerState;
   /**
    * Connects and starts consuming. Rejects when the broker cannot be reached or refuses the
@@ -105,6 +107,7 @@ export interface Consumer<
   start(): Promise<void>;
   /** Stops fetching, lets in-flight messages settle (up to `stopTimeoutMs`), closes. Idempotent. */
   stop(): Promise<void>;
+  /** The consumer's health now, for a readiness probe: its state, the database's, the broker's. */
   health(): H;
   /** Subscribes to a consumer event; returns an unsubscribe function. */
   on<E extends keyof M>(name: E, listener: (event: M[E]) => void): () => void;

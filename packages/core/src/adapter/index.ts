@@ -8,12 +8,13 @@
  * settle plan → the adapter's broker calls, with reruns of what a stopped batch never ran),
  * `jsonHandler`, settle plans, the dead-letter record with its event and log line, an abortable
  * `sleep`, the publishers' pieces (`Connector`, the connect-once and reconnect-after-drop
- * state; `untilAborted`; `checkMessageId` and `settledResults`), the check of an id the client decoded as text (`decodedIdCheck`), and the helpers
- * adapters share with core (`resolveId`, `fingerprint`, `serializeError`, `TypedEmitter`,
- * `warnIfRetentionShort`, `checkNumber`), `createHttpInbox` and `HttpResponseStore` (the
- * inbox of `@once/http`'s keys, and the read of their stored responses), `inTransaction` (BEGIN, a body, COMMIT or ROLLBACK on a pool connection), and
- * `UnclaimedTx` (a handler in once's transaction that claims nothing: `@once/http`'s requests
- * without a key). It names no broker.
+ * state; `untilAborted`; `checkMessageId` and `settledResults`), the check of an id the client
+ * decoded as text (`decodedIdCheck`), the helpers adapters share with core (`fingerprint`,
+ * `serializeError`, `TypedEmitter`, `silentLogger`, `warnIfRetentionShort`), the option checks
+ * (one message shape: `createKafkaConsumer: option 'batchSize' must be …`), `createHttpInbox`
+ * (the inbox of `@once/http`'s keys, which stores each key's response) and `UnclaimedTx` (a
+ * handler in once's transaction that claims nothing: `@once/http`'s requests without a key). It
+ * names no broker. Test helpers are not exported: tests import them from the source.
  * See docs/adapters.md. Stability: 0.x, like every package here; a minor version may change it,
  * and each change is listed in CHANGELOG.md.
  *
@@ -25,21 +26,15 @@
 
 export { runsAlone } from '../engine/plan-runs.js';
 export { type UnclaimedOutcome, UnclaimedTx } from '../engine/unclaimed-tx.js';
-export { resolveId } from '../envelope.js';
 export { serializeError } from '../errors.js';
 export { TypedEmitter } from '../events.js';
 export { fingerprint } from '../fingerprint.js';
 export { createHttpInbox } from '../http-inbox.js';
-export {
-  HttpResponseStore,
-  type HttpResponseToStore,
-  type StoredHttpResponse,
-  type StoredHttpRow,
-} from '../http-response-store.js';
-export { checkNumber } from '../options.js';
+export type { StoredHttpResponse } from '../http-response-store.js';
+export { silentLogger } from '../logger.js';
+export { optionCheck } from '../option-check.js';
+export type { ResolvedInboxOptions } from '../options.js';
 export { type RetentionCheck, warnIfRetentionShort } from '../retention.js';
-export { fromJsonb, isJsonbSafeString, toJsonb } from '../sql/jsonb.js';
-export { inTransaction } from '../transaction.js';
 export { Connector } from './connector.js';
 export type { Consumer, ConsumerEventMap, ConsumerHealth, ConsumerState } from './consumer.js';
 export { ConsumerBase, type ConsumerBaseSpec, type StartBudgets } from './consumer-base.js';
@@ -74,13 +69,3 @@ export {
   withDefaults,
 } from './split-options.js';
 export { untilAborted } from './until-aborted.js';
-export {
-  checkBoolean,
-  checkConsumerName,
-  checkDurationMs,
-  checkFunction,
-  checkInteger,
-  checkName,
-  checkOneOf,
-  invalidOption,
-} from './validators.js';

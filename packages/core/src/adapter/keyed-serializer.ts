@@ -11,6 +11,7 @@ export class KeyedSerializer {
     return this.#tails.size;
   }
 
+  /** Runs `task` after every earlier task of any of `keys` has settled; tasks of other keys run meanwhile. */
   async run<T>(keys: readonly string[], task: () => Promise<T>): Promise<T> {
     const before = keys.map((k) => this.#tails.get(k)).filter((p): p is Promise<void> => p !== undefined);
     let done!: () => void;

@@ -27,7 +27,9 @@ export interface LifecycleHooks {
 export interface LifecycleSpec<R> {
   /** Prefix of log lines: `once/kafka`. */
   name: string;
+  /** The consumer's inbox: its outcomes tell when the database is unusable. */
   inbox: Inbox<R>;
+  /** Where the lifecycle logs (starting, holding, stopping). */
   logger: Logger;
   /** How long `stop()` waits for in-flight messages to settle, in ms. */
   stopTimeoutMs: number;
@@ -128,6 +130,7 @@ export class ConsumerLifecycle<R, M extends ConsumerEventMap = ConsumerEventMap>
     this.#hooks = hooks;
   }
 
+  /** The consumer's state now. */
   get state(): ConsumerState {
     return this.#state;
   }
@@ -168,6 +171,7 @@ export class ConsumerLifecycle<R, M extends ConsumerEventMap = ConsumerEventMap>
     };
   }
 
+  /** Starts once (`open`, then running): a call while starting gets the same promise; a call after that rejects (`CLOSED`). */
   start(): Promise<void> {
     if (this.#state !== 'idle') {
       if (this.#state === 'starting' && this.#starting) return this.#starting;
@@ -215,6 +219,7 @@ export class ConsumerLifecycle<R, M extends ConsumerEventMap = ConsumerEventMap>
     await this.#sync();
   }
 
+  /** Stops fetching, waits for in-flight messages up to the stop deadline, then closes. Idempotent. */
   stop(): Promise<void> {
     this.#stopping ??= this.#stop();
     return this.#stopping;

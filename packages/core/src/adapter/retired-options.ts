@@ -5,7 +5,7 @@
  */
 const RETIRED: Readonly<Record<string, Readonly<Record<string, string>>>> = {
   '*': {
-    fenceOf: 'offset fencing was removed: every message is claimed with an inbox row; drop the option',
+    fenceOf: 'was removed with offset fencing: every message is claimed with an inbox row; drop the option',
   },
   createKafkaConsumer: {
     processing: "became 'batch' (true for 'batch', false for 'message')",

@@ -1,7 +1,7 @@
-import type { Defined, InboxOptions } from '../options.js';
+import { checkFunction, invalidOption, namingFactory } from '../option-check.js';
+import { type Defined, type InboxOptions, MOVED_INBOX_OPTIONS } from '../options.js';
 import { nearest } from './nearest.js';
 import { retiredOption } from './retired-options.js';
-import { checkFunction, invalidOption } from './validators.js';
 
 // Every key of InboxOptions: the Record type makes the compiler fail when core adds an option
 // and this list does not, so an adapter never rejects a real inbox option as unknown.
@@ -29,11 +29,7 @@ const INBOX_KEY_SET: Record<keyof InboxOptions, true> = {
   busyDelayMs: true,
   logger: true,
   outbox: true,
-  transactions: true,
   mode: true,
-  leaseMs: true,
-  heartbeatMs: true,
-  workerId: true,
 };
 
 /** The option names core's inbox takes; an adapter's consumer options are these plus its own. */
@@ -77,8 +73,15 @@ export function splitOptions<O extends object, K extends keyof O & string>(
   options: O,
   spec: SplitSpec<K>,
 ): { inbox: Omit<O, K>; adapter: Pick<O, K> } {
+  return namingFactory(spec.factory, () => split(options, spec));
+}
+
+function split<O extends object, K extends keyof O & string>(
+  options: O,
+  spec: SplitSpec<K>,
+): { inbox: Omit<O, K>; adapter: Pick<O, K> } {
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw invalidOption('', `of ${spec.factory} must be an object, got ${JSON.stringify(options)}`);
+    throw invalidOption('', `must be an object, got ${JSON.stringify(options)}`);
   }
   const ownKeys: readonly string[] = Array.isArray(spec.adapterKeys)
     ? spec.adapterKeys
@@ -90,19 +93,18 @@ export function splitOptions<O extends object, K extends keyof O & string>(
   for (const [key, value] of Object.entries(options)) {
     if (adapterKeys.has(key)) adapter[key] = value;
     else if (key in INBOX_KEY_SET) inbox[key] = value;
-    else {
-      const retired = retiredOption(spec.factory, key);
-      if (retired !== undefined) throw invalidOption(key, `of ${spec.factory} ${retired} (see CHANGELOG.md)`);
+    else if (MOVED_INBOX_OPTIONS[key] !== undefined) {
+      throw invalidOption(key, `is no longer an option of its own: write ${MOVED_INBOX_OPTIONS[key]}`);
+    } else if (retiredOption(spec.factory, key) !== undefined) {
+      throw invalidOption(key, `${retiredOption(spec.factory, key)} (see CHANGELOG.md)`);
+    } else {
       const near = nearest(key, known);
-      throw invalidOption(
-        key,
-        `is not an option of ${spec.factory}${near ? `; did you mean '${near}'?` : ''}`,
-      );
+      throw invalidOption(key, `is unknown${near ? `; did you mean '${near}'?` : ''}`);
     }
   }
   for (const key of ['pool', 'handler', ...(spec.required ?? [])]) {
     if ((options as Record<string, unknown>)[key] === undefined) {
-      throw invalidOption(key, `is required by ${spec.factory}`);
+      throw invalidOption(key, 'is required');
     }
   }
   // Checked here, not left to core: adapters wrap the handler before the inbox sees it.

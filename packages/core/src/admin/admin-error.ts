@@ -30,6 +30,7 @@ export const AdminErrorCode = {
   /** The outbox row exists but is not parked as failed: nothing to retry. */
   OutboxNotFailed: 'OUTBOX_NOT_FAILED',
 } as const;
+/** One of {@link AdminErrorCode}'s values. */
 export type AdminErrorCode = (typeof AdminErrorCode)[keyof typeof AdminErrorCode];
 
 /** What an {@link AdminError} is about, by code: the fields a caller needs to say it its own way. */
@@ -77,8 +78,11 @@ export type AdminErrorDetail =
  * typed fields of its code, so the CLI and other callers word it themselves.
  */
 export class AdminError extends OnceError {
+  /** One of {@link AdminErrorCode}'s values. */
   declare readonly code: AdminErrorCode;
+  /** The schema it is about. */
   readonly schema: string;
+  /** What the error is about, for programs (the consumer, the id, the schema state). */
   readonly detail: AdminErrorDetail;
 
   constructor(schema: string, detail: AdminErrorDetail) {

@@ -12,16 +12,21 @@ import { type RepublishDedup, type RepublishOptions, republishPlan } from './rep
 
 /** One parked failure, as {@link listFailed} lists it. */
 export interface FailedSummary {
+  /** The consumer name the rows are recorded under. */
   readonly consumer: string;
+  /** The message id. */
   readonly messageId: string;
+  /** Attempts recorded for the message (claims, in lease mode). */
   readonly attempts: number;
   /** The recorded error, decoded (usually a `SerializedError`). */
   readonly error: unknown;
   /** When the failure was recorded. */
   readonly failedAt: Date;
+  /** When the row expires and `purge` may remove it. */
   readonly expiresAt: Date;
   /** Size of the stored body; null when none was stored. */
   readonly bodyBytes: number | null;
+  /** True when the stored body was cut at `failedBodyMaxBytes`. */
   readonly bodyTruncated: boolean;
 }
 

@@ -81,6 +81,7 @@ export async function forgetMessage(
 
 /** The ids {@link forgetRange} takes: those a consumer processed in a time range. */
 export interface ForgetRange {
+  /** The consumer name the rows are recorded under. */
   readonly consumer: string;
   /** Rows created (claimed) at or after this time. */
   readonly since: Date;

@@ -6,7 +6,9 @@ import { type MessageKey, sqlOf } from './admin-sql.js';
 
 /** One inbox row, its jsonb columns decoded through core's codec. */
 export interface InboxRecord {
+  /** The consumer name the rows are recorded under. */
   readonly consumer: string;
+  /** The message id. */
   readonly messageId: string;
   /** `in_progress` only in lease mode. A `done` row with an `error` is a discarded failure. */
   readonly status: 'done' | 'failed' | 'in_progress';
@@ -18,11 +20,15 @@ export interface InboxRecord {
   readonly error: unknown;
   /** The body of a failed row (up to `failedBodyMaxBytes`), else null. */
   readonly body: Buffer | null;
+  /** True when the stored body was cut at `failedBodyMaxBytes`. */
   readonly bodyTruncated: boolean;
   /** Where a failed message came from (schema version 5 on); null otherwise. */
   readonly origin: Partial<Origin> | null;
+  /** Attempts recorded for the message (claims, in lease mode). */
   readonly attempts: number;
+  /** When the row was written. */
   readonly createdAt: Date;
+  /** When the row expires and `purge` may remove it. */
   readonly expiresAt: Date;
   /** Lease mode: the worker holding the lease, null when released. Absent before schema version 3. */
   readonly owner?: string | null;
@@ -37,6 +43,7 @@ export interface InboxRecord {
 
 /** A durable step recorded in lease mode. */
 export interface StepRecord {
+  /** The step's name. */
   readonly step: string;
   /** Position of the step in the run that recorded it (1-based). */
   readonly seq: number;
@@ -44,6 +51,7 @@ export interface StepRecord {
   readonly attempt: number;
   /** The step's result, decoded; null when it returned undefined. */
   readonly result: unknown;
+  /** When the step's result was recorded. */
   readonly recordedAt: Date;
 }
 

@@ -52,6 +52,7 @@ export const SQS_FIFO_DEDUP_INTERVAL_MS = 300_000;
 
 /** What a republish writes to the outbox. */
 export interface RepublishPlan {
+  /** The outbox destination. */
   readonly destination: string;
   readonly key: string | undefined;
   readonly body: Buffer;
@@ -68,6 +69,7 @@ export interface RepublishPlan {
 /** The failed row a republish starts from. */
 export interface RepublishSource {
   readonly body: Buffer | null;
+  /** True when the stored body was cut at `failedBodyMaxBytes`. */
   readonly bodyTruncated: boolean;
   readonly origin: Partial<Origin> | null;
   /** When the failure was recorded, by the database's clock. */

@@ -7,6 +7,7 @@ import { classifyDbError } from '../sqlstate.js';
 
 /** Where an installed schema stands against this build of @once/core. */
 export interface SchemaState {
+  /** The schema it is about. */
   readonly schema: string;
   /** The highest applied migration; 0 when the schema is not installed. */
   readonly version: number;

@@ -3,14 +3,19 @@ import { sqlOf } from './admin-sql.js';
 
 /** One consumer's inbox rows, by status. */
 export interface ConsumerStats {
+  /** The consumer name the rows are recorded under. */
   readonly consumer: string;
+  /** Inbox rows of the consumer. */
   readonly rows: number;
+  /** Rows processed (`done`). */
   readonly done: number;
+  /** Rows recorded failed. */
   readonly failed: number;
   /** Leased by a lease-mode worker (schema version 3 on). */
   readonly inProgress: number;
   /** Past `expires_at`: what the next purge deletes. */
   readonly expired: number;
+  /** When the oldest row was written; null without rows. */
   readonly oldestAt: Date | null;
   /** Age of the oldest row, in seconds, by the database's clock. */
   readonly oldestAgeSeconds: number | null;
@@ -18,11 +23,15 @@ export interface ConsumerStats {
 
 /** One destination's outbox rows, by status. */
 export interface DestinationStats {
+  /** The outbox destination. */
   readonly destination: string;
+  /** Rows waiting to be published. */
   readonly pending: number;
+  /** Rows published and kept until `sentRetentionMs`. */
   readonly sent: number;
   /** Parked after `maxAttempts`, or refused as not retryable. */
   readonly failed: number;
+  /** When the oldest pending row was written; null without any. */
   readonly oldestPendingAt: Date | null;
   /** Age of the oldest pending row, in seconds, by the database's clock. */
   readonly oldestPendingAgeSeconds: number | null;

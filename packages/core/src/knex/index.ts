@@ -56,7 +56,7 @@ export function withKnex<R = unknown>(
   knex: Pick<Knex, 'transaction'>,
   handler: BoundHandler<Knex.Transaction, R>,
   options: WithKnexOptions = {},
-): InboxBinding<R> & { transactions: CallerTransactions<Knex.Transaction> } {
+): InboxBinding<R> & { mode: { transactions: CallerTransactions<Knex.Transaction> } } {
   if (typeof knex?.transaction !== 'function') {
     throw new OnceError(ErrorCode.InvalidOption, 'withKnex: knex must be a Knex instance');
   }

@@ -35,12 +35,14 @@ interface ReadRow extends StoredRow {
 export class LeaseClaim<R> {
   readonly #o: ResolvedInboxOptions<R>;
   readonly #sql: LeaseSql;
+  readonly #leaseMs: number;
   readonly #out: Outcomes<R>;
   readonly #events: Events;
   /** READ COMMITTED whatever the inbox's isolation: the claim's ON CONFLICT re-check needs it. */
   readonly #begin: string;
 
-  constructor(o: ResolvedInboxOptions<R>, sql: LeaseSql, out: Outcomes<R>, events: Events) {
+  constructor(o: ResolvedInboxOptions<R>, leaseMs: number, sql: LeaseSql, out: Outcomes<R>, events: Events) {
+    this.#leaseMs = leaseMs;
     this.#o = o;
     this.#sql = sql;
     this.#out = out;
@@ -67,7 +69,7 @@ export class LeaseClaim<R> {
           item.id,
           hexBytes(item.fpHex),
           owner,
-          o.leaseMs,
+          this.#leaseMs,
           o.retentionMs,
           o.conflictPolicy !== 'reject',
         ],

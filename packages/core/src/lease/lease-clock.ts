@@ -1,9 +1,9 @@
+import type { Liveness } from '../envelope.js';
 import type { OnceError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { PgPoolLike } from '../pg-like.js';
 import type { LeaseSql } from '../sql/lease.js';
 import { leaseLost } from './lease-errors.js';
-import type { Liveness } from './liveness.js';
 
 /** What a {@link LeaseClock} renews. */
 export interface LeaseClockSpec {

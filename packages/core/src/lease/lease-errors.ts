@@ -1,23 +1,15 @@
-import { OnceError } from '../errors.js';
+import { ErrorCode, OnceError } from '../errors.js';
 
-/** Error codes of lease mode and durable steps. */
+/** The lease-mode codes of {@link ErrorCode}, by their names there. */
 export const LeaseErrorCode = {
-  /** Another worker took the message over (or the lease could not be renewed in time): stop. */
-  LeaseLost: 'LEASE_LOST',
-  /** A step name is empty, too long, or not a string. */
-  InvalidStepName: 'INVALID_STEP_NAME',
-  /** The same step name ran twice in one handler run. */
-  StepNameReused: 'STEP_NAME_REUSED',
-  /** A step started while another step of the same message was still running. */
-  StepsConcurrent: 'STEPS_CONCURRENT',
-  /** A step's result cannot be stored as JSON. */
-  StepResultNotSerializable: 'STEP_RESULT_NOT_SERIALIZABLE',
-  /** A step was called after the handler had settled. */
-  StepAfterSettle: 'STEP_AFTER_SETTLE',
-  /** `ctx.step` in a consumer that is not in lease mode. */
-  StepNeedsLease: 'STEP_NEEDS_LEASE',
+  LeaseLost: ErrorCode.LeaseLost,
+  InvalidStepName: ErrorCode.InvalidStepName,
+  StepNameReused: ErrorCode.StepNameReused,
+  StepsConcurrent: ErrorCode.StepsConcurrent,
+  StepResultNotSerializable: ErrorCode.StepResultNotSerializable,
+  StepAfterSettle: ErrorCode.StepAfterSettle,
+  StepNeedsLease: ErrorCode.StepNeedsLease,
 } as const;
-export type LeaseErrorCode = (typeof LeaseErrorCode)[keyof typeof LeaseErrorCode];
 
 /** Codes of mistakes in the handler's code: retrying cannot help, so the message is recorded failed. */
 const PERMANENT: ReadonlySet<string> = new Set([
@@ -46,6 +38,10 @@ export function leaseLost(consumer: string, id: string, how: string): OnceError 
   );
 }
 
-export function stepError(code: LeaseErrorCode, message: string, cause?: unknown): OnceError {
+export function stepError(
+  code: (typeof LeaseErrorCode)[keyof typeof LeaseErrorCode],
+  message: string,
+  cause?: unknown,
+): OnceError {
   return new OnceError(code, message, cause === undefined ? {} : { cause });
 }

@@ -8,7 +8,7 @@ import { rollback, rolledBackError } from '../engine/tx.js';
 import { ErrorCode, OnceError, serializeError } from '../errors.js';
 import type { Events } from '../events.js';
 import { type HttpResponseToStore, httpResponseProblem } from '../http-response-store.js';
-import type { ResolvedInboxOptions } from '../options.js';
+import type { ResolvedInboxOptions, ResolvedLease } from '../options.js';
 import type { FailReason, Outcome } from '../outcome.js';
 import type { Outcomes } from '../outcomes.js';
 import { DeadlineError } from '../run-handler.js';
@@ -35,6 +35,8 @@ import { type StepStore, Steps } from './steps.js';
 export class LeaseProcessor<R = unknown> {
   readonly #ctx: EngineContext<R>;
   readonly #o: ResolvedInboxOptions<R>;
+  /** `mode.lease`, after defaults. */
+  readonly #lease: ResolvedLease;
   readonly #sql: LeaseSql;
   readonly #claim: LeaseClaim<R>;
   readonly #txBegin: string;
@@ -43,10 +45,11 @@ export class LeaseProcessor<R = unknown> {
   readonly #out: Outcomes<R>;
   readonly #events: Events;
 
-  constructor(ctx: EngineContext<R>) {
+  constructor(ctx: EngineContext<R>, lease: ResolvedLease) {
     const options = ctx.o;
     this.#ctx = ctx;
     this.#o = options;
+    this.#lease = lease;
     this.#events = ctx.events;
     this.#sql = leaseSql(options.quotedSchema);
     // An HTTP key's ctx.tx opens with the savepoint a stored 4xx rolls its writes back to.
@@ -54,12 +57,12 @@ export class LeaseProcessor<R = unknown> {
     this.#http = options.httpResponses ? httpSql(options.quotedSchema) : undefined;
     this.#txBegin = this.#http ? `${begin}; ${this.#http.savepoint}` : begin;
     this.#out = ctx.out;
-    this.#claim = new LeaseClaim(options, this.#sql, this.#out, ctx.events);
+    this.#claim = new LeaseClaim(options, lease.leaseMs, this.#sql, this.#out, ctx.events);
   }
 
   /** Runs one message under a lease. Never throws for a message's sake. */
   async one(item: Item): Promise<Outcome<R>> {
-    const owner = `${this.#o.workerId}/${randomUUID()}`;
+    const owner = `${this.#lease.workerId}/${randomUUID()}`;
     const claim = await this.#claim.take(item, owner);
     if (!('owner' in claim)) return claim;
     // With recordFailed off nothing is given up on for good, so the claim count ends nothing
@@ -83,8 +86,8 @@ export class LeaseProcessor<R = unknown> {
       consumer: o.consumer,
       id: item.id,
       owner,
-      leaseMs: o.leaseMs,
-      heartbeatMs: o.heartbeatMs,
+      leaseMs: this.#lease.leaseMs,
+      heartbeatMs: this.#lease.heartbeatMs,
       liveness: item.envelope.liveness,
       logger: o.logger,
       onLost: (err) => {
@@ -140,7 +143,8 @@ export class LeaseProcessor<R = unknown> {
 
   /** The steps' store: fenced writes through the pool, each one renewing the lease. */
   #store(c: Claimed, clock: LeaseClock): StepStore {
-    const { pool, consumer, leaseMs } = this.#o;
+    const { pool, consumer } = this.#o;
+    const { leaseMs } = this.#lease;
     return {
       renew: () => clock.renew(),
       record: async (step, seq, json) => {
@@ -252,7 +256,7 @@ export class LeaseProcessor<R = unknown> {
       // the same step meanwhile. A redelivery before then would only meet `busy`.
       if (verdict.kind === 'fail') return this.#out.failed(envelope, id, verdict.reason, error);
       const r = this.#out.retry(envelope, id, error, true);
-      return { ...r, delayMs: Math.max(r.delayMs, o.leaseMs) };
+      return { ...r, delayMs: Math.max(r.delayMs, this.#lease.leaseMs) };
     }
     await this.#release(c);
     // recordFailed off: given back, not written down; the redelivery takes it over and runs.

@@ -1,17 +1,7 @@
+import type { StepFn } from '../handler.js';
 import { fromJsonb, toJsonb } from '../sql/jsonb.js';
 import { checkStepKey, checkStepName, idempotencyKey } from './idempotency-key.js';
 import { LeaseErrorCode, stepError } from './lease-errors.js';
-
-/** What a step's function receives. */
-export interface StepInfo {
-  /** The step's stable key (`ctx.idempotencyKey(name)`): pass it to APIs that accept one. */
-  readonly idempotencyKey: string;
-  /** Aborted when the handler's deadline passes or the lease is lost. */
-  readonly signal: AbortSignal;
-}
-
-/** A step's work: one external effect. Its result must be JSON-serialisable. */
-export type StepFn<T> = (info: StepInfo) => Promise<T> | T;
 
 /** Where steps are made durable; lease mode implements it on Postgres, fenced by the lease owner. */
 export interface StepStore {
@@ -121,17 +111,4 @@ export function toJson(step: string, value: unknown): string | null {
     );
   }
   return json;
-}
-
-/**
- * `ctx.step` of a transactional consumer. It refuses rather than run `fn` unrecorded: there an
- * external effect would repeat whenever the transaction rolls back, which is what lease mode is for.
- */
-export function stepNeedsLease(name: string): Promise<never> {
-  return Promise.reject(
-    stepError(
-      LeaseErrorCode.StepNeedsLease,
-      `ctx.step('${String(name)}') needs a consumer in lease mode: createInbox({ mode: 'lease', ... }); in transactional mode write effects through ctx.tx`,
-    ),
-  );
 }

@@ -42,7 +42,7 @@ export function withMikroOrm<E extends EntityManager, R = unknown>(
   em: E,
   handler: BoundHandler<E, R>,
   options: WithMikroOrmOptions = {},
-): InboxBinding<R> & { transactions: CallerTransactions<E> } {
+): InboxBinding<R> & { mode: { transactions: CallerTransactions<E> } } {
   if (typeof em?.transactional !== 'function') {
     throw new OnceError(ErrorCode.InvalidOption, 'withMikroOrm: em must be a MikroORM EntityManager');
   }

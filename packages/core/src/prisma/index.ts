@@ -70,7 +70,7 @@ export function withPrisma<C extends object, R = unknown>(
   prisma: C,
   handler: BoundHandler<PrismaTransactionOf<C>, R>,
   options: WithPrismaOptions = {},
-): InboxBinding<R> & { transactions: CallerTransactions<PrismaTransactionOf<C>> } {
+): InboxBinding<R> & { mode: { transactions: CallerTransactions<PrismaTransactionOf<C>> } } {
   const client = prisma as unknown as PrismaClientLike;
   if (typeof client?.$transaction !== 'function') {
     throw new OnceError(

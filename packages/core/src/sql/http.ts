@@ -63,9 +63,6 @@ export function httpSql(schema: string) {
     /** Lease mode: opened with `ctx.tx`'s BEGIN, where a stored 4xx rolls the handler's writes back to. */
     savepoint: `SAVEPOINT ${SAVEPOINT}`,
     rollbackToSavepoint: `ROLLBACK TO SAVEPOINT ${SAVEPOINT}`,
-    /** A completed key's row. $1 consumer, $2 id. */
-    readResponse: `SELECT status, ${responseCols} FROM ${inbox}
-      WHERE consumer = $1 AND message_id = $2`,
   });
 }
 

@@ -87,7 +87,9 @@ export interface CheckEffectsOnceOptions {
 
 /** What {@link checkEffectsOnce} found: an empty `violations` list means effects happened once. */
 export interface EffectsOnceReport {
+  /** Each scenario run: its id, how many effects it left, and the outcomes it saw. */
   scenarios: { name: string; id: string; effects: number; outcomes: string[] }[];
+  /** What went wrong: an effect missing or repeated; empty when effects happened once. */
   violations: string[];
 }
 

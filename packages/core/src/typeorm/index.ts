@@ -41,7 +41,7 @@ export function withTypeorm<R = unknown>(
   dataSource: Pick<DataSource, 'transaction'>,
   handler: BoundHandler<EntityManager, R>,
   options: WithTypeormOptions = {},
-): InboxBinding<R> & { transactions: CallerTransactions<EntityManager> } {
+): InboxBinding<R> & { mode: { transactions: CallerTransactions<EntityManager> } } {
   if (typeof dataSource?.transaction !== 'function') {
     throw new OnceError(ErrorCode.InvalidOption, 'withTypeorm: dataSource must be a TypeORM DataSource');
   }

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { freshDb } from '../../../../test/support/index.js';
+import { silentLogger } from '../../src/adapter/index.js';
 import {
   AdminError,
   AdminErrorCode,
@@ -7,7 +8,7 @@ import {
   forgetMessage,
   forgetRange,
 } from '../../src/admin/index.js';
-import { createInbox, type Envelope, type Inbox, PermanentError, silentLogger } from '../../src/index.js';
+import { createInbox, type Envelope, type Inbox, PermanentError } from '../../src/index.js';
 import { envelope } from './fixtures/db.js';
 
 // forget: a processed id is deleted so that its next delivery runs again. Against a real schema,

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDb } from '../../../../test/support/index.js';
+import { silentLogger } from '../../src/adapter/index.js';
 import {
   AdminError,
   AdminErrorCode,
@@ -19,14 +20,7 @@ import {
   retryFailed,
   retryOutbox,
 } from '../../src/admin/index.js';
-import {
-  createInbox,
-  createOutbox,
-  type Envelope,
-  OnceError,
-  PermanentError,
-  silentLogger,
-} from '../../src/index.js';
+import { createInbox, createOutbox, type Envelope, OnceError, PermanentError } from '../../src/index.js';
 
 // The admin API against a real schema: what the CLI's tests do not reach through the command
 // line (typed errors and their detail, the outbox's own checks on a republish, a caller's outbox,

@@ -1,8 +1,8 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDb } from '../../../../test/support/index.js';
+import { silentLogger } from '../../src/adapter/index.js';
 import {
-  type BatchMode,
   createInbox,
   type Envelope,
   type Handler,
@@ -10,8 +10,8 @@ import {
   type Outcome,
   PermanentError,
   type PgPoolLike,
-  silentLogger,
 } from '../../src/index.js';
+import type { BatchMode } from '../../src/options.js';
 import { fromJsonb } from '../../src/sql/jsonb.js';
 import { DATABASE_URL, envelope } from './fixtures/db.js';
 

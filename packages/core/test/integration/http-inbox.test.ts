@@ -1,11 +1,8 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDb } from '../../../../test/support/index.js';
-import {
-  createHttpInbox,
-  type HttpResponseToStore,
-  type StoredHttpResponse,
-} from '../../src/adapter/index.js';
+import { createHttpInbox, type StoredHttpResponse } from '../../src/adapter/index.js';
+import type { HttpResponseToStore } from '../../src/http-response-store.js';
 import type { Envelope } from '../../src/index.js';
 import { envelope } from './fixtures/db.js';
 
@@ -78,14 +75,16 @@ describe('createHttpInbox', () => {
     expect(rows.rowCount).toBe(0);
   });
 
-  it('refuses storeResult and transactions, naming the option', () => {
+  it('refuses storeResult and the caller transactions mode, naming the option', () => {
     const base = { pool: db.pool, schema: db.schema, consumer: 'x', handler: async () => undefined as never };
-    expect(() => createHttpInbox({ ...base, storeResult: true })).toThrow(/options\.storeResult/);
+    expect(() => createHttpInbox({ ...base, storeResult: true })).toThrow(
+      /^createHttpInbox: option 'storeResult' /,
+    );
     expect(() =>
       createHttpInbox({
         ...base,
-        transactions: { run: async () => undefined, query: async () => ({ rows: [] }) } as never,
+        mode: { transactions: { run: async () => undefined, query: async () => ({ rows: [] }) } as never },
       }),
-    ).toThrow(/options\.transactions/);
+    ).toThrow(/^createHttpInbox: option 'mode' cannot be \{ transactions \}/);
   });
 });

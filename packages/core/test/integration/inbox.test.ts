@@ -1,13 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDb } from '../../../../test/support/index.js';
-import {
-  createInbox,
-  type Handler,
-  LATEST_SCHEMA_VERSION,
-  migrate,
-  PermanentError,
-  silentLogger,
-} from '../../src/index.js';
+import { silentLogger } from '../../src/adapter/index.js';
+import { LATEST_SCHEMA_VERSION } from '../../src/admin/index.js';
+import { createInbox, type Handler, migrate, PermanentError } from '../../src/index.js';
 import { envelope, makePool } from './fixtures/db.js';
 
 let db: Awaited<ReturnType<typeof freshDb>>;

@@ -32,7 +32,7 @@ function inboxOf(mode: 'lease' | 'transaction', handler: Handler, patch: Partial
     pool: db.pool,
     schema: db.schema,
     consumer: `lease-engine-${mode}-${++consumerSeq}`,
-    ...(mode === 'lease' ? { mode: 'lease' as const, leaseMs: 2000 } : {}),
+    ...(mode === 'lease' ? { mode: { lease: { leaseMs: 2000 } } } : {}),
     retryDelayMs: () => 0,
     handler,
     ...patch,

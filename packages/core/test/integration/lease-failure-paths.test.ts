@@ -1,15 +1,15 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDb } from '../../../../test/support/index.js';
-import { fromJsonb } from '../../src/adapter/index.js';
+import { MAX_ID_LENGTH } from '../../src/admin/index.js';
 import {
   createInbox,
   type FailedOutcome,
   type Handler,
   type InboxOptions,
-  MAX_ID_LENGTH,
   PermanentError,
 } from '../../src/index.js';
+import { fromJsonb } from '../../src/sql/jsonb.js';
 import { DATABASE_URL, envelope } from './fixtures/db.js';
 
 // Lease mode's failure paths that must still end: a step key too large for the steps index, step
@@ -32,8 +32,7 @@ function lease(handler: Handler, patch: Partial<InboxOptions> = {}) {
     pool: db.pool,
     schema: db.schema,
     consumer: `lease-fail-${++consumerSeq}`,
-    mode: 'lease',
-    leaseMs: 1000,
+    mode: { lease: { leaseMs: 1000 } },
     retryDelayMs: () => 0,
     handler,
     ...patch,
@@ -184,7 +183,7 @@ describe('synchronous_commit = off on the server or session', () => {
           if (runs === 1) throw new Error('transient: give the id back');
           return 'done';
         },
-        { pool: off, leaseMs: 900, storeResult: true },
+        { pool: off, mode: { lease: { leaseMs: 900 } }, storeResult: true },
       );
       expect((await inbox.process(envelope('sc-ok'))).status).toBe('retry'); // claim, step, renew, release
       expect((await inbox.process(envelope('sc-ok'))).status).toBe('processed'); // claim, renew, done

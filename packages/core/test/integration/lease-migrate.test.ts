@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createInbox, LATEST_SCHEMA_VERSION, migrate, purge } from '../../src/index.js';
+import { LATEST_SCHEMA_VERSION, purge } from '../../src/admin/index.js';
+import { createInbox, migrate } from '../../src/index.js';
 import { migrateWith } from '../../src/migrate.js';
 import { MIGRATIONS } from '../../src/migrations.js';
 import { envelope, makePool } from './fixtures/db.js';

@@ -29,8 +29,7 @@ function lease(handler: Handler, patch: Partial<InboxOptions> = {}) {
     pool: db.pool,
     schema: db.schema,
     consumer: `lease-${++consumerSeq}`,
-    mode: 'lease',
-    leaseMs: 1000,
+    mode: { lease: { leaseMs: 1000 } },
     retryDelayMs: () => 0,
     handler,
     ...patch,
@@ -232,7 +231,7 @@ describe('lease mode', () => {
         });
         await ctx.step('next', () => 'n');
       },
-      { handlerTimeoutMs: 100, leaseMs: 600 },
+      { handlerTimeoutMs: 100, mode: { lease: { leaseMs: 600 } } },
     );
     const first = await inbox.process(envelope('d1'));
     expect(first).toMatchObject({ status: 'retry' });

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { freshDb } from '../../../../test/support/index.js';
+import { quoteIdentifier } from '../../src/admin/index.js';
 import {
   createInbox,
   type Envelope,
@@ -7,7 +8,6 @@ import {
   type InboxOptions,
   OnceError,
   type PgPoolLike,
-  quoteIdentifier,
 } from '../../src/index.js';
 import { leaseSql } from '../../src/sql/lease.js';
 import { envelope } from './fixtures/db.js';
@@ -93,9 +93,7 @@ function inbox(pool: PgPoolLike, handler: Handler, patch: Partial<InboxOptions> 
     pool,
     schema: db.schema,
     consumer: 'takeover',
-    mode: 'lease',
-    leaseMs: 1000,
-    heartbeatMs: 200,
+    mode: { lease: { leaseMs: 1000, heartbeatMs: 200 } },
     handler,
     ...patch,
   });
@@ -236,7 +234,7 @@ it('the heartbeat keeps a handler running for several lease lengths, extending t
         return 'ok';
       });
     },
-    { leaseMs: 1500, heartbeatMs: 250 },
+    { mode: { lease: { leaseMs: 1500, heartbeatMs: 250 } } },
   ).process(envelope(id, { liveness: { extend: (ms) => void extended.push(ms) } }));
   const rival = inbox(db.pool, async () => {
     throw new Error('the rival must never run');

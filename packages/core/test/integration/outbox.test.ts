@@ -118,7 +118,10 @@ describe('enqueue', () => {
       },
     });
     const o = await inbox.process(envelope('np1'));
-    expect(o).toMatchObject({ status: 'retry', error: { message: expect.stringMatching(/options.outbox/) } });
+    expect(o).toMatchObject({
+      status: 'retry',
+      error: { message: expect.stringMatching(/options.outbox/) },
+    });
   });
 });
 

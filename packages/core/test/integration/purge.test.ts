@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { freshDb } from '../../../../test/support/index.js';
-import { createInbox, purge } from '../../src/index.js';
+import { purge } from '../../src/admin/index.js';
+import { createInbox } from '../../src/index.js';
 import { migrateWith } from '../../src/migrate.js';
 import { MIGRATIONS } from '../../src/migrations.js';
 import { envelope, makePool } from './fixtures/db.js';

@@ -123,7 +123,7 @@ describe('recordFailed: false, transaction mode', () => {
 });
 
 describe('recordFailed: false, lease mode', () => {
-  const lease = (patch: Partial<InboxOptions>) => inbox({ mode: 'lease', leaseMs: 2_000, ...patch });
+  const lease = (patch: Partial<InboxOptions>) => inbox({ mode: { lease: { leaseMs: 2_000 } }, ...patch });
 
   it('a step mistake is `failed` with the row given back; the redelivery after the fix takes over and reuses recorded steps', async () => {
     let charges = 0;
@@ -165,7 +165,7 @@ describe('recordFailed: false, lease mode', () => {
     let runs = 0;
     const ib = lease({
       maxAttempts: 1,
-      leaseMs: 300,
+      mode: { lease: { leaseMs: 300 } },
       handlerTimeoutMs: 20,
       handler: async (e, ctx) => {
         runs++;

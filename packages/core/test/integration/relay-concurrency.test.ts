@@ -274,6 +274,6 @@ describe('overlapping rounds (concurrency)', () => {
         publishers: { a: { publish: async () => {} } },
         concurrency: 0,
       }),
-    ).toThrow(/options\.concurrency/);
+    ).toThrow(/option 'concurrency'/);
   });
 });

@@ -1,15 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
-import { readSchemaState } from '../../src/admin/index.js';
 import {
   checkSchema,
-  createInbox,
-  type Handler,
   LATEST_SCHEMA_VERSION,
-  migrate,
   purge,
+  readSchemaState,
   schemaSql,
-} from '../../src/index.js';
+} from '../../src/admin/index.js';
+import { createInbox, type Handler, migrate } from '../../src/index.js';
 import { migrateWith } from '../../src/migrate.js';
 import { compatibleFrom, MIGRATIONS, type Migration } from '../../src/migrations.js';
 import { judgeSchema } from '../../src/schema-compat.js';

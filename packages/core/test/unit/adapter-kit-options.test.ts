@@ -1,11 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   type AdapterOptionKey,
-  checkConsumerName,
-  checkDurationMs,
-  checkInteger,
-  checkName,
-  checkOneOf,
+  optionCheck,
   type ResolvedOptions,
   splitOptions,
   withDefaults,
@@ -61,13 +57,13 @@ describe('splitOptions', () => {
   it('rejects an unknown key with INVALID_OPTION, naming it and the nearest known one', () => {
     const e = codeAndMessage(() => split({ ...base, maxAttemps: 3 }));
     expect(e.code).toBe('INVALID_OPTION');
-    expect(e.message).toContain('options.maxAttemps is not an option of createTestConsumer');
+    expect(e.message).toContain("createTestConsumer: option 'maxAttemps' is unknown");
     expect(e.message).toContain("did you mean 'maxAttempts'?");
     const adapterTypo = codeAndMessage(() => split({ ...base, batchsize: 3 }));
     expect(adapterTypo.message).toContain("did you mean 'batchSize'?");
     // An unknown key is refused even when undefined: it is still a typo.
     const undef = codeAndMessage(() => split({ ...base, bogusOptionName: undefined }));
-    expect(undef.message).toContain('options.bogusOptionName is not an option');
+    expect(undef.message).toContain("option 'bogusOptionName' is unknown");
     expect(undef.message).not.toContain('did you mean');
   });
 
@@ -77,7 +73,7 @@ describe('splitOptions', () => {
       delete o[key];
       const e = codeAndMessage(() => split(o));
       expect(e.code).toBe('INVALID_OPTION');
-      expect(e.message).toBe(`options.${key} is required by createTestConsumer`);
+      expect(e.message).toBe(`createTestConsumer: option '${key}' is required`);
     }
   });
 
@@ -118,40 +114,46 @@ describe('splitOptions', () => {
 
 describe('validators', () => {
   it('name the field and say what was wrong', () => {
-    expect(checkInteger('batchSize', 5)).toBe(5);
-    expect(codeAndMessage(() => checkInteger('batchSize', 0)).message).toBe(
-      'options.batchSize must be at least 1, got 0',
+    expect(optionCheck.integer('batchSize', 5)).toBe(5);
+    expect(codeAndMessage(() => optionCheck.integer('batchSize', 0)).message).toBe(
+      "option 'batchSize' must be at least 1, got 0",
     );
-    expect(codeAndMessage(() => checkInteger('batchSize', 1.5)).message).toContain('must be an integer');
-    expect(codeAndMessage(() => checkInteger('prefetch', 70_000, 1, 65_535)).message).toContain(
+    expect(codeAndMessage(() => optionCheck.integer('batchSize', 1.5)).message).toContain(
+      'must be an integer',
+    );
+    expect(codeAndMessage(() => optionCheck.integer('prefetch', 70_000, 1, 65_535)).message).toContain(
       'at most 65535',
     );
-    expect(checkDurationMs('stopTimeoutMs', 0)).toBe(0);
-    expect(codeAndMessage(() => checkDurationMs('stopTimeoutMs', -1)).message).toContain('at least 0 ms');
-    expect(codeAndMessage(() => checkDurationMs('stopTimeoutMs', '5s')).message).toContain('milliseconds');
-    expect(checkName('queue', 'q')).toBe('q');
-    expect(codeAndMessage(() => checkName('queue', '')).message).toContain(
-      'options.queue must be a non-empty string',
+    expect(optionCheck.durationMs('stopTimeoutMs', 0)).toBe(0);
+    expect(codeAndMessage(() => optionCheck.durationMs('stopTimeoutMs', -1)).message).toContain(
+      'at least 0 ms',
     );
-    expect(codeAndMessage(() => checkName('queue', 'x'.repeat(256))).message).toContain('at most 255');
-    expect(checkOneOf('idFrom', 'header', ['header', 'offset'])).toBe('header');
-    expect(codeAndMessage(() => checkOneOf('idFrom', 'x', ['header', 'offset'])).message).toBe(
-      "options.idFrom must be one of 'header', 'offset', got \"x\"",
+    expect(codeAndMessage(() => optionCheck.durationMs('stopTimeoutMs', '5s')).message).toContain(
+      'milliseconds',
+    );
+    expect(optionCheck.name('queue', 'q')).toBe('q');
+    expect(codeAndMessage(() => optionCheck.name('queue', '')).message).toContain(
+      "option 'queue' must be a non-empty string",
+    );
+    expect(codeAndMessage(() => optionCheck.name('queue', 'x'.repeat(256))).message).toContain('at most 255');
+    expect(optionCheck.oneOf('idFrom', 'header', ['header', 'offset'])).toBe('header');
+    expect(codeAndMessage(() => optionCheck.oneOf('idFrom', 'x', ['header', 'offset'])).message).toBe(
+      "option 'idFrom' must be one of 'header', 'offset', got \"x\"",
     );
   });
 });
 
 describe('checkConsumerName', () => {
   it('checks a given name and otherwise takes the fallback, calling a function fallback only then', () => {
-    expect(checkConsumerName('payments', 'queue')).toBe('payments');
-    expect(checkConsumerName(undefined, 'queue')).toBe('queue');
-    expect(checkConsumerName(undefined, () => 'lazy')).toBe('lazy');
+    expect(optionCheck.consumerName('payments', 'queue')).toBe('payments');
+    expect(optionCheck.consumerName(undefined, 'queue')).toBe('queue');
+    expect(optionCheck.consumerName(undefined, () => 'lazy')).toBe('lazy');
     const refuse = () => {
       throw new Error('the fallback ran');
     };
-    expect(checkConsumerName('payments', refuse)).toBe('payments');
-    expect(codeAndMessage(() => checkConsumerName('', 'queue')).message).toContain(
-      'options.consumer must be a non-empty string',
+    expect(optionCheck.consumerName('payments', refuse)).toBe('payments');
+    expect(codeAndMessage(() => optionCheck.consumerName('', 'queue')).message).toContain(
+      "option 'consumer' must be a non-empty string",
     );
   });
 });

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, expectTypeOf, it, vi } from 'vitest';
-import { type InboxOptions, type Logger, silentLogger } from '../../src/index.js';
+import { silentLogger } from '../../src/adapter/index.js';
+import type { InboxOptions, Logger } from '../../src/index.js';
 import { consoleFailureLogger } from '../../src/logger.js';
 import { resolveInboxOptions } from '../../src/options.js';
 
@@ -38,7 +39,7 @@ describe('Logger', () => {
 
   it('a logger without a method is refused', () => {
     expect(() => resolveInboxOptions({ ...base, logger: { warn() {} } } as unknown as InboxOptions)).toThrow(
-      /options\.logger must be false or have a debug\(\) method/,
+      /option 'logger' must be false or have a debug\(\) method/,
     );
   });
 

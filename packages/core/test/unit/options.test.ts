@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { OnceError, type PgPoolLike, quoteIdentifier } from '../../src/index.js';
+import { quoteIdentifier } from '../../src/admin/index.js';
+import { OnceError, type PgPoolLike } from '../../src/index.js';
 import { resolveInboxOptions } from '../../src/options.js';
 
 const pool = {
@@ -29,19 +30,19 @@ describe('resolveInboxOptions', () => {
     expect(Object.isFrozen(o)).toBe(true);
   });
   it.each([
-    ['maxAttempts', { maxAttempts: 0 }, /options.maxAttempts must be at least 1/],
-    ['lockTimeoutMs', { lockTimeoutMs: -5 }, /options.lockTimeoutMs must be at least 1/],
-    ['handlerTimeoutMs', { handlerTimeoutMs: '10s' }, /options.handlerTimeoutMs must be a finite integer/],
-    ['retentionMs', { retentionMs: Number.NaN }, /options.retentionMs must be a finite integer/],
+    ['maxAttempts', { maxAttempts: 0 }, /option 'maxAttempts' must be at least 1/],
+    ['lockTimeoutMs', { lockTimeoutMs: -5 }, /option 'lockTimeoutMs' must be at least 1/],
+    ['handlerTimeoutMs', { handlerTimeoutMs: '10s' }, /option 'handlerTimeoutMs' must be a finite integer/],
+    ['retentionMs', { retentionMs: Number.NaN }, /option 'retentionMs' must be a finite integer/],
     [
       'conflictPolicy',
       { conflictPolicy: 'drop' },
-      /options.conflictPolicy must be one of 'reject', 'warn', 'ignore'/,
+      /option 'conflictPolicy' must be one of 'reject', 'warn', 'ignore'/,
     ],
-    ['consumer', { consumer: '' }, /options.consumer must be a non-empty string/],
-    ['handler', { handler: 5 }, /options.handler must be a function/],
-    ['pool', { pool: {} }, /options.pool must be a pg Pool/],
-    ['storeResult', { storeResult: 'yes' }, /options.storeResult must be a boolean/],
+    ['consumer', { consumer: '' }, /option 'consumer' must be a non-empty string/],
+    ['handler', { handler: 5 }, /option 'handler' must be a function/],
+    ['pool', { pool: {} }, /option 'pool' must be a pg Pool/],
+    ['storeResult', { storeResult: 'yes' }, /option 'storeResult' must be a boolean/],
   ])('names the bad field: %s', (_field, patch, message) => {
     const err = errorOf(() => resolveInboxOptions({ ...base, ...(patch as object) } as never));
     expect(err.code).toBe('INVALID_OPTION');
@@ -50,7 +51,7 @@ describe('resolveInboxOptions', () => {
   it('rejects a schema name carrying SQL', () => {
     const err = errorOf(() => resolveInboxOptions({ ...base, schema: 'once; DROP TABLE users' }));
     expect(err.code).toBe('INVALID_IDENTIFIER');
-    expect(err.message).toMatch(/options.schema/);
+    expect(err.message).toMatch(/option 'schema'/);
   });
 });
 

@@ -70,8 +70,7 @@ describe('lease mode: a handler mistake records nothing', () => {
         pool,
         schema,
         consumer,
-        mode: 'lease',
-        leaseMs: 5_000,
+        mode: { lease: { leaseMs: 5_000 } },
         logger: false,
       });
       const key = `k-${name}`;
@@ -102,8 +101,7 @@ describe('lease mode: a handler mistake records nothing', () => {
       pool,
       schema,
       consumer,
-      mode: 'lease',
-      leaseMs: 300,
+      mode: { lease: { leaseMs: 300 } },
       handlerTimeoutMs: 100,
       logger: false,
     });
@@ -135,8 +133,7 @@ describe('lease mode: a handler mistake records nothing', () => {
       pool,
       schema,
       consumer,
-      mode: 'lease',
-      leaseMs: 50,
+      mode: { lease: { leaseMs: 50 } },
       handlerTimeoutMs: 20,
       logger: false,
     });

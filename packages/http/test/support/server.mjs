@@ -25,8 +25,7 @@ const leaseEngine = createIdempotency({
   pool,
   schema,
   consumer: 'http.lease',
-  mode: 'lease',
-  leaseMs: Number(process.env.HTTP_LEASE_MS ?? 2000),
+  mode: { lease: { leaseMs: Number(process.env.HTTP_LEASE_MS ?? 2000) } },
 });
 const { listen } = await import(`./bindings/${binding}.mjs`);
 const ms = (name) => (process.env[name] ? Number(process.env[name]) : undefined);

@@ -10,10 +10,10 @@ const idempotency = createIdempotency({ pool, logger: false });
 
 describe('expressIdempotency options', () => {
   it('requires the scope function and names the field', () => {
-    expect(() => expressIdempotency({ idempotency } as never)).toThrow(/options\.scope is required/);
+    expect(() => expressIdempotency({ idempotency } as never)).toThrow(/option 'scope' is required/);
   });
   it('requires the engine', () => {
-    expect(() => expressIdempotency({ scope: () => 'a' } as never)).toThrow(/options\.idempotency/);
+    expect(() => expressIdempotency({ scope: () => 'a' } as never)).toThrow(/option 'idempotency'/);
   });
   it('refuses a bad bodyLimitBytes', () => {
     expect(() => expressIdempotency({ idempotency, scope: () => 'a', bodyLimitBytes: -1 })).toThrow(
@@ -26,14 +26,14 @@ describe('fastifyIdempotency options', () => {
   it('requires the scope function and names the field', async () => {
     const app = Fastify();
     await expect(app.register(fastifyIdempotency, { idempotency } as never).ready()).rejects.toThrow(
-      /options\.scope is required/,
+      /option 'scope' is required/,
     );
     await app.close();
   });
   it('requires the engine', async () => {
     const app = Fastify();
     await expect(app.register(fastifyIdempotency, { scope: () => 'a' } as never).ready()).rejects.toThrow(
-      /options\.idempotency/,
+      /option 'idempotency'/,
     );
     await app.close();
   });

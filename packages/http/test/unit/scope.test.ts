@@ -1,4 +1,4 @@
-import { MAX_ID_BYTES, MAX_ID_LENGTH } from '@once/core';
+import { MAX_ID_BYTES, MAX_ID_LENGTH } from '@once/core/admin';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { MAX_KEY_LENGTH } from '../../src/options.js';

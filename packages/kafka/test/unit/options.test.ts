@@ -29,21 +29,25 @@ describe('resolveKafkaConsumerOptions', () => {
   });
 
   it('names the bad field', () => {
-    expect(bad({ kafka: {} }).message).toMatch(/^options\.kafka /);
-    expect(bad({ groupId: '' }).message).toMatch(/^options\.groupId /);
-    expect(bad({ topics: [] }).message).toMatch(/^options\.topics /);
-    expect(bad({ topics: ['a', 3] }).message).toMatch(/^options\.topics\[1\] /);
-    expect(bad({ batch: 'stream' }).message).toMatch(/^options\.batch /);
-    expect(bad({ batchSize: 0 }).message).toMatch(/^options\.batchSize /);
-    expect(bad({ concurrency: 0 }).message).toMatch(/^options\.concurrency /);
-    expect(bad({ maxBatchMs: Number.NaN }).message).toMatch(/^options\.maxBatchMs /);
-    expect(bad({ sessionTimeoutMs: '6s' }).message).toMatch(/^options\.sessionTimeoutMs /);
-    expect(bad({ sessionTimeoutMs: 6000, heartbeatIntervalMs: 6000 }).message).toMatch(
-      /^options\.heartbeatIntervalMs /,
+    expect(bad({ kafka: {} }).message).toMatch(/^createKafkaConsumer: option 'kafka' /);
+    expect(bad({ groupId: '' }).message).toMatch(/^createKafkaConsumer: option 'groupId' /);
+    expect(bad({ topics: [] }).message).toMatch(/^createKafkaConsumer: option 'topics' /);
+    expect(bad({ topics: ['a', 3] }).message).toMatch(/^createKafkaConsumer: option 'topics\[1\]' /);
+    expect(bad({ batch: 'stream' }).message).toMatch(/^createKafkaConsumer: option 'batch' /);
+    expect(bad({ batchSize: 0 }).message).toMatch(/^createKafkaConsumer: option 'batchSize' /);
+    expect(bad({ concurrency: 0 }).message).toMatch(/^createKafkaConsumer: option 'concurrency' /);
+    expect(bad({ maxBatchMs: Number.NaN }).message).toMatch(/^createKafkaConsumer: option 'maxBatchMs' /);
+    expect(bad({ sessionTimeoutMs: '6s' }).message).toMatch(
+      /^createKafkaConsumer: option 'sessionTimeoutMs' /,
     );
-    expect(bad({ rebalanceTimeoutMs: 10 }).message).toMatch(/^options\.rebalanceTimeoutMs /);
-    expect(bad({ deadLetterTopic: 42 }).message).toMatch(/^options\.deadLetterTopic /);
-    expect(bad({ idFrom: 'yes' }).message).toMatch(/^options\.idFrom /);
+    expect(bad({ sessionTimeoutMs: 6000, heartbeatIntervalMs: 6000 }).message).toMatch(
+      /^createKafkaConsumer: option 'heartbeatIntervalMs' /,
+    );
+    expect(bad({ rebalanceTimeoutMs: 10 }).message).toMatch(
+      /^createKafkaConsumer: option 'rebalanceTimeoutMs' /,
+    );
+    expect(bad({ deadLetterTopic: 42 }).message).toMatch(/^createKafkaConsumer: option 'deadLetterTopic' /);
+    expect(bad({ idFrom: 'yes' }).message).toMatch(/^createKafkaConsumer: option 'idFrom' /);
     expect(bad({ batchSize: 1.5 }).code).toBe('INVALID_OPTION');
   });
 
@@ -52,23 +56,23 @@ describe('resolveKafkaConsumerOptions', () => {
     expect(typo.code).toBe('INVALID_OPTION');
     // maxBatchSize was an option of an earlier 0.x: the refusal names what replaced it.
     expect(typo.message).toBe(
-      "options.maxBatchSize of createKafkaConsumer became 'batchSize' (see CHANGELOG.md)",
+      "createKafkaConsumer: option 'maxBatchSize' became 'batchSize' (see CHANGELOG.md)",
     );
     expect(bad({ batchSze: 10 }).message).toBe(
-      "options.batchSze is not an option of createKafkaConsumer; did you mean 'batchSize'?",
+      "createKafkaConsumer: option 'batchSze' is unknown; did you mean 'batchSize'?",
     );
-    expect(bad({ partitionConcurency: 2 }).message).toContain('options.partitionConcurency is not an option');
+    expect(bad({ partitionConcurency: 2 }).message).toContain("option 'partitionConcurency' is unknown");
     expect(bad({ maxAttemps: 2 }).message).toContain("did you mean 'maxAttempts'?");
-    expect(bad({ handler: undefined }).message).toBe('options.handler is required by createKafkaConsumer');
-    expect(bad({ groupId: undefined }).message).toBe('options.groupId is required by createKafkaConsumer');
+    expect(bad({ handler: undefined }).message).toBe("createKafkaConsumer: option 'handler' is required");
+    expect(bad({ groupId: undefined }).message).toBe("createKafkaConsumer: option 'groupId' is required");
   });
 
   it('refuses the removed offset fencing (issue #28) rather than running without it unnoticed', () => {
     expect(bad({ offsetFencing: true }).message).toMatch(
-      /^options\.offsetFencing of createKafkaConsumer was removed/,
+      /^createKafkaConsumer: option 'offsetFencing' was removed/,
     );
     expect(bad({ fenceOf: () => undefined }).message).toMatch(
-      /^options\.fenceOf of createKafkaConsumer offset fencing was removed/,
+      /^createKafkaConsumer: option 'fenceOf' was removed with offset fencing/,
     );
   });
 

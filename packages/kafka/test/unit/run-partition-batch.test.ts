@@ -1,5 +1,5 @@
-import { type Envelope, type Outcome, silentLogger } from '@once/core';
-import { Gate, TypedEmitter } from '@once/core/adapter';
+import type { Envelope, Outcome } from '@once/core';
+import { Gate, silentLogger, TypedEmitter } from '@once/core/adapter';
 import type { EachBatchPayload, KafkaMessage } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
 import type { KafkaConsumerEventMap } from '../../src/events.js';

@@ -8,9 +8,8 @@ import {
   migrate,
   type OutboxPublisher,
   PermanentError,
-  silentLogger,
 } from '@once/core';
-import { fingerprint } from '@once/core/adapter';
+import { fingerprint, silentLogger } from '@once/core/adapter';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestPool, dropSchema, freshSchemaName } from '../../../../test/support/index.js';
 import { instrument } from '../../src/index.js';
@@ -320,8 +319,7 @@ describe('instrument(inbox) in lease mode', () => {
     pool,
     schema,
     consumer: 'mailer',
-    mode: 'lease',
-    leaseMs: 5_000,
+    mode: { lease: { leaseMs: 5_000 } },
     handler: () => {
       if (fail) throw new Error('smtp down');
     },

@@ -1,5 +1,5 @@
-import { type OnceEventMap, silentLogger } from '@once/core';
-import { TypedEmitter } from '@once/core/adapter';
+import type { OnceEventMap } from '@once/core';
+import { silentLogger, TypedEmitter } from '@once/core/adapter';
 import { afterAll, describe, expect, it } from 'vitest';
 import { instrument } from '../../src/index.js';
 import { metricsHarness, pointsOf, sumOf } from '../fixtures/telemetry.js';

@@ -40,10 +40,10 @@ describe('kindOf', () => {
 describe('instrument options', () => {
   it('names the bad field', () => {
     const target: InstrumentTarget = { on, runOnce: () => Promise.resolve(0) };
-    expect(() => instrument(target, { pool: {} as never })).toThrow(/options\.pool/);
-    expect(() => instrument(target, { meterProvider: {} as never })).toThrow(/options\.meterProvider/);
+    expect(() => instrument(target, { pool: {} as never })).toThrow(/option 'pool'/);
+    expect(() => instrument(target, { meterProvider: {} as never })).toThrow(/option 'meterProvider'/);
     expect(() => instrument(target, { outboxPendingLimit: 0 })).toThrow(/outboxPendingLimit/);
-    expect(() => instrument(target, { schema: 'bad"name', pool })).toThrow(/options\.schema/);
+    expect(() => instrument(target, { schema: 'bad"name', pool })).toThrow(/option 'schema'/);
   });
 });
 

@@ -175,9 +175,9 @@ it('a quorum queue met with queueType: classic suggests quorum', async () => {
 });
 
 it('invalid options name the field', () => {
-  expect(() => consumer('q', { prefetch: -1 })).toThrow(/options\.prefetch/);
-  expect(() => consumer('q', { url: 'nope' })).toThrow(/options\.url/);
-  expect(() => consumer('q', { pool: undefined })).toThrow(/options\.pool/);
+  expect(() => consumer('q', { prefetch: -1 })).toThrow(/option 'prefetch'/);
+  expect(() => consumer('q', { url: 'nope' })).toThrow(/option 'url'/);
+  expect(() => consumer('q', { pool: undefined })).toThrow(/option 'pool'/);
 });
 
 it('publisher: confirmed, persistent, messageId = outbox id; an unroutable publish is an error, not a success', async () => {

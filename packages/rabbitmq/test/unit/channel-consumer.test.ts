@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
-import { type Envelope, type Outcome, silentLogger } from '@once/core';
-import { Gate, TypedEmitter } from '@once/core/adapter';
+import type { Envelope, Outcome } from '@once/core';
+import { Gate, silentLogger, TypedEmitter } from '@once/core/adapter';
 import type { ConfirmChannel, ConsumeMessage } from 'amqplib';
 import { describe, expect, it } from 'vitest';
 import { ChannelConsumer, type ChannelConsumerContext } from '../../src/channel-consumer.js';

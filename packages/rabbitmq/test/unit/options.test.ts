@@ -33,23 +33,23 @@ describe('resolveRabbitConsumerOptions', () => {
   });
 
   it.each([
-    [{ url: 'http://x' }, 'options.url'],
-    [{ queue: '' }, 'options.queue'],
-    [{ prefetch: 0 }, 'options.prefetch'],
-    [{ prefetch: 1.5 }, 'options.prefetch'],
-    [{ concurrency: -1 }, 'options.concurrency'],
-    [{ queueType: 'stream' }, 'options.queueType'],
-    [{ retryTiersMs: [] }, 'options.retryTiersMs'],
-    [{ retryTiersMs: [1000, -1] }, 'options.retryTiersMs[1]'],
-    [{ batch: 'yes' }, 'options.batch'],
+    [{ url: 'http://x' }, "option 'url'"],
+    [{ queue: '' }, "option 'queue'"],
+    [{ prefetch: 0 }, "option 'prefetch'"],
+    [{ prefetch: 1.5 }, "option 'prefetch'"],
+    [{ concurrency: -1 }, "option 'concurrency'"],
+    [{ queueType: 'stream' }, "option 'queueType'"],
+    [{ retryTiersMs: [] }, "option 'retryTiersMs'"],
+    [{ retryTiersMs: [1000, -1] }, "option 'retryTiersMs[1]'"],
+    [{ batch: 'yes' }, "option 'batch'"],
     [
       { maxRedeliveries: 5 },
-      "options.maxRedeliveries of createRabbitConsumer was removed: use core's 'maxAttempts'",
+      "createRabbitConsumer: option 'maxRedeliveries' was removed: use core's 'maxAttempts'",
     ],
     [{ prefech: 5 }, "did you mean 'prefetch'?"],
-    [{ queue: undefined }, 'options.queue is required'],
-    [{ handler: undefined }, 'options.handler is required'],
-    [{ deadLetterExchange: '' }, 'options.deadLetterExchange'],
+    [{ queue: undefined }, "option 'queue' is required"],
+    [{ handler: undefined }, "option 'handler' is required"],
+    [{ deadLetterExchange: '' }, "option 'deadLetterExchange'"],
   ])('names the bad field: %j', (patch, field) => {
     expect(() => resolveRabbitConsumerOptions({ ...base, ...(patch as object) })).toThrow(
       expect.objectContaining({ code: 'INVALID_OPTION', message: expect.stringContaining(field) }),
@@ -63,11 +63,11 @@ describe('resolveRabbitConsumerOptions', () => {
   });
 
   it('the consumer validates its inbox options too', () => {
-    expect(() => new RabbitConsumer({ ...base, maxAttempts: 0 })).toThrow(/options.maxAttempts/);
-    expect(() => new RabbitConsumer({ ...base, handler: 1 as never })).toThrow(/options.handler/);
+    expect(() => new RabbitConsumer({ ...base, maxAttempts: 0 })).toThrow(/option 'maxAttempts'/);
+    expect(() => new RabbitConsumer({ ...base, handler: 1 as never })).toThrow(/option 'handler'/);
   });
 
   it('the publisher validates its url', () => {
-    expect(() => new RabbitPublisher({ url: 'localhost' })).toThrow(/options.url/);
+    expect(() => new RabbitPublisher({ url: 'localhost' })).toThrow(/option 'url'/);
   });
 });

@@ -129,15 +129,13 @@ it('an unknown option names the nearest known one', () => {
       ...options(`${SQS_ENDPOINT}/q`),
       visibilityTimeout: 5,
     } as unknown as SqsConsumerOptions),
-  ).toThrow(
-    "options.visibilityTimeout is not an option of createSqsConsumer; did you mean 'visibilityTimeoutS'?",
-  );
+  ).toThrow("createSqsConsumer: option 'visibilityTimeout' is unknown; did you mean 'visibilityTimeoutS'?");
 });
 
 it('invalid options throw at construction, naming the field', () => {
-  expect(() => createSqsConsumer(options('not a url'))).toThrow(/^options\.queueUrl/);
+  expect(() => createSqsConsumer(options('not a url'))).toThrow(/^createSqsConsumer: option 'queueUrl'/);
   expect(() => createSqsConsumer(options(`${SQS_ENDPOINT}/q`, { concurrency: 0 }))).toThrow(
-    /^options\.concurrency/,
+    /^createSqsConsumer: option 'concurrency'/,
   );
 });
 

@@ -72,9 +72,7 @@ it('a step longer than the visibility timeout: the lease clock keeps the message
   const spy = spied(client);
   const consumer = await startOnce(spy.client, db, url, consumers, {
     consumer: 'slow',
-    mode: 'lease',
-    leaseMs: LEASE_MS,
-    heartbeatMs: HEARTBEAT_MS,
+    mode: { lease: { leaseMs: LEASE_MS, heartbeatMs: HEARTBEAT_MS } },
     visibilityTimeoutS: VISIBILITY_S,
     // The adapter's own heartbeat is on and fast: it must leave the leased message alone.
     heartbeat: true,
@@ -110,9 +108,7 @@ it('control: lease mode without the adapter hook (a bare receive loop) gets a se
     pool: db.pool,
     schema: db.schema,
     consumer: 'bare',
-    mode: 'lease',
-    leaseMs: LEASE_MS,
-    heartbeatMs: HEARTBEAT_MS,
+    mode: { lease: { leaseMs: LEASE_MS, heartbeatMs: HEARTBEAT_MS } },
     handler: slowHandler(calls),
   });
   await sendAll(client, url, [{ body: '{"n":1}', id: `${prefix}-1` }]);

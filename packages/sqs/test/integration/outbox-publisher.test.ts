@@ -1,4 +1,5 @@
-import { createOutbox, createRelay, MAX_ID_LENGTH, OnceError } from '@once/core';
+import { createOutbox, createRelay, OnceError } from '@once/core';
+import { MAX_ID_LENGTH } from '@once/core/admin';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { FaultProxy, freshDb, type TestDb } from '../../../../test/support/index.js';
 import { envelopeOf } from '../../src/envelope-of.js';

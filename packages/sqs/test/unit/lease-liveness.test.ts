@@ -1,6 +1,5 @@
 import type { Message } from '@aws-sdk/client-sqs';
-import { silentLogger } from '@once/core';
-import { TypedEmitter } from '@once/core/adapter';
+import { silentLogger, TypedEmitter } from '@once/core/adapter';
 import { describe, expect, it } from 'vitest';
 import { envelopeOf } from '../../src/envelope-of.js';
 import type { SqsConsumerEventMap } from '../../src/events.js';

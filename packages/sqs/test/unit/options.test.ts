@@ -57,42 +57,41 @@ describe('resolveSqsConsumerOptions', () => {
       ),
     ).toEqual({
       code: 'INVALID_OPTION',
-      message:
-        "options.deadLetterQueue is not an option of createSqsConsumer; did you mean 'deadLetterQueueUrl'?",
+      message: "createSqsConsumer: option 'deadLetterQueue' is unknown; did you mean 'deadLetterQueueUrl'?",
     });
     const { queueUrl: _, ...noQueue } = base;
     expect(codeAndMessage(() => resolveSqsConsumerOptions(noQueue as SqsConsumerOptions))).toEqual({
       code: 'INVALID_OPTION',
-      message: 'options.queueUrl is required by createSqsConsumer',
+      message: "createSqsConsumer: option 'queueUrl' is required",
     });
   });
 
   it.each([
-    [{ client: {} }, 'options.client'],
-    [{ queueUrl: 'q' }, 'options.queueUrl'],
-    [{ idFrom: 'body' }, 'options.idFrom'],
-    [{ idHeader: '' }, 'options.idHeader'],
-    [{ deadLetterQueueUrl: 'nope' }, 'options.deadLetterQueueUrl'],
-    [{ deadLetterQueueUrl: base.queueUrl }, 'options.deadLetterQueueUrl'],
-    [{ stopTimeoutMs: -1 }, 'options.stopTimeoutMs'],
-    [{ batch: 'yes' }, 'options.batch'],
-    [{ keyOf: 'account' }, 'options.keyOf'],
-    [{ receivers: 0 }, 'options.receivers'],
-    [{ maxInFlight: 1.5 }, 'options.maxInFlight'],
-    [{ concurrency: -1 }, 'options.concurrency'],
-    [{ waitTimeSeconds: 21 }, 'options.waitTimeSeconds'],
-    [{ visibilityTimeoutS: 0 }, 'options.visibilityTimeoutS'],
-    [{ visibilityTimeoutS: 2, heartbeatIntervalMs: 2000 }, 'options.heartbeatIntervalMs'],
-    [{ maxHeldMs: Number.NaN }, 'options.maxHeldMs'],
-    [{ receiveBackoffMs: 100, receiveBackoffMaxMs: 50 }, 'options.receiveBackoffMaxMs'],
-    [{ consumer: '' }, 'options.consumer'],
-    [{ handler: 3 }, 'options.handler'],
+    [{ client: {} }, "option 'client'"],
+    [{ queueUrl: 'q' }, "option 'queueUrl'"],
+    [{ idFrom: 'body' }, "option 'idFrom'"],
+    [{ idHeader: '' }, "option 'idHeader'"],
+    [{ deadLetterQueueUrl: 'nope' }, "option 'deadLetterQueueUrl'"],
+    [{ deadLetterQueueUrl: base.queueUrl }, "option 'deadLetterQueueUrl'"],
+    [{ stopTimeoutMs: -1 }, "option 'stopTimeoutMs'"],
+    [{ batch: 'yes' }, "option 'batch'"],
+    [{ keyOf: 'account' }, "option 'keyOf'"],
+    [{ receivers: 0 }, "option 'receivers'"],
+    [{ maxInFlight: 1.5 }, "option 'maxInFlight'"],
+    [{ concurrency: -1 }, "option 'concurrency'"],
+    [{ waitTimeSeconds: 21 }, "option 'waitTimeSeconds'"],
+    [{ visibilityTimeoutS: 0 }, "option 'visibilityTimeoutS'"],
+    [{ visibilityTimeoutS: 2, heartbeatIntervalMs: 2000 }, "option 'heartbeatIntervalMs'"],
+    [{ maxHeldMs: Number.NaN }, "option 'maxHeldMs'"],
+    [{ receiveBackoffMs: 100, receiveBackoffMaxMs: 50 }, "option 'receiveBackoffMaxMs'"],
+    [{ consumer: '' }, "option 'consumer'"],
+    [{ handler: 3 }, "option 'handler'"],
   ] as [Partial<Record<string, unknown>>, string][])('names the bad field: %j', (patch, field) => {
     const { code, message } = codeAndMessage(() =>
       createSqsConsumer({ ...base, ...patch } as unknown as SqsConsumerOptions),
     );
     expect(code).toBe('INVALID_OPTION');
-    expect(message.startsWith(field)).toBe(true);
+    expect(message.startsWith(`createSqsConsumer: ${field}`)).toBe(true);
   });
 
   it('keeps keyOf for the consumer, out of the inbox options', () => {

@@ -151,11 +151,11 @@ describe('createSqsPublisher', () => {
 
   it('validates its options', () => {
     expect(() => createSqsPublisher({ client: fakeClient(() => ({})).client, queueUrl: 'q' })).toThrow(
-      /options.queueUrl/,
+      /option 'queueUrl'/,
     );
-    expect(() => createSqsPublisher({ client: {} as never })).toThrow(/options.client/);
+    expect(() => createSqsPublisher({ client: {} as never })).toThrow(/option 'client'/);
     expect(() => createSqsPublisher({ client: fakeClient(() => ({})).client, maxRetries: -1 })).toThrow(
-      /options.maxRetries/,
+      /option 'maxRetries'/,
     );
   });
 });
