@@ -91,6 +91,8 @@ export interface SuiteConsumerOptions {
   readonly batch?: boolean;
   /** Lease mode (core's `mode: 'lease'`) with this `leaseMs`; transaction mode when unset. */
   readonly leaseMs?: number;
+  /** core's `logger`. @default the harness's: none (failure lines to the console) */
+  readonly logger?: InboxOptions['logger'];
 }
 
 /** core's inbox options for `o`, shared by the harnesses. */
@@ -105,6 +107,7 @@ export function inboxOptionsOf(o: SuiteConsumerOptions | undefined): Partial<Inb
     ...(o.storeResult === undefined ? {} : { storeResult: o.storeResult }),
     ...(o.failedBodyMaxBytes === undefined ? {} : { failedBodyMaxBytes: o.failedBodyMaxBytes }),
     ...(o.leaseMs === undefined ? {} : { mode: { lease: { leaseMs: o.leaseMs } } }),
+    ...(o.logger === undefined ? {} : { logger: o.logger }),
   };
 }
 
