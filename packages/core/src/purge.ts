@@ -1,7 +1,7 @@
 import { sleep } from './adapter/sleep.js';
 import { boundPool, resolvePoolBounds } from './bounded-pool.js';
+import { checkSchema } from './check-schema.js';
 import { quoteIdentifier } from './identifier.js';
-import { checkSchema } from './migrate.js';
 import { checkNumber } from './option-check.js';
 import type { PgPoolLike } from './pg-like.js';
 import { inboxSql } from './sql/inbox.js';

@@ -1,7 +1,7 @@
 import type { Envelope } from './envelope.js';
 import { ErrorCode, OnceError, PermanentError } from './errors.js';
 import type { Handler, HandlerContext } from './handler.js';
-import { idempotencyKey } from './lease/idempotency-key.js';
+import { idempotencyKey } from './idempotency-key.js';
 import type { Outbox, Queryable } from './outbox.js';
 import type { PgClientLike } from './pg-like.js';
 import { toJsonb } from './sql/jsonb.js';

@@ -11,9 +11,10 @@
  * ```
  */
 
+export { checkSchema } from '../check-schema.js';
 export { MAX_ID_BYTES, MAX_ID_LENGTH } from '../envelope.js';
 export { quoteIdentifier } from '../identifier.js';
-export { checkSchema, schemaSql } from '../migrate.js';
+export { schemaSql } from '../migrate.js';
 export { compatibleFrom, LATEST_SCHEMA_VERSION, MIGRATIONS, type Migration } from '../migrations.js';
 export { type PurgeOptions, purge } from '../purge.js';
 export type { SchemaStatus } from '../schema-compat.js';

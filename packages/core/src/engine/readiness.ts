@@ -4,9 +4,9 @@
  * (schema missing or too new, database unreachable) is logged once until the schema checks out.
  */
 
+import { checkSchema } from '../check-schema.js';
 import { serializeError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { checkSchema } from '../migrate.js';
 import type { Outcome } from '../outcome.js';
 import type { PgPoolLike } from '../pg-like.js';
 

@@ -1,8 +1,8 @@
 import type { Envelope } from '../envelope.js';
 import type { Handler, HandlerContext } from '../handler.js';
+import { idempotencyKey } from '../idempotency-key.js';
 import type { Outbox } from '../outbox.js';
 import { type HandlerRun, publisherFor, underDeadline } from '../run-handler.js';
-import { idempotencyKey } from './idempotency-key.js';
 import { LeaseErrorCode, stepError } from './lease-errors.js';
 import type { LeaseTx } from './lease-tx.js';
 import type { Steps } from './steps.js';

@@ -1,6 +1,6 @@
 import type { StepFn } from '../handler.js';
+import { checkStepKey, checkStepName, idempotencyKey } from '../idempotency-key.js';
 import { fromJsonb, toJsonb } from '../sql/jsonb.js';
-import { checkStepKey, checkStepName, idempotencyKey } from './idempotency-key.js';
 import { LeaseErrorCode, stepError } from './lease-errors.js';
 
 /** Where steps are made durable; lease mode implements it on Postgres, fenced by the lease owner. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { checkStepKey, MAX_STEP_KEY_BYTES } from '../../src/idempotency-key.js';
 import { idempotencyKey, OnceError, PermanentError } from '../../src/index.js';
-import { checkStepKey, MAX_STEP_KEY_BYTES } from '../../src/lease/idempotency-key.js';
 import { LeaseErrorCode } from '../../src/lease/lease-errors.js';
 import { type StepStore, Steps } from '../../src/lease/steps.js';
 

@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
-import { PermanentError } from '../errors.js';
-import { LeaseErrorCode, stepError } from './lease-errors.js';
+import { ErrorCode, OnceError, PermanentError } from './errors.js';
 
 /** Longest step name, in characters. */
 export const MAX_STEP_NAME_LENGTH = 200;
@@ -22,8 +21,8 @@ const NAMESPACE = Buffer.from('4f1c7e0a9b3d4c2e8a5f6d7b8c9e0a1b', 'hex');
 /** Validates a step name and returns it; names the problem otherwise. */
 export function checkStepName(name: unknown): string {
   if (typeof name !== 'string' || name.length === 0 || name.length > MAX_STEP_NAME_LENGTH) {
-    throw stepError(
-      LeaseErrorCode.InvalidStepName,
+    throw new OnceError(
+      ErrorCode.InvalidStepName,
       `a step name must be a non-empty string of at most ${MAX_STEP_NAME_LENGTH} characters, got ${JSON.stringify(name)}`,
     );
   }
