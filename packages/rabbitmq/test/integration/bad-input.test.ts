@@ -82,7 +82,7 @@ it('with no logger, a dead letter is one console.warn line with id, reason and d
     expect(lines).toEqual([
       expect.stringMatching(
         new RegExp(
-          `message dead-lettered .*id=line-1 reason=permanent destination=${queue}\\.dlx recorded=true$`,
+          `message dead-lettered .*id=line-1 reason=permanent destination=${queue}\\.dlx recorded=true attempt=1 of \\d+ error=\\S.* queue=${queue} delivery=\\d+$`,
         ),
       ),
     ]);
@@ -109,7 +109,7 @@ it('with recordFailed off, the dead letter says it is not recorded: its event an
     ]);
     const lines = warn.mock.calls.map((c) => c.join(' ')).filter((l) => l.includes(queue));
     expect(lines).toEqual([
-      expect.stringMatching(/message dead-lettered .*id=unrec-1 reason=permanent .* recorded=false$/),
+      expect.stringMatching(/message dead-lettered .*id=unrec-1 reason=permanent .* recorded=false attempt=1 of \d+ error=\S/),
     ]);
     const rows = await db.pool.query(`SELECT 1 FROM ${db.schema}.inbox WHERE consumer = $1`, [queue]);
     expect(rows.rowCount).toBe(0);
