@@ -109,7 +109,9 @@ it('with recordFailed off, the dead letter says it is not recorded: its event an
     ]);
     const lines = warn.mock.calls.map((c) => c.join(' ')).filter((l) => l.includes(queue));
     expect(lines).toEqual([
-      expect.stringMatching(/message dead-lettered .*id=unrec-1 reason=permanent .* recorded=false attempt=1 of \d+ error=\S/),
+      expect.stringMatching(
+        /message dead-lettered .*id=unrec-1 reason=permanent .* recorded=false attempt=1 of \d+ error=\S/,
+      ),
     ]);
     const rows = await db.pool.query(`SELECT 1 FROM ${db.schema}.inbox WHERE consumer = $1`, [queue]);
     expect(rows.rowCount).toBe(0);
