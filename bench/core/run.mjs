@@ -11,6 +11,9 @@
 // BENCH_WARM_MSG / BENCH_WARM_BATCH the warm-up per variant (see below).
 // BENCH_VARIANTS=B2,B3 runs only the variants named by those prefixes, and prints their table:
 // no ratios, duplicate cost, storm, pgbench or results file (those need every variant).
+// BENCH_CORE_BEFORE=path of an older build's packages/core/dist/index.js adds B2/B3 variants run on
+// that build ("B2 before/msg", …; its tables in schema once_bench_before), interleaved with the
+// others, and prints the paired ratios of this build's CPU µs and msgs/s over the older one's.
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { createInbox, migrate } from '@once/core';
@@ -42,6 +45,13 @@ await raw.query(`CREATE TABLE ${SCHEMA}.naive_seen (consumer text, message_id te
 await raw.query(`CREATE INDEX ON ${SCHEMA}.naive_seen (consumer, message_id)`);
 await raw.query(`CREATE TABLE ${SCHEMA}.effects_pk (id text PRIMARY KEY, amount int NOT NULL)`);
 await createFloorTable(raw, SCHEMA);
+const BEFORE = process.env.BENCH_CORE_BEFORE;
+const SCHEMA_BEFORE = 'once_bench_before';
+const before = BEFORE ? await import(new URL(BEFORE, `file://${process.cwd()}/`).href) : undefined;
+if (before) {
+  await raw.query(`DROP SCHEMA IF EXISTS ${SCHEMA_BEFORE} CASCADE`);
+  await before.migrate(raw, { schema: SCHEMA_BEFORE });
+}
 const EFFECT = `INSERT INTO ${SCHEMA}.effects (id, amount) VALUES ($1, $2)`;
 const EFFECT_PK = `INSERT INTO ${SCHEMA}.effects_pk (id, amount) VALUES ($1, $2)`;
 
@@ -80,6 +90,11 @@ const variants = {
   'B3k once pk/batch100': { batch: 100, make: (c) => onceVariant(c, 'optimistic', EFFECT_PK) },
   'B3s once/batch100 savepoints': { batch: 100, make: (c) => onceVariant(c, 'savepoint') },
   'B4 naive check-then-insert/msg': { batch: 1, make: (c) => naive(c) },
+  ...(before && {
+    'B2 before/msg': { batch: 1, make: (c) => onceVariant(c, 'optimistic', EFFECT, before) },
+    'B3 before/batch10': { batch: 10, make: (c) => onceVariant(c, 'optimistic', EFFECT, before) },
+    'B3 before/batch100': { batch: 100, make: (c) => onceVariant(c, 'optimistic', EFFECT, before) },
+  }),
 };
 const ONLY = (process.env.BENCH_VARIANTS ?? '').split(',').filter(Boolean);
 for (const name of Object.keys(variants)) {
@@ -124,10 +139,10 @@ function floor(consumer, sql) {
   };
 }
 
-function onceVariant(consumer, batchMode, sql = EFFECT) {
-  const inbox = createInbox({
+function onceVariant(consumer, batchMode, sql = EFFECT, build = undefined) {
+  const inbox = (build?.createInbox ?? createInbox)({
     pool,
-    schema: SCHEMA,
+    schema: build ? SCHEMA_BEFORE : SCHEMA,
     consumer,
     batchMode,
     lockTimeoutMs: 30_000,
@@ -314,9 +329,34 @@ const printTable = () => {
     );
   }
 };
+/** This build over the older one (BENCH_CORE_BEFORE), per stream and concurrency, paired. */
+const printBefore = () => {
+  if (!before) return;
+  console.log(`\nthis build ÷ ${BEFORE}: median of ${REPS} paired repetitions [min–max]`);
+  for (const { mode } of MODES) {
+    for (const c of CONCURRENCY) {
+      for (const [now, old] of [
+        ['B2 once/msg', 'B2 before/msg'],
+        ['B3 once/batch10', 'B3 before/batch10'],
+        ['B3 once/batch100', 'B3 before/batch100'],
+      ]) {
+        const a = repRuns[`${mode} ${c} ${now}`];
+        const b = repRuns[`${mode} ${c} ${old}`];
+        if (!a || !b) continue;
+        const cpu = fmtRatio(pairedRatio(a, b, (x) => x.cpuUsPerMsg));
+        const rate = fmtRatio(pairedRatio(a, b, (x) => x.rate));
+        console.log(
+          `  ${mode.padEnd(6)} c=${String(c).padStart(2)} ${now.padEnd(18)} CPU µs ${cpu.padEnd(20)} msgs/s ${rate}`,
+        );
+      }
+    }
+  }
+};
 if (ONLY.length > 0) {
   printTable();
+  printBefore();
   await raw.query(`DROP SCHEMA ${SCHEMA} CASCADE`);
+  if (before) await raw.query(`DROP SCHEMA ${SCHEMA_BEFORE} CASCADE`);
   await raw.end();
   process.exit(0);
 }
@@ -348,6 +388,7 @@ const onceExtra = await storm(onceVariant('storm-once', 'optimistic'));
 const floorExtra = await storm(floor('storm-floor', EFFECT));
 
 printTable();
+printBefore();
 // Every ratio is the median of per-repetition paired ratios, with min–max (bench/support/paired.mjs).
 // `cmp` '≥': throughput, higher is better; '≤': Node CPU per message, lower is better.
 const ratios = [];
@@ -501,4 +542,5 @@ writeFileSync(
   )}\n`,
 );
 await raw.query(`DROP SCHEMA ${SCHEMA} CASCADE`);
+if (before) await raw.query(`DROP SCHEMA ${SCHEMA_BEFORE} CASCADE`);
 await raw.end();
