@@ -17,9 +17,11 @@ export interface PublishMessage {
   id: string;
   /** The topic. */
   destination: string;
+  /** The message value, sent as it is (a string as UTF-8). */
   body: Buffer | string;
   /** Partitioning key: messages with one key keep their order. */
   key?: string | Buffer | undefined;
+  /** Kafka headers to send with it; the id header is added to them (and wins over one of the same name). */
   headers?: Readonly<Record<string, string>> | undefined;
 }
 
@@ -159,6 +161,7 @@ export class KafkaPublisher implements OutboxPublisher {
     await this.#producer.disconnect();
   }
 
+  /** Stops the publisher as `stop()` does, for `await using publisher = ...`. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
   }

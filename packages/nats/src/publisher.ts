@@ -95,7 +95,13 @@ export class NatsPublisher implements OutboxPublisher {
   async publishOne(
     message: OutboxMessage,
     options: OutboxPublishOptions = {},
-  ): Promise<{ duplicate: boolean }> {
+  ): Promise<{
+    /**
+     * True when JetStream took it for a duplicate of a message it already holds (same id inside the stream's
+     * duplicate window).
+     */
+    duplicate: boolean;
+  }> {
     return { duplicate: (await this.#publishAck(message, options)).duplicate };
   }
 
