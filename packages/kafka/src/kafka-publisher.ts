@@ -10,6 +10,7 @@ import { MAX_ID_LENGTH } from '@once/core/admin';
 import { type IHeaders, type Message, Partitioners, type ProducerConfig } from 'kafkajs';
 import { KafkaErrorCode } from './errors.js';
 import type { KafkaLike, ProducerLike } from './kafka-like.js';
+import { KAFKA_PUBLISHER_KEYS } from './publisher-keys.js';
 
 /** One message to publish; `id` becomes the message-id header (an outbox row id, say). Core's `OutboxMessage` fits. */
 export interface PublishMessage {
@@ -59,6 +60,8 @@ export class KafkaPublisher implements OutboxPublisher {
   readonly #link: Connector<ProducerLike>;
 
   constructor(options: KafkaPublisherOptions) {
+    const keys = KAFKA_PUBLISHER_KEYS satisfies Record<keyof KafkaPublisherOptions, true>;
+    optionCheck.namingFactory('createKafkaPublisher', () => optionCheck.knownKeys(options, keys));
     if (typeof options?.kafka?.producer !== 'function') {
       throw new OnceError(ErrorCode.InvalidOption, "option 'kafka' must be a kafkajs Kafka instance");
     }

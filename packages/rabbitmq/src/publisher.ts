@@ -56,6 +56,14 @@ export interface OutboxMessage {
   contentType?: string | undefined;
 }
 
+/** The keys of {@link RabbitPublisherOptions}: `createRabbitPublisher` refuses any other. */
+const RABBIT_PUBLISHER_KEYS: Readonly<Record<keyof RabbitPublisherOptions, true>> = Object.freeze({
+  url: true,
+  socketOptions: true,
+  confirmTimeoutMs: true,
+  logger: true,
+});
+
 /** Options of {@link createRabbitPublisher}. */
 export interface RabbitPublisherOptions {
   /** AMQP URL or amqplib connect options. */
@@ -89,6 +97,9 @@ export class RabbitPublisher {
   readonly #link: Connector<Link>;
 
   constructor(options: RabbitPublisherOptions) {
+    optionCheck.namingFactory('createRabbitPublisher', () =>
+      optionCheck.knownKeys(options, RABBIT_PUBLISHER_KEYS),
+    );
     if (typeof options !== 'object' || options === null) {
       throw new OnceError(ErrorCode.InvalidOption, 'options must be an object');
     }

@@ -68,6 +68,17 @@ export type PublishResult =
       error: SerializedError;
     };
 
+/** The keys of {@link SqsPublisherOptions}: `createSqsPublisher` refuses any other. */
+const SQS_PUBLISHER_KEYS: Readonly<Record<keyof SqsPublisherOptions, true>> = Object.freeze({
+  client: true,
+  idHeader: true,
+  queueUrl: true,
+  queueUrlOf: true,
+  maxRetries: true,
+  retryDelayMs: true,
+  logger: true,
+});
+
 /** Options of {@link createSqsPublisher}. */
 export interface SqsPublisherOptions {
   /**
@@ -117,6 +128,7 @@ interface Prepared {
  * pending. A message SQS rejects as malformed (sender fault) is not retried.
  */
 export function createSqsPublisher(options: SqsPublisherOptions): SqsPublisher {
+  optionCheck.namingFactory('createSqsPublisher', () => optionCheck.knownKeys(options, SQS_PUBLISHER_KEYS));
   if (!options || typeof (options.client as { send?: unknown })?.send !== 'function') {
     throw new OnceError(ErrorCode.InvalidOption, "option 'client' must be an SQSClient");
   }
