@@ -13,7 +13,15 @@
  *   Each Markdown file's blocks live in a directory of their own.
  * - Blocks in other languages (sh, sql, plain ```) are not checked.
  */
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  type Dirent,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { basename, dirname, join, relative } from 'node:path';
 import ts from 'typescript';
 
@@ -68,8 +76,22 @@ export function extractSamples(file: string, markdown: string): DocSample[] {
   return samples;
 }
 
-/** The Markdown files whose samples are checked: README.md, docs/, packages' and examples' READMEs. */
-export function docFiles(root: string): string[] {
+/** What {@link docFiles} adds to the docs whose samples are checked. */
+export interface DocFilesOptions {
+  /** Directories whose Markdown files count at any depth (`docs` for docs/history/ too). */
+  tree?: readonly string[];
+  /** Every Markdown file at the top of the repository (CHANGELOG.md, ...). */
+  top?: boolean;
+  /** Further files, counted when they exist (`chaos/README.md`). */
+  extra?: readonly string[];
+}
+
+/**
+ * The Markdown files the docs tests read, sorted, as paths relative to `root`. Without options,
+ * those whose samples are checked: README.md, docs/*.md, and the READMEs of packages/ and
+ * examples/. The other docs tests widen it with `options`; every one of them walks the tree here.
+ */
+export function docFiles(root: string, options: DocFilesOptions = {}): string[] {
   const files = ['README.md'];
   const inDir = (dir: string) => {
     try {
@@ -86,7 +108,29 @@ export function docFiles(root: string): string[] {
       if (inDir(`${parent}/${e.name}`).some((f) => f.name === 'README.md')) files.push(readme);
     }
   }
-  return files.sort();
+  if (options.top) for (const e of inDir('.')) if (e.isFile() && e.name.endsWith('.md')) files.push(e.name);
+  for (const dir of options.tree ?? []) files.push(...filesUnder(root, dir));
+  for (const f of options.extra ?? []) if (existsSync(join(root, f))) files.push(f);
+  return [...new Set(files)].sort();
+}
+
+/**
+ * The files under `dir` (relative to `root`) whose names end with `ext`, at any depth, as
+ * `dir/...` paths; `node_modules` and dot-entries (`.turbo`) are skipped, a missing `dir` has none.
+ */
+export function filesUnder(root: string, dir: string, ext = '.md'): string[] {
+  let entries: Dirent[];
+  try {
+    entries = readdirSync(join(root, dir), { withFileTypes: true });
+  } catch {
+    return [];
+  }
+  return entries.flatMap((e) => {
+    if (e.name === 'node_modules' || e.name.startsWith('.')) return [];
+    const path = `${dir}/${e.name}`;
+    if (e.isDirectory()) return filesUnder(root, path, ext);
+    return e.isFile() && e.name.endsWith(ext) ? [path] : [];
+  });
 }
 
 /**

@@ -9,11 +9,7 @@ const root = fileURLToPath(new URL('../../', import.meta.url));
 
 /** Every markdown file a user reads: the docs' own list, plus CHANGELOG.md and chaos/README.md. */
 function markdownFiles(): string[] {
-  const extra = ['CHANGELOG.md', 'chaos/README.md'].filter((f) => existsSync(join(root, f)));
-  const docs = readdirSync(join(root, 'docs'), { recursive: true, encoding: 'utf8' })
-    .filter((f) => f.endsWith('.md'))
-    .map((f) => `docs/${f}`);
-  return [...new Set([...docFiles(root), ...extra, ...docs])].sort();
+  return docFiles(root, { tree: ['docs'], extra: ['CHANGELOG.md', 'chaos/README.md'] });
 }
 
 /** Links in prose, `[text](target)`, outside fenced code blocks and inline code. */

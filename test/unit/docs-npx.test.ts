@@ -1,7 +1,8 @@
-import { type Dirent, readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { docFiles } from './doc-samples.js';
 import { codeLines, runsForeignOnce } from './docs-npx.js';
 
 // `npx once` in a project without @once/cli fetches and runs the unrelated registry package named
@@ -9,35 +10,9 @@ import { codeLines, runsForeignOnce } from './docs-npx.js';
 // (or `npm exec once`) unless the line says `--no-install` or `-p @once/cli`.
 const root = fileURLToPath(new URL('../../', import.meta.url));
 
-function walk(dir: string): string[] {
-  let entries: Dirent[];
-  try {
-    entries = readdirSync(join(root, dir), { withFileTypes: true });
-  } catch {
-    return [];
-  }
-  return entries.flatMap((e) => {
-    if (e.name === 'node_modules' || e.name.startsWith('.')) return [];
-    const path = `${dir}/${e.name}`;
-    if (e.isDirectory()) return walk(path);
-    return e.isFile() && e.name.endsWith('.md') ? [path] : [];
-  });
-}
-
 /** README.md, packages/<name>/README.md, docs/**\/*.md and examples/**\/*.md. */
 function markdownFiles(): string[] {
-  const packages = readdirSync(join(root, 'packages'), { withFileTypes: true })
-    .filter((e) => e.isDirectory())
-    .map((e) => `packages/${e.name}/README.md`)
-    .filter((f) => {
-      try {
-        readFileSync(join(root, f));
-        return true;
-      } catch {
-        return false;
-      }
-    });
-  return ['README.md', ...packages, ...walk('docs'), ...walk('examples')].sort();
+  return docFiles(root, { tree: ['docs', 'examples'] });
 }
 
 describe('runsForeignOnce', () => {

@@ -1,31 +1,18 @@
-import { type Dirent, readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect, it } from 'vitest';
+import { filesUnder } from './doc-samples.js';
 
 // packages/otel/README.md says which events `instrument` reads. Each event name it gives
 // (`message:dead-lettered`, `outbox:published`, ...) must be one a package's source declares, and
 // it names no event of SQS's that no longer exists (`dead-letter`, issue #29).
 const root = fileURLToPath(new URL('../../', import.meta.url));
 
-function sources(dir: string): string[] {
-  let entries: Dirent[];
-  try {
-    entries = readdirSync(join(root, dir), { withFileTypes: true });
-  } catch {
-    return [];
-  }
-  return entries.flatMap((e) => {
-    const path = `${dir}/${e.name}`;
-    if (e.isDirectory()) return sources(path);
-    return e.name.endsWith('.ts') ? [path] : [];
-  });
-}
-
 it('the otel README names only events the packages declare', () => {
   const readme = readFileSync(join(root, 'packages/otel/README.md'), 'utf8');
   const src = readdirSync(join(root, 'packages'))
-    .flatMap((p) => sources(`packages/${p}/src`))
+    .flatMap((p) => filesUnder(root, `packages/${p}/src`, '.ts'))
     .map((f) => readFileSync(join(root, f), 'utf8'))
     .join('\n');
   const named = [...new Set([...readme.matchAll(/`([a-z]+:[a-z:-]+)`/g)].map((m) => m[1]!))];

@@ -1,7 +1,8 @@
-import { type Dirent, readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { docFiles } from './doc-samples.js';
 import { badRows, cells } from './docs-tables.js';
 
 // A row with fewer cells than its header's columns puts every cell after the gap under the wrong
@@ -9,21 +10,8 @@ import { badRows, cells } from './docs-tables.js';
 // the Markdown files has as many cells in each row as in its header.
 const root = fileURLToPath(new URL('../../', import.meta.url));
 
-function walk(dir: string): string[] {
-  let entries: Dirent[];
-  try {
-    entries = readdirSync(join(root, dir), { withFileTypes: true });
-  } catch {
-    return [];
-  }
-  return entries.flatMap((e) => {
-    if (e.name === 'node_modules' || e.name.startsWith('.')) return [];
-    const path = dir === '.' ? e.name : `${dir}/${e.name}`;
-    if (e.isDirectory())
-      return dir === '.' && !['docs', 'packages', 'examples'].includes(e.name) ? [] : walk(path);
-    return e.isFile() && e.name.endsWith('.md') ? [path] : [];
-  });
-}
+/** Every Markdown file at the top and at any depth of docs/, packages/ and examples/. */
+const walk = (): string[] => docFiles(root, { top: true, tree: ['docs', 'packages', 'examples'] });
 
 describe('cells', () => {
   it.each([
@@ -54,7 +42,7 @@ it('finds a row short of its header', () => {
 });
 
 it('every Markdown table has as many cells in each row as its header', () => {
-  const files = walk('.');
+  const files = walk();
   expect(files).toContain('README.md');
   expect(files).toContain('docs/core.md');
   let tables = 0;

@@ -1,5 +1,6 @@
 /** A stream the CLI writes to: `process.stdout`, or a test's collector. */
 export interface OutputLike {
+  /** Writes text or bytes as they are; the CLI adds its own newlines and ignores what this returns. */
   write(chunk: string | Uint8Array): unknown;
   /** True on a terminal: `purge` then draws a progress bar instead of plain lines. */
   readonly isTTY?: boolean | undefined;

@@ -4,7 +4,10 @@ import { ErrorCode, OnceError } from './errors.js';
 import type { Handler, HandlerContext } from './handler.js';
 
 /** A handler's context whose `tx` is a data library's transaction object (`@once/core/prisma`, ...). */
-export type BoundContext<T> = Omit<HandlerContext, 'tx' | 'transaction'> & { readonly tx: T };
+export type BoundContext<T> = Omit<HandlerContext, 'tx' | 'transaction'> & {
+  /** The data library's transaction object, which the message's claim commits with. */
+  readonly tx: T;
+};
 
 /** A handler that receives a data library's transaction object as `ctx.tx`. */
 export type BoundHandler<T, R = unknown> = (envelope: Envelope, ctx: BoundContext<T>) => Promise<R> | R;
@@ -18,7 +21,10 @@ export interface InboxBinding<R = unknown> {
   /** The inbox's handler: yours, called with the library's transaction object as `ctx.tx`. */
   handler: Handler<R>;
   /** Set by bindings of libraries that open their own transactions: the inbox's `mode: { transactions }`. */
-  mode?: { transactions: CallerTransactions };
+  mode?: {
+    /** How the inbox opens, runs statements in and commits the library's transactions. */
+    transactions: CallerTransactions;
+  };
 }
 
 /** `ctx` with `tx` replaced; its other members (the lazy `signal`) stay as they are. */

@@ -20,7 +20,13 @@ export interface CallerTransactions<T = unknown> {
    * handler's deadline: a library that times its transactions (Prisma's `timeout`) should close
    * the transaction no later than shortly after it.
    */
-  run<X>(body: (tx: T) => Promise<X>, options: { timeoutMs: number }): Promise<X>;
+  run<X>(
+    body: (tx: T) => Promise<X>,
+    options: {
+      /** The handler's deadline, in milliseconds: close the transaction no later than shortly after it. */
+      timeoutMs: number;
+    },
+  ): Promise<X>;
   /**
    * Runs one statement with `$1`-style parameters in `tx`, as the library's raw-SQL call does
    * (`tx.$queryRawUnsafe`, `manager.query`). Once's statements always return the rows they count

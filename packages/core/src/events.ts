@@ -19,36 +19,101 @@ export interface MessageEventBase {
 /** Every event once emits, keyed by name. Events about a message fire after COMMIT and before the adapter settles. */
 export interface OnceEventMap {
   /** The handler ran and its transaction committed. */
-  'message:processed': MessageEventBase & { id: string };
+  'message:processed': MessageEventBase & {
+    /** The message id, now recorded `done` under the consumer. */
+    id: string;
+  };
   /** The id was processed before: nothing ran. */
-  'message:duplicate': MessageEventBase & { id: string };
+  'message:duplicate': MessageEventBase & {
+    /** The message id, found already recorded `done` with the same payload fingerprint. */
+    id: string;
+  };
   /** Same id as a processed message, different payload. */
-  'message:conflict': MessageEventBase & { id: string; action: 'dead-letter' | 'ack' };
+  'message:conflict': MessageEventBase & {
+    /** The message id whose stored fingerprint differs from this payload's. */
+    id: string;
+    /** What the adapter does with it, from the consumer's `onConflict` option (`dead-letter` by default). */
+    action: 'dead-letter' | 'ack';
+  };
   /** Recorded failed (or not recordable): the adapter dead-letters it. */
-  'message:failed': MessageEventBase & { reason: FailReason; error: SerializedError };
+  'message:failed': MessageEventBase & {
+    /** Why it failed for good: attempts spent, a permanent error, an unusable id, and so on. */
+    reason: FailReason;
+    /** The error that ended it, serialized as it is stored in the inbox row. */
+    error: SerializedError;
+  };
   /** A started message failed transiently; `spent`: the attempt counted toward maxAttempts. */
-  'message:retry': MessageEventBase & { error: SerializedError; delayMs: number; spent: boolean };
+  'message:retry': MessageEventBase & {
+    /** The transient error the handler (or its commit) ended with. */
+    error: SerializedError;
+    /** How long the adapter waits before the redelivery, in milliseconds, from the backoff. */
+    delayMs: number;
+    /** True when this attempt counted toward `maxAttempts`; false for a retry that does not spend one. */
+    spent: boolean;
+  };
   /** The handler never started (see NotRunOutcome): never spent, never dead-lettered. */
   'message:not-run': MessageEventBase & {
+    /**
+     * `behind`: an earlier message in its batch, partition or group must be retried first;
+     * `unavailable`: the database cannot be reached, or once's schema is missing or too new.
+     */
     why: 'behind' | 'unavailable';
+    /** The error that kept the handler from starting. */
     error: SerializedError;
+    /** How long the adapter waits before the redelivery, in milliseconds. */
     delayMs: number;
   };
   /** Another worker holds the id: redelivered later. */
-  'message:busy': MessageEventBase & { id: string };
+  'message:busy': MessageEventBase & {
+    /** The message id another worker's claim holds right now. */
+    id: string;
+  };
   /**
    * A handler run settled (returned, threw, or passed its deadline), before its transaction
    * commits or rolls back; `durationMs` is the handler's own time. `error` is set when it failed.
    */
-  'handler:settled': MessageEventBase & { id: string; error: SerializedError | undefined };
+  'handler:settled': MessageEventBase & {
+    /** The id of the message the handler ran for. */
+    id: string;
+    /** What the handler threw (or the deadline error); undefined when it returned. */
+    error: SerializedError | undefined;
+  };
   /** Lease mode: a claim took the id over from an owner whose lease had run out (a crashed or stalled worker). */
-  'lease:takeover': { consumer: string; id: string; source: EnvelopeSource; attempt: number };
+  'lease:takeover': {
+    /** The consumer name the lease is recorded under. */
+    consumer: string;
+    /** The message id whose lease was taken over. */
+    id: string;
+    /** Where the message came from (broker, topic or queue, ...). */
+    source: EnvelopeSource;
+    /** The attempt number the inbox row records for the new claim, the lost owner's attempts included. */
+    attempt: number;
+  };
   /** The relay published `count` rows in one round. */
-  'outbox:published': { count: number };
+  'outbox:published': {
+    /** How many outbox rows the round published and marked sent (at least 1). */
+    count: number;
+  };
   /** A row's publish failed; it is retried until the relay's `maxAttempts`. */
-  'outbox:publish-failed': { id: string; destination: string; attempts: number; error: SerializedError };
+  'outbox:publish-failed': {
+    /** The outbox row's id (a UUID). */
+    id: string;
+    /** The destination the row is addressed to (topic, queue, exchange or subject). */
+    destination: string;
+    /** Publish attempts made for this row so far, this one included. */
+    attempts: number;
+    /** What the publisher returned or threw. */
+    error: SerializedError;
+  };
   /** A row reached the relay's `maxAttempts` (or was refused for good) and is parked. */
-  'outbox:parked': { id: string; destination: string; error: SerializedError };
+  'outbox:parked': {
+    /** The outbox row's id (a UUID); `once outbox retry` takes it to publish it again. */
+    id: string;
+    /** The destination the row is addressed to (topic, queue, exchange or subject). */
+    destination: string;
+    /** The last error, stored on the parked row. */
+    error: SerializedError;
+  };
 }
 export type OnceEventName = keyof OnceEventMap;
 export type OnceEventListener<E extends OnceEventName> = (event: OnceEventMap[E]) => void;

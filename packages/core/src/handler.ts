@@ -65,6 +65,8 @@ export type Handler<R = unknown> = (envelope: Envelope, ctx: HandlerContext) => 
  * JSON-serialisable.
  */
 export type StepFn<T> = (info: {
+  /** The step's stable key, the same on every attempt of the message: pass it to APIs that take one. */
   readonly idempotencyKey: string;
+  /** Aborted when the handler's deadline passes or the lease is lost: stop the effect then. */
   readonly signal: AbortSignal;
 }) => Promise<T> | T;

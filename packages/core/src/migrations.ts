@@ -9,12 +9,25 @@
  *   needs it (default: this migration's own version, i.e. no earlier code runs on it).
  */
 export type Migration = {
+  /** The schema version this migration brings the database to; versions count up from 1 without gaps. */
   readonly version: number;
+  /** A short name for what it does (`inbox`), recorded in the `schema_version` table with the version. */
   readonly name: string;
+  /** The statements it runs; `{schema}` stands for the quoted schema name, filled in when it is applied. */
   readonly sql: string;
 } & (
-  | { readonly change: 'expand' }
-  | { readonly change: 'contract'; readonly removes: string; readonly compatibleFrom?: number }
+  | {
+      /** `expand`: it only adds, so code built against every earlier version keeps working. */
+      readonly change: 'expand';
+    }
+  | {
+      /** `contract`: it removes or changes something code built against an earlier version uses. */
+      readonly change: 'contract';
+      /** What it removes or changes, in words, for the refusal that older code prints. */
+      readonly removes: string;
+      /** The oldest code version that no longer needs what it removes. @default this migration's version */
+      readonly compatibleFrom?: number;
+    }
 );
 
 /**

@@ -1,3 +1,4 @@
+import { nearest } from './adapter/nearest.js';
 import { ErrorCode, OnceError } from './errors.js';
 
 /**
@@ -5,7 +6,8 @@ import { ErrorCode, OnceError } from './errors.js';
  * the field it refuses in an `INVALID_OPTION` error, `option 'x' must be …, got …`, and returns
  * the value typed; {@link namingFactory} puts the factory in front
  * (`createKafkaConsumer: option 'batchSize' must be at least 1, got 0`). A leaf module: it imports
- * only the errors, so the outbox, the relay and the inbox's options all use it.
+ * only the errors and `nearest` (itself a leaf), so the outbox, the relay and the inbox's options
+ * all use it.
  */
 
 /** An `INVALID_OPTION` error about option `field` (`''`: the options object itself). */
@@ -113,6 +115,23 @@ export function checkConsumerName(given: unknown, fallback: string | (() => stri
 }
 
 /**
+ * Refuses, with `INVALID_OPTION`, a key of `options` that is not one of `known`, naming the nearest
+ * known one (`option 'ackTimoutMs' is unknown; did you mean 'ackTimeoutMs'?`): a misspelt key
+ * would otherwise be ignored and its default silently used. A key given as `undefined` counts too.
+ * Anything but a plain object is left to the caller's own checks. Consumers get this from
+ * `splitOptions`; a publisher calls it with its options' keys (a `Record<keyof O, true>`, so the
+ * compiler keeps the list whole).
+ */
+export function checkKnownKeys(options: unknown, known: Readonly<Record<string, true>>): void {
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) return;
+  for (const key of Object.keys(options)) {
+    if (Object.hasOwn(known, key)) continue;
+    const near = nearest(key, Object.keys(known));
+    throw invalidOption(key, `is unknown${near ? `; did you mean '${near}'?` : ''}`);
+  }
+}
+
+/**
  * The option checks, for adapters (`@once/core/adapter`): each names the field it refuses in an
  * `INVALID_OPTION` error of one shape, `<factory>: option 'x' must be …, got …`, once the
  * factory is wrapped in {@link optionCheck.namingFactory}.
@@ -136,4 +155,6 @@ export const optionCheck = Object.freeze({
   function: checkFunction,
   /** The `consumer` option when given (checked as a name), else the fallback. */
   consumerName: checkConsumerName,
+  /** Every key of the options is one of `known`, else `is unknown; did you mean …?`. */
+  knownKeys: checkKnownKeys,
 });

@@ -45,8 +45,18 @@ export type ErrorClass = ReturnType<NonNullable<InboxOptions['classify']>>;
 export type InboxMode =
   | 'transaction'
   | 'lease'
-  | { lease: LeaseSettings; transactions?: never }
-  | { transactions: CallerTransactions; lease?: never };
+  | {
+      /** Lease mode with its settings; every setting has a default. */
+      lease: LeaseSettings;
+      /** Not allowed here: lease mode runs in once's own transactions, not the caller's. */
+      transactions?: never;
+    }
+  | {
+      /** Run each message in the caller's ORM transactions, through this binding. */
+      transactions: CallerTransactions;
+      /** Not allowed here: caller transactions cannot be combined with lease mode. */
+      lease?: never;
+    };
 
 /** The settings of lease mode (`mode: { lease: { ... } }`); each has a default. */
 export interface LeaseSettings {

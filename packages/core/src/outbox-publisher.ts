@@ -36,11 +36,23 @@ export interface OutboxRepublish {
 
 /** The broker's verdict on one message. */
 export type OutboxPublishResult =
-  | { id: string; ok: true }
   | {
+      /** The id of the message this result is about. */
       id: string;
+      /** The broker confirmed it: the relay marks the row sent. */
+      ok: true;
+    }
+  | {
+      /** The id of the message this result is about. */
+      id: string;
+      /** The broker did not confirm it: the row stays pending, or is parked. */
       ok: false;
+      /** Why the broker did not take it; stored on the row and shown when the row is parked. */
       error: SerializedError | Error;
+      /**
+       * False when sending again cannot help (a message the broker refuses): the relay parks the row at once.
+       * @default true, retried until the relay's `maxAttempts`
+       */
       retryable?: boolean;
       /**
        * The broker cannot take the message before this many ms from now (a republish inside the

@@ -57,6 +57,7 @@ class NotStored extends Error {}
  *    that went away changes nothing (do not abort `handle` on disconnect).
  */
 export class Idempotency {
+  /** The options as resolved at construction, every default filled in. */
   readonly options: ResolvedIdempotencyOptions;
   readonly #inbox: Inbox<StoredHttpResponse>;
   /** Requests without a key: the inbox's transaction settings, no claim. */

@@ -11,6 +11,7 @@ export const BindingErrorCode = {
   /** `request.once` / `req.once` read on a route that is not idempotent. */
   NotIdempotent: 'HTTP_NOT_IDEMPOTENT',
 } as const;
+/** One of {@link BindingErrorCode}'s values: the `code` of the errors the Fastify and Express bindings throw. */
 export type BindingErrorCode = (typeof BindingErrorCode)[keyof typeof BindingErrorCode];
 
 /** A binding's typed error: a {@link OnceError} with one of {@link BindingErrorCode}, never retryable. */

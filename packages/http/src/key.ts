@@ -5,8 +5,20 @@ export type KeyProblem = 'empty' | 'too-long' | 'obs-text' | 'invalid';
 
 /** A parsed `Idempotency-Key`: the key, or why it was refused. */
 export type ParsedKey =
-  | { readonly ok: true; readonly key: string }
-  | { readonly ok: false; readonly problem: KeyProblem; readonly detail: string };
+  | {
+      /** The header held one usable key. */
+      readonly ok: true;
+      /** The key: the bare value, or a quoted one's contents, without surrounding whitespace. */
+      readonly key: string;
+    }
+  | {
+      /** The header was refused: the request is answered 400. */
+      readonly ok: false;
+      /** Why it was refused. */
+      readonly problem: KeyProblem;
+      /** The sentence the 400 problem's `detail` says to the client. */
+      readonly detail: string;
+    };
 
 // A bare key: printable ASCII, as Stripe accepts, but for the comma: HTTP joins two fields of one
 // name with a comma (RFC 9110 §5.3), so `a, b` may be two keys and is refused; a key holding a

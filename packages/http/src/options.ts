@@ -22,7 +22,17 @@ export interface IdempotencyOptions {
    * 409 until it expires.
    * @default 'transaction'
    */
-  mode?: 'transaction' | 'lease' | { lease: LeaseSettings } | undefined;
+  mode?:
+    | 'transaction'
+    | 'lease'
+    | {
+        /**
+         * Lease mode with its settings (`leaseMs`: how long a claim holds the key without a
+         * heartbeat, 30000 ms by default).
+         */
+        lease: LeaseSettings;
+      }
+    | undefined;
   /** Enables `ctx.publish`: messages go into this outbox in the request's transaction. */
   outbox?: Outbox | undefined;
   /** How long a completed key (and its stored response) is kept, in ms; `purge()` removes it after. @default 24 h */

@@ -8,4 +8,5 @@ export const KafkaErrorCode = {
   /** A topic to consume does not exist at `start()`: create it first. */
   UnknownTopic: 'KAFKA_UNKNOWN_TOPIC',
 } as const;
+/** One of {@link KafkaErrorCode}'s values: the `code` of the errors this package throws. */
 export type KafkaErrorCode = (typeof KafkaErrorCode)[keyof typeof KafkaErrorCode];

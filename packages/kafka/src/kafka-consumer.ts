@@ -37,7 +37,9 @@ export type KafkaConsumerState = ConsumerState;
  * usable, and kafkajs not in a crash it will not restart from.
  */
 export interface KafkaConsumerHealth extends ConsumerHealth {
+  /** The consumer group id this consumer joins (the `groupId` option). */
   groupId: string;
+  /** This member's id in the group; undefined until the first join. */
   memberId: string | undefined;
   /** Group joins so far (rebalances + 1). */
   generation: number;

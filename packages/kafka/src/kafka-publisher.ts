@@ -10,6 +10,7 @@ import { MAX_ID_LENGTH } from '@once/core/admin';
 import { type IHeaders, type Message, Partitioners, type ProducerConfig } from 'kafkajs';
 import { KafkaErrorCode } from './errors.js';
 import type { KafkaLike, ProducerLike } from './kafka-like.js';
+import { KAFKA_PUBLISHER_KEYS } from './publisher-keys.js';
 
 /** One message to publish; `id` becomes the message-id header (an outbox row id, say). Core's `OutboxMessage` fits. */
 export interface PublishMessage {
@@ -17,9 +18,11 @@ export interface PublishMessage {
   id: string;
   /** The topic. */
   destination: string;
+  /** The message value, sent as it is (a string as UTF-8). */
   body: Buffer | string;
   /** Partitioning key: messages with one key keep their order. */
   key?: string | Buffer | undefined;
+  /** Kafka headers to send with it; the id header is added to them (and wins over one of the same name). */
   headers?: Readonly<Record<string, string>> | undefined;
 }
 
@@ -57,6 +60,8 @@ export class KafkaPublisher implements OutboxPublisher {
   readonly #link: Connector<ProducerLike>;
 
   constructor(options: KafkaPublisherOptions) {
+    const keys = KAFKA_PUBLISHER_KEYS satisfies Record<keyof KafkaPublisherOptions, true>;
+    optionCheck.namingFactory('createKafkaPublisher', () => optionCheck.knownKeys(options, keys));
     if (typeof options?.kafka?.producer !== 'function') {
       throw new OnceError(ErrorCode.InvalidOption, "option 'kafka' must be a kafkajs Kafka instance");
     }
@@ -159,6 +164,7 @@ export class KafkaPublisher implements OutboxPublisher {
     await this.#producer.disconnect();
   }
 
+  /** Stops the publisher as `stop()` does, for `await using publisher = ...`. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
   }

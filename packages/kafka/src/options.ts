@@ -90,6 +90,7 @@ export interface ResolvedKafkaConsumerOptions
   > {
   /** Dead-letter topic for a source topic, or undefined when dead-lettering is off. */
   readonly deadLetterTopicOf: (topic: string) => string | undefined;
+  /** The other kafkajs consumer settings as given, frozen; an empty object when none were. */
   readonly consumerConfig: Readonly<NonNullable<KafkaConsumerOptions['consumerConfig']>>;
 }
 

@@ -31,6 +31,7 @@ export type NatsConsumerState = ConsumerState;
 export interface NatsConsumerHealth extends ConsumerHealth {
   /** The stream and durable consumed, once started. */
   stream: string | undefined;
+  /** The durable pull consumer's name (the `durable` option, or the name derived from `subject`). */
   durable: string;
   /** Messages fetched and not yet settled (acked, naked or termed). */
   held: number;
@@ -124,6 +125,10 @@ export class NatsConsumer<R = unknown> extends ConsumerBase<R, NatsConsumerEvent
     });
   }
 
+  /**
+   * A snapshot for health checks: the kit's fields plus the stream, the durable, the messages held and the
+   * reconnects; healthy needs the connection up and the stream and durable usable.
+   */
   health(): NatsConsumerHealth {
     return {
       ...this.life.health(
@@ -184,6 +189,7 @@ export class NatsConsumer<R = unknown> extends ConsumerBase<R, NatsConsumerEvent
     this.#fetch?.stop();
   }
 
+  /** Takes messages again after a pause: wakes the fetch loop. */
   protected resume(): void {
     this.#wake();
   }

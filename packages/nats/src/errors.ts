@@ -35,6 +35,7 @@ export const NatsErrorCode = {
    */
   DuplicateWindow: 'NATS_DUPLICATE_WINDOW',
 } as const;
+/** One of {@link NatsErrorCode}'s values: the `code` of the errors this package throws. */
 export type NatsErrorCode = (typeof NatsErrorCode)[keyof typeof NatsErrorCode];
 
 /** Maps a failed connect to a named, retryable OnceError. */

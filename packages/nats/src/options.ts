@@ -78,9 +78,15 @@ export interface ResolvedNatsConsumerOptions
     NatsConsumerOptions,
     Exclude<AdapterOptionKey<NatsConsumerOptions>, 'servers' | 'connection' | 'stream' | 'ackWaitMs'>
   > {
+  /** The servers once connects to, as a list; empty when a `connection` was given. */
   readonly servers: readonly string[];
+  /** The caller's own connection; undefined when once connects to `servers`. */
   readonly connection: NatsConsumerOptions['connection'];
+  /** The stream given; undefined to use the stream that captures `subject`, looked up at start. */
   readonly stream: string | undefined;
+  /**
+   * The `ack_wait` given, in ms; undefined for the default (`handlerTimeoutMs` + 10000), worked out at start.
+   */
   readonly ackWaitMs: number | undefined;
   /** The inbox consumer name: the `consumer` option, else the durable. */
   readonly consumer: string;

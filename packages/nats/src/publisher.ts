@@ -27,6 +27,14 @@ const DEFAULT_DUPLICATE_WINDOW_MS = 120_000;
 /** Added to the window before a held republish goes again, in ms (timers are not exact). */
 const WINDOW_MARGIN_MS = 1_000;
 
+/** The keys of {@link NatsPublisherOptions}: `createNatsPublisher` refuses any other. */
+const NATS_PUBLISHER_KEYS: Readonly<Record<keyof NatsPublisherOptions, true>> = Object.freeze({
+  servers: true,
+  connection: true,
+  publishTimeoutMs: true,
+  logger: true,
+});
+
 /** Options of {@link createNatsPublisher}. */
 export interface NatsPublisherOptions {
   /** Servers once connects to; it reconnects forever. Give this or `connection`. */
@@ -57,6 +65,9 @@ export class NatsPublisher implements OutboxPublisher {
   readonly #link: Connector<{ nc: NatsConnection; js: JetStreamClient }>;
 
   constructor(options: NatsPublisherOptions) {
+    optionCheck.namingFactory('createNatsPublisher', () =>
+      optionCheck.knownKeys(options, NATS_PUBLISHER_KEYS),
+    );
     if (typeof options !== 'object' || options === null) {
       throw new OnceError(ErrorCode.InvalidOption, 'options must be an object');
     }
@@ -95,7 +106,13 @@ export class NatsPublisher implements OutboxPublisher {
   async publishOne(
     message: OutboxMessage,
     options: OutboxPublishOptions = {},
-  ): Promise<{ duplicate: boolean }> {
+  ): Promise<{
+    /**
+     * True when JetStream took it for a duplicate of a message it already holds (same id inside the stream's
+     * duplicate window).
+     */
+    duplicate: boolean;
+  }> {
     return { duplicate: (await this.#publishAck(message, options)).duplicate };
   }
 

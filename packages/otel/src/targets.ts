@@ -10,7 +10,14 @@ export interface InboxLike {
   /** The consumer name the inbox records under. */
   readonly consumer: string;
   /** What the gauges read: the pool, the schema and the logger. */
-  readonly options: { readonly pool: PgPoolLike; readonly schema: string; readonly logger: Logger };
+  readonly options: {
+    /** The pool the database gauges read through, unless the `pool` option is given. */
+    readonly pool: PgPoolLike;
+    /** The schema the database gauges read, unless the `schema` option is given. */
+    readonly schema: string;
+    /** Where a failed gauge read is reported, unless the `logger` option is given. */
+    readonly logger: Logger;
+  };
   /** Subscribes to an event; returns an unsubscribe function. */
   on<E extends keyof OnceEventMap>(name: E, listener: (event: OnceEventMap[E]) => void): () => void;
 }
@@ -26,7 +33,10 @@ export interface RelayLike {
 /** The `message:dead-lettered` event of @once/kafka's consumer (the adapter kit's shape). */
 export interface KafkaDeadLetteredEvent {
   /** Where the message came from. */
-  source: { queue: string };
+  source: {
+    /** The topic the message was read from: the dead-letter count's `messaging.destination.name`. */
+    queue: string;
+  };
   /** Why it was dead-lettered (`permanent`, `max-attempts`, `conflict`, ...). */
   reason: string;
   /** Where it went, or undefined when dead-lettering is off. */
@@ -38,7 +48,10 @@ export interface KafkaConsumerLike {
   /** The consumer's inbox. */
   readonly inbox: InboxLike;
   /** The topics read. */
-  readonly options: { readonly topics: readonly string[] };
+  readonly options: {
+    /** The topics read; an array here is what tells a Kafka consumer apart. */
+    readonly topics: readonly string[];
+  };
   /** Subscribes to the adapter's event; returns an unsubscribe function. */
   on(name: 'message:dead-lettered', listener: (event: KafkaDeadLetteredEvent) => void): () => void;
 }
@@ -56,7 +69,10 @@ export interface SqsConsumerLike {
   /** The consumer's inbox. */
   readonly inbox: InboxLike;
   /** The queue read. */
-  readonly options: { readonly queueUrl: string };
+  readonly options: {
+    /** The URL of the queue read; its name is the dead-letter count's `messaging.destination.name`. */
+    readonly queueUrl: string;
+  };
   /** Subscribes to the adapter's event; returns an unsubscribe function. */
   on(name: 'message:dead-lettered', listener: (event: SqsDeadLetterEvent) => void): () => void;
 }
@@ -86,7 +102,10 @@ export interface RabbitConsumerLike {
   /** The consumer's inbox. */
   readonly inbox: InboxLike;
   /** The queue read. */
-  readonly options: { readonly queue: string };
+  readonly options: {
+    /** The queue read: the dead-letter count's `messaging.destination.name`. */
+    readonly queue: string;
+  };
   /** Subscribes to the adapter's event; returns an unsubscribe function. */
   on(name: 'message:dead-lettered', listener: (event: RabbitDeadLetteredEvent) => void): () => void;
 }
@@ -104,7 +123,12 @@ export interface NatsConsumerLike {
   /** The consumer's inbox. */
   readonly inbox: InboxLike;
   /** The subject and durable read. */
-  readonly options: { readonly subject: string; readonly durable: string };
+  readonly options: {
+    /** The subject consumed: the dead-letter count's `messaging.destination.name`. */
+    readonly subject: string;
+    /** The durable consumer's name; with `subject`, what tells a NATS consumer apart. */
+    readonly durable: string;
+  };
   /** Subscribes to the adapter's event; returns an unsubscribe function. */
   on(name: 'message:dead-lettered', listener: (event: NatsDeadLetteredEvent) => void): () => void;
 }

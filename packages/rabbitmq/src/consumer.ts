@@ -101,6 +101,10 @@ export class RabbitConsumer<R = unknown> extends ConsumerBase<
     await this.#session?.work.cancel();
   }
 
+  /**
+   * A snapshot for health checks: the kit's fields plus reconnects and deliveries held; healthy needs a live
+   * connection and channel.
+   */
   health(): RabbitConsumerHealth {
     const s = this.#session;
     const live = s && !s.lost ? s : undefined;

@@ -31,6 +31,7 @@ export const RabbitErrorCode = {
    */
   ConfirmTimeout: 'AMQP_CONFIRM_TIMEOUT',
 } as const;
+/** One of {@link RabbitErrorCode}'s values: the `code` of the errors this package throws. */
 export type RabbitErrorCode = (typeof RabbitErrorCode)[keyof typeof RabbitErrorCode];
 
 /** Maps an amqplib failure at connect/declare time to a named, actionable OnceError. */

@@ -46,13 +46,23 @@ export interface OutboxMessage {
    * exchange, where `key` names the queue.
    */
   destination: string;
+  /** The message body, sent as it is (a string as UTF-8). */
   body: Buffer | string;
   /** The routing key. @default '' */
   key?: string | undefined;
+  /** AMQP headers to send with it; the id travels as the AMQP `messageId` property, not a header. */
   headers?: Readonly<Record<string, string>> | undefined;
   /** @default 'application/json' for string bodies, none for Buffers */
   contentType?: string | undefined;
 }
+
+/** The keys of {@link RabbitPublisherOptions}: `createRabbitPublisher` refuses any other. */
+const RABBIT_PUBLISHER_KEYS: Readonly<Record<keyof RabbitPublisherOptions, true>> = Object.freeze({
+  url: true,
+  socketOptions: true,
+  confirmTimeoutMs: true,
+  logger: true,
+});
 
 /** Options of {@link createRabbitPublisher}. */
 export interface RabbitPublisherOptions {
@@ -87,6 +97,9 @@ export class RabbitPublisher {
   readonly #link: Connector<Link>;
 
   constructor(options: RabbitPublisherOptions) {
+    optionCheck.namingFactory('createRabbitPublisher', () =>
+      optionCheck.knownKeys(options, RABBIT_PUBLISHER_KEYS),
+    );
     if (typeof options !== 'object' || options === null) {
       throw new OnceError(ErrorCode.InvalidOption, 'options must be an object');
     }
@@ -251,6 +264,7 @@ export class RabbitPublisher {
     void closeLink(link, this.#confirmTimeoutMs);
   }
 
+  /** Closes the channel and connection; confirms still owed get up to `confirmTimeoutMs`. Idempotent. */
   async stop(): Promise<void> {
     const l = await this.#link.stop();
     if (!l) return;
@@ -264,6 +278,7 @@ export class RabbitPublisher {
     await closeLink(l, this.#confirmTimeoutMs);
   }
 
+  /** Stops the publisher as `stop()` does, for `await using publisher = ...`. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
   }

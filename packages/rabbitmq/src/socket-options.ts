@@ -19,9 +19,13 @@ export interface SocketOptionsLike extends ConnectionOptions {
   clientProperties?: Record<string, unknown>;
   /** A SASL mechanism other than PLAIN (e.g. amqplib's `credentials.external()`). */
   credentials?: {
+    /** The SASL mechanism's name, as sent in the handshake (`EXTERNAL`). */
     mechanism: string;
+    /** The mechanism's response bytes for the handshake. */
     response(): Buffer;
+    /** The user name, for mechanisms that carry one. */
     username?: string;
+    /** The password, for mechanisms that carry one. */
     password?: string;
   };
 }

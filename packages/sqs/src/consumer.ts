@@ -36,6 +36,7 @@ export type SqsConsumerState = ConsumerState;
  * not failing `unhealthyAfterErrors` times in a row.
  */
 export interface SqsConsumerHealth extends ConsumerHealth {
+  /** The URL of the queue consumed (the `queueUrl` option). */
   queueUrl: string;
   /** Messages received and not yet settled. */
   held: number;
@@ -43,6 +44,10 @@ export interface SqsConsumerHealth extends ConsumerHealth {
   running: number;
   /** Epoch ms of the last successful receive. */
   lastReceiveAt: number | undefined;
+  /**
+   * ReceiveMessage failures in a row since the last success; at `unhealthyAfterErrors` the consumer reports
+   * unhealthy.
+   */
   consecutiveReceiveErrors: number;
 }
 
@@ -149,6 +154,10 @@ export class SqsConsumer<R = unknown> extends ConsumerBase<R, SqsConsumerEventMa
     return this.#queue;
   }
 
+  /**
+   * A snapshot for health checks: the kit's fields plus the queue, messages held and running, and the receive
+   * record; healthy needs fewer than `unhealthyAfterErrors` failed receives in a row.
+   */
   health(): SqsConsumerHealth {
     return {
       ...this.life.health(this.#receiveErrors < this.options.unhealthyAfterErrors),

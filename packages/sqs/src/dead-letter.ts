@@ -85,9 +85,14 @@ export function decodeOverflowValue(encoded: string): MessageAttributeValue {
  * Reads a dead-letter copy (received with `MessageAttributeNames: ['All']`): its record, and every
  * attribute of the original message, whether it travelled as an attribute or in the overflow.
  */
-export function readDeadLetter(
-  copy: Message,
-): { record: DeadLetterRecord; attributes: Record<string, MessageAttributeValue> } | undefined {
+export function readDeadLetter(copy: Message):
+  | {
+      /** The dead-letter record: reason, error, attempts, consumer, id and origin. */
+      record: DeadLetterRecord;
+      /** Every message attribute of the original, by name, those that travelled in the overflow included. */
+      attributes: Record<string, MessageAttributeValue>;
+    }
+  | undefined {
   const carried = copy.MessageAttributes ?? {};
   const record = decodeDeadLetterRecord(carried[DEAD_LETTER_RECORD]?.StringValue);
   if (!record) return undefined;

@@ -16,4 +16,5 @@ export const SqsErrorCode = {
   /** SendMessageBatch failed an entry without saying why. */
   SendFailed: 'SQS_SEND_FAILED',
 } as const;
+/** One of {@link SqsErrorCode}'s values: the `code` of the errors this package throws. */
 export type SqsErrorCode = (typeof SqsErrorCode)[keyof typeof SqsErrorCode];

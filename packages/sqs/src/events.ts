@@ -8,17 +8,52 @@ import type { ConsumerEventMap } from '@once/core/adapter';
  */
 export interface SqsConsumerEventMap extends ConsumerEventMap {
   /** A ReceiveMessage call returned `count` messages, `redelivered` of them with ApproximateReceiveCount above 1. */
-  received: { count: number; redelivered: number };
+  received: {
+    /** How many messages the call returned (at least 1). */
+    count: number;
+    /** How many of them SQS had delivered before (ApproximateReceiveCount above 1). */
+    redelivered: number;
+  };
   /** A ReceiveMessage call failed; the loop waits `backoffMs` and tries again. */
-  'receive:error': { error: SerializedError; consecutive: number; backoffMs: number };
+  'receive:error': {
+    /** Why the call failed. */
+    error: SerializedError;
+    /** Failed calls in a row, this one included. */
+    consecutive: number;
+    /** How long the loop waits before the next call, in ms. */
+    backoffMs: number;
+  };
   /** A delete after commit failed for one message. Harmless: its redelivery is a duplicate. */
-  'delete:failed': { messageId: string | undefined; code: string; message: string };
+  'delete:failed': {
+    /** The SQS MessageId of the message that was not deleted. */
+    messageId: string | undefined;
+    /** The error code SQS returned for the entry. */
+    code: string;
+    /** The error message SQS returned for the entry. */
+    message: string;
+  };
   /** A visibility change (heartbeat, retry delay, release) failed for one message. */
-  'visibility:failed': { messageId: string | undefined; code: string; message: string; purpose: string };
+  'visibility:failed': {
+    /** The SQS MessageId of the message whose visibility did not change. */
+    messageId: string | undefined;
+    /** The error code SQS returned for the entry. */
+    code: string;
+    /** The error message SQS returned for the entry. */
+    message: string;
+    /** What the change was for: `heartbeat`, `retry`, `release`, `redrive` or `dead-letter retry`. */
+    purpose: string;
+  };
   /** A message was held past `maxHeldMs`; it is no longer extended and comes back to whoever receives it. */
-  'heartbeat:cap': { messageId: string | undefined; heldMs: number };
+  'heartbeat:cap': {
+    /** The SQS MessageId of the message let go. */
+    messageId: string | undefined;
+    /** How long it had been held, in ms. */
+    heldMs: number;
+  };
 }
+/** The name of an event the SQS consumer emits. */
 export type SqsConsumerEventName = keyof SqsConsumerEventMap;
+/** A listener of the SQS consumer event `E`, called with its payload. */
 export type SqsConsumerEventListener<E extends SqsConsumerEventName> = (
   event: SqsConsumerEventMap[E],
 ) => void;

@@ -96,6 +96,7 @@ export interface ResolvedSqsConsumerOptions
   readonly consumer: string;
   /** A dead-letter queue URL, `false`, or undefined: the redrive policy, else `<name>-dead` (decided at start). */
   readonly deadLetterQueueUrl: SqsConsumerOptions['deadLetterQueueUrl'];
+  /** The `keyOf` given, as it is; undefined without one. */
   readonly keyOf: SqsConsumerOptions['keyOf'];
 }
 

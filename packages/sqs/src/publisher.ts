@@ -24,6 +24,10 @@ export interface PublishMessage {
   destination: string;
   /** The FIFO MessageGroupId; required for FIFO queues. */
   key?: string | null | undefined;
+  /**
+   * The message body: sent as text when SQS can carry it, else base64 with the `once-body-encoding` attribute
+   * (once's consumer decodes it back to the same bytes).
+   */
   body: Buffer | string;
   /** Extra String message attributes (SQS allows ten in all, the id included). */
   headers?: Readonly<Record<string, string>> | undefined;
@@ -33,16 +37,54 @@ export interface PublishMessage {
    * a second send of the original's for five minutes and still answers success. The id stays in
    * the `message-id` attribute. @default not a republish
    */
-  republish?: { readonly deduplicationId: string } | undefined;
+  republish?:
+    | {
+        /** The MessageDeduplicationId to send the republish with on a FIFO queue. */
+        readonly deduplicationId: string;
+      }
+    | undefined;
 }
 
 /** The fate of one message: mark the outbox row sent only when `ok`. */
 export type PublishResult =
-  | { id: string; ok: true; sqsMessageId: string | undefined }
-  | { id: string; ok: false; retryable: boolean; error: SerializedError };
+  | {
+      /** The outbox id of the message. */
+      id: string;
+      /** SQS took it: the relay marks the row sent. */
+      ok: true;
+      /** The MessageId SQS gave it; undefined when SQS did not say. */
+      sqsMessageId: string | undefined;
+    }
+  | {
+      /** The outbox id of the message. */
+      id: string;
+      /** SQS did not take it. */
+      ok: false;
+      /**
+       * False when SQS blamed the sender (the relay parks the row at once); true for a fault worth retrying.
+       */
+      retryable: boolean;
+      /** Why SQS refused it or the call failed. */
+      error: SerializedError;
+    };
+
+/** The keys of {@link SqsPublisherOptions}: `createSqsPublisher` refuses any other. */
+const SQS_PUBLISHER_KEYS: Readonly<Record<keyof SqsPublisherOptions, true>> = Object.freeze({
+  client: true,
+  idHeader: true,
+  queueUrl: true,
+  queueUrlOf: true,
+  maxRetries: true,
+  retryDelayMs: true,
+  logger: true,
+});
 
 /** Options of {@link createSqsPublisher}. */
 export interface SqsPublisherOptions {
+  /**
+   * The AWS SDK v3 SQS client to send with; anything without a `send` method is refused with
+   * `INVALID_OPTION`.
+   */
   client: SQSClient;
   /** The message attribute carrying the id, read by once's consumers (`idHeader` there too). @default 'message-id' */
   idHeader?: string;
@@ -86,6 +128,7 @@ interface Prepared {
  * pending. A message SQS rejects as malformed (sender fault) is not retried.
  */
 export function createSqsPublisher(options: SqsPublisherOptions): SqsPublisher {
+  optionCheck.namingFactory('createSqsPublisher', () => optionCheck.knownKeys(options, SQS_PUBLISHER_KEYS));
   if (!options || typeof (options.client as { send?: unknown })?.send !== 'function') {
     throw new OnceError(ErrorCode.InvalidOption, "option 'client' must be an SQSClient");
   }

@@ -4,11 +4,22 @@ import { SqsErrorCode } from './errors.js';
 
 /** What start() learns about a queue. */
 export interface QueueInfo {
+  /** The queue's URL. */
   url: string;
+  /** True for a FIFO queue (SQS says FifoQueue, or the URL ends in `.fifo`). */
   fifo: boolean;
+  /** True when the FIFO queue deduplicates on a hash of the body; false on standard queues. */
   contentBasedDeduplication: boolean;
   /** The queue's RedrivePolicy, parsed, when it has one. */
-  redrive: { deadLetterTargetArn?: string; maxReceiveCount?: number } | undefined;
+  redrive:
+    | {
+        /** The ARN of the queue SQS moves a message to after `maxReceiveCount` receives. */
+        deadLetterTargetArn?: string;
+        /** How many receives SQS allows before it moves a message to the dead-letter target. */
+        maxReceiveCount?: number;
+      }
+    | undefined;
+  /** The queue's default visibility timeout, in seconds. */
   visibilityTimeoutS: number;
   /** How long the queue keeps a message (MessageRetentionPeriod), in seconds, when it says. */
   retentionS: number | undefined;

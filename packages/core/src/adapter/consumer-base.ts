@@ -107,8 +107,13 @@ export abstract class ConsumerBase<
   /** Close every client: after `drain`, or once `stopTimeoutMs` has passed without it. */
   protected abstract close(): Promise<void>;
 
+  /**
+   * A snapshot of the consumer's health: its state, whether it is healthy and available, its last handled
+   * error, and the broker's own fields.
+   */
   abstract health(): H;
 
+  /** Where the consumer is in its life now (`idle`, `running`, `stopped`, ...); see {@link ConsumerState}. */
   get state(): ConsumerState {
     return this.life.state;
   }
@@ -141,6 +146,7 @@ export abstract class ConsumerBase<
     return this.life.stop();
   }
 
+  /** Stops the consumer as `stop()` does, for `await using consumer = ...`. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
   }

@@ -33,7 +33,14 @@ export interface ConsumerHealth {
    */
   available: boolean;
   /** The last error the consumer handled itself, with where it happened and when (epoch ms). */
-  lastError: (SerializedError & { where: string; at: number }) | undefined;
+  lastError:
+    | (SerializedError & {
+        /** Where it happened, a short tag such as `database`, `connection` or `handler`. */
+        where: string;
+        /** When the consumer handled it, in epoch milliseconds. */
+        at: number;
+      })
+    | undefined;
 }
 
 /**
@@ -42,19 +49,37 @@ export interface ConsumerHealth {
  */
 export interface ConsumerEventMap {
   /** The consumer moved from `previous` to `state`. */
-  'consumer:state': { state: ConsumerState; previous: ConsumerState };
+  'consumer:state': {
+    /** The state the consumer is in now. */
+    state: ConsumerState;
+    /** The state it left. */
+    previous: ConsumerState;
+  };
   /** The database or once's schema cannot be used: the consumer stopped fetching. */
-  'consumer:paused': { error: SerializedError };
+  'consumer:paused': {
+    /** Why the database or schema cannot be used (a connection error, a missing or too new schema). */
+    error: SerializedError;
+  };
   /** The schema checked out again after `pausedMs`: fetching resumed. */
-  'consumer:resumed': { pausedMs: number };
+  'consumer:resumed': {
+    /** How long fetching was paused, in milliseconds. */
+    pausedMs: number;
+  };
   /**
    * A message failed for good and left the source: copied to `deadLetter` (a topic, an exchange,
    * a queue), or, with dead-lettering off (`deadLetter` undefined), dropped with an error log line.
    */
   'message:dead-lettered': {
+    /** The message id; undefined when it had no usable one (reason `invalid-id`). */
     id: string | undefined;
+    /** Why it failed for good, or `conflict` when a processed message had the same id and another payload. */
     reason: FailReason | 'conflict';
+    /** Where the message came from (broker, topic or queue, ...). */
     source: EnvelopeSource;
+    /**
+     * Where it was copied (a topic, an exchange, a queue); undefined with dead-lettering off, when it was
+     * dropped.
+     */
     deadLetter: string | undefined;
     /**
      * True when a `failed` inbox row holds the message (body, error, origin; `once failed list`):
@@ -71,9 +96,21 @@ export interface ConsumerEventMap {
    * A message was started alone `starts` times (counted in PostgreSQL) without completing: the
    * process died while it ran. It is not run again but recorded `failed` (`max-attempts`).
    */
-  'message:killed-consumer': { id: string | undefined; starts: number; source: EnvelopeSource };
+  'message:killed-consumer': {
+    /** The message id; undefined when the message had no usable one. */
+    id: string | undefined;
+    /** How many times it was started alone without completing, as counted in PostgreSQL. */
+    starts: number;
+    /** Where the message came from (broker, topic or queue, ...). */
+    source: EnvelopeSource;
+  };
   /** Something failed that the consumer retried or worked around; never thrown. */
-  error: { where: string; error: SerializedError };
+  error: {
+    /** Where it happened, a short tag such as `database`, `connection` or `handler`. */
+    where: string;
+    /** What failed, serialized for logs. */
+    error: SerializedError;
+  };
 }
 
 /** The kit's event names, at run time: an adapter spreads them into its own. */

@@ -26,7 +26,18 @@ export interface DeadLetterRecord {
   /** The message id, when it had a usable one. */
   id: string | undefined;
   /** Where it came from: broker, queue or topic, partition, offset, group. */
-  origin: { broker: string; queue: string; partition?: number; offset?: string; group?: string };
+  origin: {
+    /** The broker's name: `kafka`, `sqs`, `rabbitmq` or `nats`. */
+    broker: string;
+    /** The topic, queue or subject the message was consumed from. */
+    queue: string;
+    /** The Kafka partition; absent on other brokers. */
+    partition?: number;
+    /** The Kafka offset, as a decimal string; absent on other brokers. */
+    offset?: string;
+    /** The Kafka consumer group or the SQS message group; absent elsewhere. */
+    group?: string;
+  };
   /** ISO 8601 time of dead-lettering. */
   at: string;
   /**

@@ -10,7 +10,12 @@ import { type SettlePlan, settlePlanOf } from './settle-plan.js';
 
 /** What {@link processGroup} runs a group through. */
 export interface ProcessGroupDeps<R> {
+  /** The inbox the groups run through: `processBatch` for a group of several, `process` for one. */
   inbox: Pick<Inbox<R>, 'process' | 'processBatch'>;
+  /**
+   * The process-wide isolation gate a group passes before it runs: fresh groups share it, a
+   * suspect group holds it alone, so nothing else in the process runs beside it.
+   */
   gate: Gate;
   /** The killer budget's call options: a suspect group's for a group that runs alone. */
   starts: StartBudgets<R>;
@@ -50,7 +55,12 @@ export interface DeliveryPipelineSpec<T, R> extends Omit<ProcessGroupDeps<R>, 'g
    * A batch short of `batchSize` waits up to `ms` for more while `more()` says more is on its way
    * (a fetch's deliveries arrive in several reads). @default none: a short batch starts at once
    */
-  linger?: { ms: number; more(): boolean };
+  linger?: {
+    /** The longest wait for more deliveries, in milliseconds. */
+    ms: number;
+    /** True while more deliveries of the current fetch are on their way. */
+    more(): boolean;
+  };
 }
 
 /**
@@ -233,7 +243,12 @@ export function takeGroup<T>(
   queue: T[],
   isSuspect: (item: T) => boolean,
   max: number,
-): { group: T[]; suspect: boolean } {
+): {
+  /** The deliveries taken, in queue order (at least one). */
+  group: T[];
+  /** True when the group is one suspect delivery, to run alone. */
+  suspect: boolean;
+} {
   const suspect = isSuspect(queue[0]!);
   let n = 1;
   if (!suspect) while (n < max && n < queue.length && !isSuspect(queue[n]!)) n++;

@@ -7,7 +7,14 @@ import type { OutboxPublishResult } from '../outbox-publisher.js';
  */
 
 /** Throws `INVALID_ID` for a message whose id is not a non-empty string: nothing can carry it. */
-export function checkMessageId(message: { readonly id: string } | undefined): void {
+export function checkMessageId(
+  message:
+    | {
+        /** The outbox message's id; anything but a non-empty string is refused. */
+        readonly id: string;
+      }
+    | undefined,
+): void {
   if (typeof message?.id !== 'string' || message.id.length === 0) {
     throw new OnceError(ErrorCode.InvalidId, 'an outbox message needs a non-empty string id');
   }
@@ -19,7 +26,10 @@ export function checkMessageId(message: { readonly id: string } | undefined): vo
  * other failure is, under the same id. `sent` sees each fulfilled send's value.
  */
 export function settledResults<T>(
-  messages: readonly { readonly id: string }[],
+  messages: readonly {
+    /** The message id each result is reported under, in the order of `settled`. */
+    readonly id: string;
+  }[],
   settled: readonly PromiseSettledResult<T>[],
   permanent: ReadonlySet<string>,
   sent?: (value: T, id: string) => void,

@@ -10,9 +10,13 @@ import { type DeadLetterRecord, deadLetterRecordOf } from './dead-letter-record.
  * (the `settled` event, a log line), never to decide on.
  */
 export interface RetryPlan {
+  /** Which plan this is: deliver the message again later. */
   kind: 'retry';
+  /** The message id core decided on; undefined when the message had no usable one. */
   id: string | undefined;
+  /** The outcome's status, to report (the `settled` event, a log line), never to decide on. */
   outcome: 'retry' | 'not-run' | 'busy';
+  /** How long to wait before the redelivery, in milliseconds (the backoff, or the busy or not-run delay). */
   delayMs: number;
   /**
    * The attempt of the redelivery: raised by one only when the failure was the message's own
@@ -34,8 +38,11 @@ export interface RetryPlan {
 
 /** Send a copy with `record` to the dead-letter destination, then ack the original. */
 export interface DeadLetterPlan {
+  /** Which plan this is: the message failed for good and leaves the source. */
   kind: 'dead-letter';
+  /** The message id core decided on; undefined when the message had no usable one. */
   id: string | undefined;
+  /** The outcome's status, to report (the `settled` event, a log line), never to decide on. */
   outcome: 'failed' | 'conflict';
   /** What the copy carries (the `once-dead-letter` header or attribute): reason, error, origin. */
   record: DeadLetterRecord;
@@ -58,13 +65,27 @@ export interface DeadLetterPlan {
  */
 export type SettlePlan =
   /** Processed, a duplicate, or a conflict under the `warn`/`ignore` policy: ack, commit, delete. */
-  | { kind: 'ack'; id: string | undefined; outcome: 'processed' | 'duplicate' | 'conflict' }
+  | {
+      /** Which plan this is: settle the delivery as done. */
+      kind: 'ack';
+      /** The message id core decided on; undefined when the message had no usable one. */
+      id: string | undefined;
+      /** The outcome's status, to report, never to decide on. */
+      outcome: 'processed' | 'duplicate' | 'conflict';
+    }
   | RetryPlan
   /**
    * The handler never started because an earlier message in its batch, partition or group must
    * go first: run it again, unchanged (same attempt), once that one is settled. Never spent.
    */
-  | { kind: 'rerun'; id: string | undefined; outcome: 'not-run' }
+  | {
+      /** Which plan this is: run the message again, unchanged, after the earlier one settles. */
+      kind: 'rerun';
+      /** The message id core decided on; undefined when the message had no usable one. */
+      id: string | undefined;
+      /** The outcome's status, always `not-run` here. */
+      outcome: 'not-run';
+    }
   | DeadLetterPlan;
 
 /**

@@ -72,7 +72,12 @@ export interface SplitSpec<K extends string> {
 export function splitOptions<O extends object, K extends keyof O & string>(
   options: O,
   spec: SplitSpec<K>,
-): { inbox: Omit<O, K>; adapter: Pick<O, K> } {
+): {
+  /** The options that are not the adapter's, for the inbox. */
+  inbox: Omit<O, K>;
+  /** The adapter's own options (the keys of `adapterKeys`). */
+  adapter: Pick<O, K>;
+} {
   return namingFactory(spec.factory, () => split(options, spec));
 }
 

@@ -35,43 +35,104 @@ export type AdminErrorCode = (typeof AdminErrorCode)[keyof typeof AdminErrorCode
 
 /** What an {@link AdminError} is about, by code: the fields a caller needs to say it its own way. */
 export type AdminErrorDetail =
-  | { code: typeof AdminErrorCode.UnknownConsumer; consumer: string }
-  | { code: typeof AdminErrorCode.UnknownMessage; consumer: string; messageId: string }
   | {
-      code: typeof AdminErrorCode.NotFailed;
+      /** Which refusal this is; the other fields follow from it. */
+      code: typeof AdminErrorCode.UnknownConsumer;
+      /** The consumer name the operation was asked for. */
       consumer: string;
+    }
+  | {
+      /** Which refusal this is; the other fields follow from it. */
+      code: typeof AdminErrorCode.UnknownMessage;
+      /** The consumer name the operation was asked for. */
+      consumer: string;
+      /** The message id the operation was asked for. */
+      messageId: string;
+    }
+  | {
+      /** Which refusal this is; the other fields follow from it. */
+      code: typeof AdminErrorCode.NotFailed;
+      /** The consumer name the operation was asked for. */
+      consumer: string;
+      /** The message id the operation was asked for. */
       messageId: string;
       /** What the row is instead; `gone` when it vanished between two reads. */
       status: 'done' | 'in_progress' | 'gone';
     }
   | {
+      /** Which refusal this is; the other fields follow from it. */
       code: typeof AdminErrorCode.NotDone;
+      /** The consumer name the operation was asked for. */
       consumer: string;
+      /** The message id the operation was asked for. */
       messageId: string;
       /** What the row is instead. */
       status: 'failed' | 'in_progress';
     }
-  | { code: typeof AdminErrorCode.HasSteps; consumer: string; messageId: string; steps: string[] }
-  | { code: typeof AdminErrorCode.NoBody; consumer: string; messageId: string }
-  | { code: typeof AdminErrorCode.BodyTruncated; consumer: string; messageId: string; bodyBytes: number }
   | {
-      code: typeof AdminErrorCode.NoDestination;
+      /** Which refusal this is; the other fields follow from it. */
+      code: typeof AdminErrorCode.HasSteps;
+      /** The consumer name the operation was asked for. */
       consumer: string;
+      /** The message id the operation was asked for. */
+      messageId: string;
+      /** The names of the recorded steps that `forgetSteps` would delete. */
+      steps: string[];
+    }
+  | {
+      /** Which refusal this is; the other fields follow from it. */
+      code: typeof AdminErrorCode.NoBody;
+      /** The consumer name the operation was asked for. */
+      consumer: string;
+      /** The message id the operation was asked for. */
+      messageId: string;
+    }
+  | {
+      /** Which refusal this is; the other fields follow from it. */
+      code: typeof AdminErrorCode.BodyTruncated;
+      /** The consumer name the operation was asked for. */
+      consumer: string;
+      /** The message id the operation was asked for. */
+      messageId: string;
+      /** The size of the body the message had, in bytes, before it was cut to `failedBodyMaxBytes`. */
+      bodyBytes: number;
+    }
+  | {
+      /** Which refusal this is; the other fields follow from it. */
+      code: typeof AdminErrorCode.NoDestination;
+      /** The consumer name the operation was asked for. */
+      consumer: string;
+      /** The message id the operation was asked for. */
       messageId: string;
       /** Where it came from; null when not recorded (failed before schema version 5). */
       origin: Partial<Origin> | null;
     }
   | {
+      /** Which refusal this is; the other fields follow from it. */
       code: typeof AdminErrorCode.InsideDedupWindow;
+      /** The consumer name the operation was asked for. */
       consumer: string;
+      /** The message id the operation was asked for. */
       messageId: string;
       /** The SQS FIFO queue it came from. */
       queue: string;
       /** The earliest time a republish is taken, by the database's clock. */
       earliestAt: Date;
     }
-  | { code: typeof AdminErrorCode.UnknownOutboxId; id: string }
-  | { code: typeof AdminErrorCode.OutboxNotFailed; id: string; status: 'pending' | 'sent' };
+  | {
+      /** Which refusal this is; the other fields follow from it. */
+      code: typeof AdminErrorCode.UnknownOutboxId;
+      /** The outbox id the operation was asked for (a row UUID or the message id it was enqueued with). */
+      id: string;
+    }
+  | {
+      /** Which refusal this is; the other fields follow from it. */
+      code: typeof AdminErrorCode.OutboxNotFailed;
+      /** The outbox id the operation was asked for (a row UUID or the message id it was enqueued with). */
+      id: string;
+      /** What the row is instead. */
+      status: 'pending' | 'sent';
+    };
 
 /**
  * An admin operation that cannot be done as asked; nothing was changed. `detail` carries the

@@ -43,7 +43,12 @@ export async function listFailed(
   db: Queryable,
   schema: string,
   options: ListFailedOptions = {},
-): Promise<{ total: number; failed: FailedSummary[] }> {
+): Promise<{
+  /** How many parked failures match the filter, in all (not only the ones listed). */
+  total: number;
+  /** The parked failures listed, at most `limit` (100 by default), oldest first per consumer. */
+  failed: FailedSummary[];
+}> {
   const sql = sqlOf(schema);
   const consumer = options.consumer ?? null;
   const limit = options.limit ?? 100;
@@ -103,7 +108,15 @@ export interface RetryFailedOptions {
    * reads the MessageDeduplicationId is refused with `INSIDE_DEDUP_WINDOW` until five minutes
    * after its failure was recorded. @default no republish
    */
-  readonly republish?: (RepublishOptions & { readonly outbox?: Outbox | undefined }) | undefined;
+  readonly republish?:
+    | (RepublishOptions & {
+        /**
+         * The outbox to enqueue the republish through; it must be of the same schema (`INVALID_OPTION`
+         * otherwise). @default an outbox on the same pool and schema
+         */
+        readonly outbox?: Outbox | undefined;
+      })
+    | undefined;
   /**
    * Called inside the transaction, after the row is locked and before it is deleted (for the
    * CLI: write the body to a file). A throw rolls back: the record stays.
@@ -116,7 +129,14 @@ export interface RetryFailedResult extends FailedBody {
   /** Where it was republished; undefined without `republish`. */
   readonly republished:
     | {
+        /**
+         * The destination it was enqueued for: the one given, or the topic, queue or exchange it came from.
+         */
         readonly destination: string;
+        /**
+         * The key it was enqueued with (partition key, message group, routing key); undefined when it has
+         * none.
+         */
         readonly key: string | undefined;
         /** The message id it is published under: the failed message's own. */
         readonly messageId: string;

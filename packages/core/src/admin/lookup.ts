@@ -38,7 +38,14 @@ export interface InboxRecord {
    * The response stored with an HTTP idempotency key (`@once/http`): status, header pairs and
    * body bytes; null on other rows. Absent before schema version 8.
    */
-  readonly response?: { status: number; headers: Array<[string, string]>; body: Buffer } | null;
+  readonly response?: {
+    /** The HTTP status code that was stored. */
+    status: number;
+    /** The stored response headers, as name and value pairs in order. */
+    headers: Array<[string, string]>;
+    /** The stored response body, as bytes. */
+    body: Buffer;
+  } | null;
 }
 
 /** A durable step recorded in lease mode. */

@@ -8,8 +8,14 @@ import { sqlOf } from './admin-sql.js';
 
 /** Which parked outbox rows {@link retryOutbox} puts back: one by id, or all. */
 export type OutboxRetrySelector =
-  /** The row's UUID, or the message id it was enqueued with (a republished message keeps its own). */
-  { readonly id: string } | { readonly allFailed: true };
+  | {
+      /** The row's UUID, or the message id it was enqueued with (a republished message keeps its own). */
+      readonly id: string;
+    }
+  | {
+      /** Every parked row of the schema. */
+      readonly allFailed: true;
+    };
 
 /**
  * Puts failed (parked) outbox rows back to pending with a fresh attempt budget, due now, and

@@ -20,16 +20,38 @@ import { rollback, rolledBackError } from './tx.js';
 /** How a transaction without a claim ended. */
 export type UnclaimedOutcome<R> =
   /** The handler's writes and outbox rows committed. */
-  | { readonly status: 'committed'; readonly result: R }
+  | {
+      /** How the transaction ended: committed. */
+      readonly status: 'committed';
+      /** What the handler returned. */
+      readonly result: R;
+    }
   /** The handler resolved, `keep` said no: its writes rolled back. */
-  | { readonly status: 'rolled-back'; readonly result: R }
+  | {
+      /** How the transaction ended: rolled back because `keep` refused the result. */
+      readonly status: 'rolled-back';
+      /** What the handler returned, which `keep` refused. */
+      readonly result: R;
+    }
   /**
    * The handler threw or ran past its deadline, or COMMIT did not commit. `inDoubt`: COMMIT threw,
    * so whether it committed is unknown (a lost connection); otherwise nothing was written.
    */
-  | { readonly status: 'failed'; readonly error: unknown; readonly inDoubt: boolean }
+  | {
+      /** How the transaction ended: failed. */
+      readonly status: 'failed';
+      /** What the handler, the deadline or COMMIT threw. */
+      readonly error: unknown;
+      /** True when COMMIT itself threw, so whether the writes committed is unknown. */
+      readonly inDoubt: boolean;
+    }
   /** No connection, or BEGIN failed: the handler never started. */
-  | { readonly status: 'not-run'; readonly error: unknown };
+  | {
+      /** How the transaction ended: it never began. */
+      readonly status: 'not-run';
+      /** Why: the connection or BEGIN error. */
+      readonly error: unknown;
+    };
 
 /** Runs handlers in once's transaction without a claim, with an inbox's settings. */
 export class UnclaimedTx {

@@ -29,7 +29,15 @@ export interface WithKnexOptions {
  * is escaped so Knex leaves it alone. `$n` inside a quoted literal is not told apart: once's own
  * statements have none.
  */
-export function knexRaw(text: string, values: readonly unknown[]): { sql: string; bindings: unknown[] } {
+export function knexRaw(
+  text: string,
+  values: readonly unknown[],
+): {
+  /** The statement with each `$n` turned into Knex's `?` and each literal `?` escaped. */
+  sql: string;
+  /** The values in the order of the `?` placeholders (a `$n` used twice appears twice). */
+  bindings: unknown[];
+} {
   const bindings: unknown[] = [];
   const sql = text.replace(/\?|\$(\d+)/g, (match, n: string | undefined) => {
     if (n === undefined) return '\\?';
@@ -56,7 +64,13 @@ export function withKnex<R = unknown>(
   knex: Pick<Knex, 'transaction'>,
   handler: BoundHandler<Knex.Transaction, R>,
   options: WithKnexOptions = {},
-): InboxBinding<R> & { mode: { transactions: CallerTransactions<Knex.Transaction> } } {
+): InboxBinding<R> & {
+  /** Always set: the inbox claims inside the library's transactions. */
+  mode: {
+    /** How the inbox opens, runs statements in and commits the library's transactions. */
+    transactions: CallerTransactions<Knex.Transaction>;
+  };
+} {
   if (typeof knex?.transaction !== 'function') {
     throw new OnceError(ErrorCode.InvalidOption, 'withKnex: knex must be a Knex instance');
   }

@@ -42,7 +42,13 @@ export function withMikroOrm<E extends EntityManager, R = unknown>(
   em: E,
   handler: BoundHandler<E, R>,
   options: WithMikroOrmOptions = {},
-): InboxBinding<R> & { mode: { transactions: CallerTransactions<E> } } {
+): InboxBinding<R> & {
+  /** Always set: the inbox claims inside the library's transactions. */
+  mode: {
+    /** How the inbox opens, runs statements in and commits the library's transactions. */
+    transactions: CallerTransactions<E>;
+  };
+} {
   if (typeof em?.transactional !== 'function') {
     throw new OnceError(ErrorCode.InvalidOption, 'withMikroOrm: em must be a MikroORM EntityManager');
   }

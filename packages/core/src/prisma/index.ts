@@ -22,7 +22,20 @@ export interface PrismaClientLike {
   /** The interactive form: `fn` runs in a transaction, committed when it resolves. */
   $transaction<X>(
     fn: (tx: PrismaTransactionLike) => Promise<X>,
-    options?: { maxWait?: number; timeout?: number; isolationLevel?: never },
+    options?: {
+      /**
+       * How long Prisma waits for a connection to start the transaction, in ms; Prisma's default (2000) when
+       * absent.
+       */
+      maxWait?: number;
+      /**
+       * How long the transaction may run before Prisma closes it, in ms: once passes the handler's deadline
+       * plus `timeoutMarginMs`.
+       */
+      timeout?: number;
+      /** Not passed: Prisma's isolation level is left at the database's default. */
+      isolationLevel?: never;
+    },
   ): Promise<X>;
 }
 
@@ -70,7 +83,13 @@ export function withPrisma<C extends object, R = unknown>(
   prisma: C,
   handler: BoundHandler<PrismaTransactionOf<C>, R>,
   options: WithPrismaOptions = {},
-): InboxBinding<R> & { mode: { transactions: CallerTransactions<PrismaTransactionOf<C>> } } {
+): InboxBinding<R> & {
+  /** Always set: the inbox claims inside Prisma's transactions. */
+  mode: {
+    /** How the inbox opens, runs statements in and commits the library's transactions. */
+    transactions: CallerTransactions<PrismaTransactionOf<C>>;
+  };
+} {
   const client = prisma as unknown as PrismaClientLike;
   if (typeof client?.$transaction !== 'function') {
     throw new OnceError(

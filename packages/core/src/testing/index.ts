@@ -16,7 +16,13 @@ import type { Outcome } from '../outcome.js';
 
 /** Builds an envelope for tests; `body` may be a string or an object (JSON-encoded). */
 export function makeEnvelope(
-  patch: Partial<Omit<Envelope, 'body'>> & { body?: Buffer | string | object } = {},
+  patch: Partial<Omit<Envelope, 'body'>> & {
+    /**
+     * The body: bytes as they are, a string as UTF-8, any other object JSON-encoded. @default an empty JSON
+     * object
+     */
+    body?: Buffer | string | object;
+  } = {},
 ): Envelope {
   const { body, ...rest } = patch;
   const bytes = Buffer.isBuffer(body)
@@ -88,7 +94,16 @@ export interface CheckEffectsOnceOptions {
 /** What {@link checkEffectsOnce} found: an empty `violations` list means effects happened once. */
 export interface EffectsOnceReport {
   /** Each scenario run: its id, how many effects it left, and the outcomes it saw. */
-  scenarios: { name: string; id: string; effects: number; outcomes: string[] }[];
+  scenarios: {
+    /** The scenario's name: `storm`, `failure-then-redelivery` or `crash-between-commit-and-ack`. */
+    name: string;
+    /** The message id the scenario delivered. */
+    id: string;
+    /** How many effects the handler left for that id: 1 when it happened once. */
+    effects: number;
+    /** The status of each outcome the inbox returned, in order. */
+    outcomes: string[];
+  }[];
   /** What went wrong: an effect missing or repeated; empty when effects happened once. */
   violations: string[];
 }

@@ -41,7 +41,13 @@ export function withTypeorm<R = unknown>(
   dataSource: Pick<DataSource, 'transaction'>,
   handler: BoundHandler<EntityManager, R>,
   options: WithTypeormOptions = {},
-): InboxBinding<R> & { mode: { transactions: CallerTransactions<EntityManager> } } {
+): InboxBinding<R> & {
+  /** Always set: the inbox claims inside the library's transactions. */
+  mode: {
+    /** How the inbox opens, runs statements in and commits the library's transactions. */
+    transactions: CallerTransactions<EntityManager>;
+  };
+} {
   if (typeof dataSource?.transaction !== 'function') {
     throw new OnceError(ErrorCode.InvalidOption, 'withTypeorm: dataSource must be a TypeORM DataSource');
   }
