@@ -403,3 +403,26 @@ describe('runPartitionBatch', () => {
     });
   });
 });
+
+describe('a client without offset-commit metadata (capabilities.commitMetadata false)', () => {
+  it('writes no marker and runs the first batch of an assignment one by one, counting starts', async () => {
+    const h = harness();
+    h.deps.commitMetadata = false;
+    await h.run(messages(5, 2));
+    expect(h.log).toEqual([
+      'commit 5',
+      'process 5 attempt=1 redelivered=true',
+      'start 5 #1',
+      'resolve 5',
+      'commit 6',
+      'process 6 attempt=1 redelivered=true',
+      'start 6 #1',
+      'resolve 6',
+      'commit 7',
+    ]);
+    // The next batch of the same assignment runs as fresh slices, without a marker commit first.
+    h.log.length = 0;
+    await h.run(messages(7, 2));
+    expect(h.log).toEqual(['batch 7,8', 'resolve 8', 'commit 9']);
+  });
+});
