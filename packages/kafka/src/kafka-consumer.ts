@@ -35,7 +35,7 @@ export type KafkaConsumerState = ConsumerState;
 
 /**
  * A snapshot for health checks and dashboards. `healthy`: running, the database and schema
- * usable, and kafkajs not in a crash it will not restart from.
+ * usable, and the client not in a crash it will not restart from.
  */
 export interface KafkaConsumerHealth extends ConsumerHealth {
   groupId: string;
@@ -46,14 +46,14 @@ export interface KafkaConsumerHealth extends ConsumerHealth {
   assignment: Record<string, number[]>;
   /** Partitions paused for a retry backoff, as `topic/partition`. */
   retrying: string[];
-  /** kafkajs crashes (it restarts after retriable ones). */
+  /** Client crashes (kafkajs restarts after retriable ones). */
   crashes: number;
   /** When a slice last settled, epoch ms. */
   lastProgressAt: number | undefined;
 }
 
 /**
- * An effectively-once Kafka consumer: kafkajs `eachBatch` with autocommit off, an inbox claim per
+ * An effectively-once Kafka consumer: per-partition batches of its client (`KafkaClient`) with autocommit off, an inbox claim per
  * message in the handler's Postgres transaction, offsets committed only after that transaction
  * and only for the contiguous settled prefix. Create it with {@link createKafkaConsumer}.
  *

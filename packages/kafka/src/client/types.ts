@@ -47,8 +47,11 @@ export type ClientHeaders = Record<string, Buffer | string | (Buffer | string)[]
 export interface ClientMessage {
   /** Offset as a decimal string. */
   offset: string;
+  /** The Kafka key, raw. */
   key: Buffer | null;
+  /** The payload, raw (null for a tombstone). */
   value: Buffer | null;
+  /** Headers, raw. */
   headers?: ClientHeaders;
   /** Timestamp, epoch ms as a decimal string. */
   timestamp: string;
@@ -56,8 +59,11 @@ export interface ClientMessage {
 
 /** A message to produce. */
 export interface OutgoingMessage {
+  /** Partitioning key. */
   key: Buffer | string | null;
+  /** The payload. */
   value: Buffer | string | null;
+  /** Headers, written as given. */
   headers: ClientHeaders;
 }
 
@@ -83,6 +89,7 @@ export interface PartitionBatch {
 
 /** The group's view after a join: the full assignment of this member. */
 export interface GroupJoin {
+  /** This member's id in the group. */
   memberId: string;
   /** Partitions by topic; a partition not listed is not this member's. */
   assignment: Record<string, number[]>;
@@ -90,15 +97,21 @@ export interface GroupJoin {
 
 /** The client's consumer failed; `restart`: it rejoins by itself. */
 export interface ClientCrash {
+  /** What failed. */
   error: unknown;
+  /** The client rejoins by itself. */
   restart: boolean;
 }
 
 /** What the adapter sets on a group consumer. */
 export interface GroupConsumerConfig {
+  /** The consumer group. */
   groupId: string;
+  /** Session timeout, ms. */
   sessionTimeoutMs: number;
+  /** Heartbeat interval, ms. */
   heartbeatIntervalMs: number;
+  /** Rebalance timeout, ms (classic protocol). */
   rebalanceTimeoutMs: number;
   /** Client-specific settings passed through untouched (the `consumerConfig` option). */
   extra: Readonly<Record<string, unknown>>;
@@ -106,15 +119,19 @@ export interface GroupConsumerConfig {
 
 /** A group member, autocommit off. */
 export interface GroupConsumer {
+  /** Connects to the cluster. */
   connect(): Promise<void>;
+  /** Subscribes to `topics`; a new group starts at the earliest offset when `fromBeginning`, else at the end. */
   subscribe(topics: readonly string[], fromBeginning: boolean): Promise<void>;
   /** Starts consuming; resolves once running (not when stopped). */
   run(options: { concurrency: number; eachBatch: (batch: PartitionBatch) => Promise<void> }): Promise<void>;
   /** Assignment hook: called after every join with the full new assignment (revocation is absence). */
   onGroupJoin(listener: (e: GroupJoin) => void): void;
+  /** Crash hook: the client's consumer failed (and whether it restarts). */
   onCrash(listener: (e: ClientCrash) => void): void;
   /** Stops fetching the partitions (every partition of `topic` without `partitions`). */
   pause(topic: string, partitions?: readonly number[]): void;
+  /** Fetches the partitions again (every partition of `topic` without `partitions`). */
   resume(topic: string, partitions?: readonly number[]): void;
   /** The next batch of the partition starts at `offset`. May throw between runs (a rejoin). */
   seek(topic: string, partition: number, offset: string): void;
@@ -126,23 +143,28 @@ export interface GroupConsumer {
 
 /** An idempotent producer: `acks: all`, one request in flight, per-partition order. */
 export interface ClientProducer {
+  /** Connects the producer. */
   connect(): Promise<void>;
-  /** Resolves once Kafka acknowledged every message. */
+  /** Resolves once Kafka acknowledged every message (acks: all). */
   send(
     topicMessages: { topic: string; messages: OutgoingMessage[] }[],
     options?: { timeoutMs?: number },
   ): Promise<void>;
+  /** Closes the producer. */
   disconnect(): Promise<void>;
 }
 
 /** The admin calls start() and the replay marker need. */
 export interface ClientAdmin {
+  /** Connects the admin client. */
   connect(): Promise<void>;
+  /** Names of the topics that exist. */
   listTopics(): Promise<string[]>;
   /** `retention.ms` of each topic (negative: unlimited); a topic the broker did not describe is absent. */
   retentionMs(topics: readonly string[]): Promise<Map<string, number>>;
   /** The group's committed offset metadata of a topic, by partition (null when none). */
   committedMetadata(groupId: string, topic: string): Promise<Map<number, string | null>>;
+  /** Closes the admin client. */
   disconnect(): Promise<void>;
 }
 
@@ -160,13 +182,17 @@ export const KAFKA_CLIENT: unique symbol = Symbol.for('once.kafka.client');
  * `kafkajs(new Kafka({ brokers }))` from `@once/kafka/kafkajs`.
  */
 export interface KafkaClient {
+  /** The brand ({@link isKafkaClient}). */
   readonly [KAFKA_CLIENT]: true;
   /** The client library, e.g. `kafkajs`. */
   readonly name: string;
+  /** What this client can do, as data. */
   readonly capabilities: KafkaClientCapabilities;
+  /** A group consumer, autocommit off. */
   consumer(config: GroupConsumerConfig): GroupConsumer;
-  /** `settings`: client-specific producer settings (the publisher's `producerConfig`). */
+  /** An idempotent producer; `settings`: client-specific producer settings (the publisher's `producerConfig`). */
   producer(settings?: Readonly<Record<string, unknown>>): ClientProducer;
+  /** An admin client (topic checks, committed metadata). */
   admin(): ClientAdmin;
   /** True for an error meaning this member's generation is over: stop committing, let the client rejoin. */
   isOwnershipLost(err: unknown): boolean;
