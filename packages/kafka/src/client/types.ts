@@ -38,6 +38,21 @@
  * safe (a killer message still reaches `maxAttempts`) at the cost of one start row per message of
  * the first batch after each assignment. The planned cheaper path moves the marker to a PostgreSQL
  * row keyed by (consumer, topic, partition) beside the start counts, written before a slice runs.
+ *
+ * How the next clients map (notes for their modules):
+ * - `@platformatic/kafka`: no eachBatch and one stream that pauses as a whole, so `run` keeps one
+ *   fetch loop per assigned partition (`fetch` against the partition's leader, once's batch limits),
+ *   which gives per-partition pause/resume/seek directly; `commit` is its `commit({ offsets })`
+ *   (topic, partition, offset, leaderEpoch; no metadata: `commitMetadata: false`);
+ *   `onGroupJoin` from `consumer:group:join` (and rejoin), revocation is absence, `isStale` turns
+ *   true on a rejoin that drops the partition or a seek; `heartbeat` resolves unless its heartbeat
+ *   reported a lost generation. `groupProtocol: 'consumer'` (KIP-848) passes through `extra`.
+ * - `@confluentinc/kafka-javascript` (KafkaJS-compatible API): eachBatch maps like kafkajs, but
+ *   batches are slices of at most 32 (`js.consumer.max.batch.size`); its `commitOffsets` sends no
+ *   metadata (`commitMetadata: false`); `heartbeat()` is a no-op; `stop()` is unsupported, so the
+ *   client's `stop` drains its own in-flight eachBatch calls; bug #517 (pause inside eachBatch
+ *   loses prefetched messages) is covered by the adapter always seeking back to the first
+ *   unsettled offset right after pausing, which the client must honour.
  */
 
 /** Header values as Kafka carries them: bytes or text, possibly repeated. */
