@@ -139,3 +139,12 @@ describe('the main entry and kafkajs (an optional peer)', () => {
     );
   });
 });
+
+describe('kafkajs() from @once/kafka/kafkajs', () => {
+  it('wraps a kafkajs Kafka instance and refuses anything else', async () => {
+    const { kafkajs } = await import('../../src/kafkajs.js');
+    const client = kafkajs({ consumer: () => ({}), producer: () => ({}), admin: () => ({}) } as never);
+    expect(client.name).toBe('kafkajs');
+    expect(() => kafkajs({} as never)).toThrow(/must be a kafkajs Kafka instance/);
+  });
+});
