@@ -1,5 +1,5 @@
 import type { Envelope, Liveness } from '@once/core';
-import type { IHeaders, KafkaMessage } from 'kafkajs';
+import type { ClientHeaders, ClientMessage } from './client/types.js';
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
@@ -18,7 +18,7 @@ export interface EnvelopeContext {
 
 /** A message and its envelope. */
 export interface MappedMessage {
-  message: KafkaMessage;
+  message: ClientMessage;
   envelope: Envelope;
 }
 
@@ -33,19 +33,19 @@ function decode(value: Buffer | string): string | undefined {
 }
 
 /** Every value of a header as raw bytes-or-strings; Kafka allows a key to repeat. */
-function valuesOf(raw: IHeaders[string]): (Buffer | string)[] {
+function valuesOf(raw: ClientHeaders[string]): (Buffer | string)[] {
   if (raw === undefined) return [];
   return Array.isArray(raw) ? raw : [raw];
 }
 
 /**
- * Maps a kafkajs message to an {@link Envelope}. Headers are decoded as UTF-8; a header that is
+ * Maps a consumed message to an {@link Envelope}. Headers are decoded as UTF-8; a header that is
  * not valid UTF-8 is left out of `envelope.headers` (the dead-letter copy keeps the raw bytes).
  * A repeated header keeps its last value. An id header that is not valid UTF-8, or that repeats
  * with different values, makes the id unusable (`idUnusable`): core fails the message
  * `invalid-id` unless `idOf` decides the id.
  */
-export function envelopeOf(message: KafkaMessage, ctx: EnvelopeContext): MappedMessage {
+export function envelopeOf(message: ClientMessage, ctx: EnvelopeContext): MappedMessage {
   const headers: Record<string, string | undefined> = {};
   for (const [name, raw] of Object.entries(message.headers ?? {})) {
     const values = valuesOf(raw);

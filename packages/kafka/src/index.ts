@@ -1,13 +1,31 @@
 /**
- * `@once/kafka`: an effectively-once Kafka consumer (kafkajs) and an outbox publisher.
+ * `@once/kafka`: an effectively-once Kafka consumer and an outbox publisher, over a Kafka client
+ * library behind a seam (kafkajs: `import { kafkajs } from '@once/kafka/kafkajs'`).
  *
  * ```ts
- * const consumer = createKafkaConsumer({ kafka, pool, groupId: 'billing', topics: ['orders'],
+ * const consumer = createKafkaConsumer({ kafka: kafkajs(new Kafka({ brokers })), pool, groupId: 'billing', topics: ['orders'],
  *   handler: jsonHandler(async (order: Order, _e, { tx }) => { await tx.query(...) }) });
  * await consumer.start();
  * ```
  */
 export { jsonHandler } from '@once/core/adapter';
+export type { KafkaLike } from './client/kafkajs.js';
+export {
+  type ClientAdmin,
+  type ClientCrash,
+  type ClientHeaders,
+  type ClientMessage,
+  type ClientProducer,
+  type GroupConsumer,
+  type GroupConsumerConfig,
+  type GroupJoin,
+  isKafkaClient,
+  KAFKA_CLIENT,
+  type KafkaClient,
+  type KafkaClientCapabilities,
+  type OutgoingMessage,
+  type PartitionBatch,
+} from './client/types.js';
 export { KafkaErrorCode } from './errors.js';
 export type {
   KafkaConsumerEventListener,
@@ -21,7 +39,6 @@ export {
   type KafkaConsumerHealth,
   type KafkaConsumerState,
 } from './kafka-consumer.js';
-export type { KafkaLike } from './kafka-like.js';
 export {
   createKafkaPublisher,
   KafkaPublisher,

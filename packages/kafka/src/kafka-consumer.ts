@@ -10,15 +10,16 @@ import {
   type StartBudgets,
   serializeError,
 } from '@once/core/adapter';
-import {
-  type ConsumerCrashEvent,
-  type ConsumerGroupJoinEvent,
-  type KafkaMessage,
-  Partitioners,
-} from 'kafkajs';
+import type {
+  ClientAdmin,
+  ClientCrash,
+  ClientMessage,
+  ClientProducer,
+  GroupConsumer,
+  GroupJoin,
+} from './client/types.js';
 import { deadLetterMessage } from './dead-letter.js';
 import { KAFKA_CONSUMER_EVENT_NAMES, type KafkaConsumerEventMap } from './events.js';
-import type { AdminLike, ConsumerLike, ProducerLike } from './kafka-like.js';
 import {
   type KafkaConsumerOptions,
   type ResolvedKafkaConsumerOptions,
@@ -34,7 +35,7 @@ export type KafkaConsumerState = ConsumerState;
 
 /**
  * A snapshot for health checks and dashboards. `healthy`: running, the database and schema
- * usable, and kafkajs not in a crash it will not restart from.
+ * usable, and the client not in a crash it will not restart from.
  */
 export interface KafkaConsumerHealth extends ConsumerHealth {
   /** The consumer group id this consumer joins (the `groupId` option). */
@@ -47,14 +48,14 @@ export interface KafkaConsumerHealth extends ConsumerHealth {
   assignment: Record<string, number[]>;
   /** Partitions paused for a retry backoff, as `topic/partition`. */
   retrying: string[];
-  /** kafkajs crashes (it restarts after retriable ones). */
+  /** Client crashes (kafkajs restarts after retriable ones). */
   crashes: number;
   /** When a slice last settled, epoch ms. */
   lastProgressAt: number | undefined;
 }
 
 /**
- * An effectively-once Kafka consumer: kafkajs `eachBatch` with autocommit off, an inbox claim per
+ * An effectively-once Kafka consumer: per-partition batches of its client (`KafkaClient`) with autocommit off, an inbox claim per
  * message in the handler's Postgres transaction, offsets committed only after that transaction
  * and only for the contiguous settled prefix. Create it with {@link createKafkaConsumer}.
  *
@@ -75,9 +76,9 @@ export class KafkaConsumer<R = unknown> extends ConsumerBase<R, KafkaConsumerEve
   readonly #holds: PartitionHolds;
   /** Fresh slices shared, crashed ranges one message at a time, across all partitions. */
   readonly #gate = processGate();
-  #consumer: ConsumerLike | undefined;
-  #producer: ProducerLike | undefined;
-  #admin: AdminLike | undefined;
+  #consumer: GroupConsumer | undefined;
+  #producer: ClientProducer | undefined;
+  #admin: ClientAdmin | undefined;
   #generation = 0;
   #memberId: string | undefined;
   #assignment: Record<string, number[]> = {};
@@ -112,37 +113,27 @@ export class KafkaConsumer<R = unknown> extends ConsumerBase<R, KafkaConsumerEve
     this.#admin = admin;
     await checkTopics(admin, o, this.inbox.options);
     if (o.topics.some((t) => o.deadLetterTopicOf(t) !== undefined)) {
-      // Idempotent, acks from all replicas, one request in flight: a dead letter is written once, in
-      // order. kafkajs' own default partitioner, named so that kafkajs does not warn about it.
-      const producer = o.kafka.producer({
-        idempotent: true,
-        maxInFlightRequests: 1,
-        createPartitioner: Partitioners.DefaultPartitioner,
-      });
+      // Idempotent, acks from all replicas, one request in flight: a dead letter is written once, in order.
+      const producer = o.kafka.producer();
       this.#producer = producer;
       await kafkaStep('connect the dead-letter producer', () => producer.connect());
     }
     const consumer = o.kafka.consumer({
-      maxWaitTimeInMs: 1_000,
-      ...o.consumerConfig,
       groupId: o.groupId,
-      sessionTimeout: o.sessionTimeoutMs,
-      heartbeatInterval: o.heartbeatIntervalMs,
-      rebalanceTimeout: o.rebalanceTimeoutMs,
+      sessionTimeoutMs: o.sessionTimeoutMs,
+      heartbeatIntervalMs: o.heartbeatIntervalMs,
+      rebalanceTimeoutMs: o.rebalanceTimeoutMs,
+      extra: o.consumerConfig as Readonly<Record<string, unknown>>,
     });
     this.#consumer = consumer;
-    consumer.on(consumer.events.GROUP_JOIN, (e: ConsumerGroupJoinEvent) => this.#onJoin(e));
-    consumer.on(consumer.events.CRASH, (e: ConsumerCrashEvent) => this.#onCrash(e));
+    consumer.onGroupJoin((e) => this.#onJoin(e));
+    consumer.onCrash((e) => this.#onCrash(e));
     await kafkaStep('connect the consumer', () => consumer.connect());
-    await kafkaStep('subscribe', () =>
-      consumer.subscribe({ topics: [...o.topics], fromBeginning: o.fromBeginning }),
-    );
+    await kafkaStep('subscribe', () => consumer.subscribe(o.topics, o.fromBeginning));
     await kafkaStep('run the consumer', () =>
       consumer.run({
-        autoCommit: false,
-        eachBatchAutoResolve: false,
-        partitionsConsumedConcurrently: o.concurrency,
-        eachBatch: (payload) =>
+        concurrency: o.concurrency,
+        eachBatch: (batch) =>
           runPartitionBatch(
             {
               options: o,
@@ -163,8 +154,10 @@ export class KafkaConsumer<R = unknown> extends ConsumerBase<R, KafkaConsumerEve
                 this.#holds.retryLater(topic, partition, offset, delayMs),
               gate: this.#gate,
               starts: this.starts as StartBudgets<unknown>,
+              isOwnershipLost: (err) => o.kafka.isOwnershipLost(err),
+              commitMetadata: o.kafka.capabilities.commitMetadata,
             },
-            payload,
+            batch,
           ),
       }),
     );
@@ -180,35 +173,35 @@ export class KafkaConsumer<R = unknown> extends ConsumerBase<R, KafkaConsumerEve
     return s;
   }
 
-  #onJoin(e: ConsumerGroupJoinEvent): void {
+  #onJoin(e: GroupJoin): void {
     this.#generation += 1;
-    this.#memberId = e.payload.memberId;
+    this.#memberId = e.memberId;
     this.#assignment = Object.fromEntries(
-      Object.entries(e.payload.memberAssignment).map(([t, ps]) => [t, [...ps].sort((a, b) => a - b)]),
+      Object.entries(e.assignment).map(([t, ps]) => [t, [...ps].sort((a, b) => a - b)]),
     );
     // Markers are read again for the new assignment; a crashed member may have left some.
     this.#metadata.clear();
     this.life.events.emit('group:joined', {
       generation: this.#generation,
-      memberId: e.payload.memberId,
+      memberId: e.memberId,
       assignment: this.#assignment,
     });
   }
 
-  #onCrash(e: ConsumerCrashEvent): void {
+  #onCrash(e: ClientCrash): void {
     this.#crashes += 1;
     this.#assignment = {};
-    if (!e.payload.restart) this.#failed = true;
-    const error = serializeError(e.payload.error);
+    if (!e.restart) this.#failed = true;
+    const error = serializeError(e.error);
     this.inbox.options.logger.error(
       {
         error: error.message,
-        restart: e.payload.restart,
+        restart: e.restart,
       },
-      'once/kafka: kafkajs crashed',
+      `once/kafka: ${this.options.kafka.name} crashed`,
     );
-    this.life.events.emit('error', { where: 'kafkajs', error });
-    this.life.events.emit('consumer:crashed', { error, restart: e.payload.restart });
+    this.life.events.emit('error', { where: this.options.kafka.name, error });
+    this.life.events.emit('consumer:crashed', { error, restart: e.restart });
   }
 
   /** Committed offset metadata for a topic's partitions, read once per generation. */
@@ -217,11 +210,7 @@ export class KafkaConsumer<R = unknown> extends ConsumerBase<R, KafkaConsumerEve
     if (!p) {
       const admin = this.#admin;
       if (!admin) return Promise.reject(new OnceError(ErrorCode.Closed, 'the admin client is closed'));
-      p = admin.fetchOffsets({ groupId: this.options.groupId, topics: [topic] }).then((res) => {
-        const map = new Map<number, string | null>();
-        for (const t of res) for (const po of t.partitions) map.set(po.partition, po.metadata);
-        return map;
-      });
+      p = admin.committedMetadata(this.options.groupId, topic);
       p.catch(() => this.#metadata.delete(topic));
       this.#metadata.set(topic, p);
     }
@@ -231,7 +220,7 @@ export class KafkaConsumer<R = unknown> extends ConsumerBase<R, KafkaConsumerEve
   async #deadLetter(
     topic: string,
     partition: number,
-    message: KafkaMessage,
+    message: ClientMessage,
     plan: DeadLetterPlan,
   ): Promise<void> {
     const target = this.options.deadLetterTopicOf(topic);
@@ -245,11 +234,7 @@ export class KafkaConsumer<R = unknown> extends ConsumerBase<R, KafkaConsumerEve
       });
       return;
     }
-    await this.#producer.send({
-      topic: target,
-      acks: -1,
-      messages: [deadLetterMessage(message, plan.record)],
-    });
+    await this.#producer.send([{ topic: target, messages: [deadLetterMessage(message, plan.record)] }]);
     // The warn line (id, reason, destination) comes from the adapter kit; this adds the position.
     logger.debug(
       { topic, partition, offset: message.offset, to: target },
@@ -281,7 +266,7 @@ export class KafkaConsumer<R = unknown> extends ConsumerBase<R, KafkaConsumerEve
     };
   }
 
-  /** Stops fetching and waits for the running eachBatch calls (kafkajs' stop does both). */
+  /** Stops fetching and waits for the running eachBatch calls (the client's stop does both). */
   protected async drain(): Promise<void> {
     await this.#consumer?.stop();
   }

@@ -7,9 +7,11 @@ import {
 } from '@once/core';
 import { Connector, optionCheck, untilAborted } from '@once/core/adapter';
 import { MAX_ID_LENGTH } from '@once/core/admin';
-import { type IHeaders, type Message, Partitioners, type ProducerConfig } from 'kafkajs';
+import type { ProducerConfig } from 'kafkajs';
+import type { KafkaLike } from './client/kafkajs.js';
+import { CLIENT_HINT, clientOf } from './client/resolve.js';
+import type { ClientHeaders, ClientProducer, KafkaClient, OutgoingMessage } from './client/types.js';
 import { KafkaErrorCode } from './errors.js';
-import type { KafkaLike, ProducerLike } from './kafka-like.js';
 import { KAFKA_PUBLISHER_KEYS } from './publisher-keys.js';
 
 /** One message to publish; `id` becomes the message-id header (an outbox row id, say). Core's `OutboxMessage` fits. */
@@ -28,16 +30,20 @@ export interface PublishMessage {
 
 /** Options of {@link createKafkaPublisher}. */
 export interface KafkaPublisherOptions {
-  /** A kafkajs `Kafka` instance. */
-  kafka: KafkaLike;
+  /**
+   * The Kafka client: `kafkajs(new Kafka({ brokers }))` from `@once/kafka/kafkajs`, or a kafkajs
+   * `Kafka` instance itself (the same as wrapping it).
+   */
+  kafka: KafkaClient | KafkaLike;
   /** Header the id is written to. @default 'message-id' */
   idHeader?: string;
   /** Broker acknowledgement wait per request, in ms. @default 30000 */
   ackTimeoutMs?: number;
   /**
-   * Other kafkajs producer settings; `idempotent` and `maxInFlightRequests` are fixed.
-   * `createPartitioner` defaults to `Partitioners.DefaultPartitioner`, kafkajs' own default, named
-   * so that kafkajs does not print its partitioner warning.
+   * Other producer settings of the client (kafkajs: its `ProducerConfig`); `idempotent` and
+   * `maxInFlightRequests` are fixed. With kafkajs, `createPartitioner` defaults to
+   * `Partitioners.DefaultPartitioner`, kafkajs' own default, named so that kafkajs does not print
+   * its partitioner warning.
    */
   producerConfig?: Omit<ProducerConfig, 'idempotent' | 'maxInFlightRequests' | 'transactionalId'>;
 }
@@ -51,20 +57,19 @@ const DEFAULTS = Object.freeze({ idHeader: 'message-id', ackTimeoutMs: 30_000 })
  * `publish` resolves only once Kafka acknowledged every message, so a row is marked sent only then.
  */
 export class KafkaPublisher implements OutboxPublisher {
-  readonly #kafka: KafkaLike;
-  readonly #producerConfig: ProducerConfig;
-  #producer: ProducerLike;
+  readonly #kafka: KafkaClient;
+  readonly #producerConfig: Readonly<Record<string, unknown>>;
+  #producer: ClientProducer;
   readonly #header: string;
   readonly #ackTimeoutMs: number;
   /** Connects `#producer`; a dropped connection takes its producer with it (see `#drop`). */
-  readonly #link: Connector<ProducerLike>;
+  readonly #link: Connector<ClientProducer>;
 
   constructor(options: KafkaPublisherOptions) {
     const keys = KAFKA_PUBLISHER_KEYS satisfies Record<keyof KafkaPublisherOptions, true>;
     optionCheck.namingFactory('createKafkaPublisher', () => optionCheck.knownKeys(options, keys));
-    if (typeof options?.kafka?.producer !== 'function') {
-      throw new OnceError(ErrorCode.InvalidOption, "option 'kafka' must be a kafkajs Kafka instance");
-    }
+    const kafka = clientOf(options?.kafka, true);
+    if (!kafka) throw new OnceError(ErrorCode.InvalidOption, `option 'kafka' ${CLIENT_HINT}`);
     // The same checks as the consumer's options and the other publishers' timeouts.
     this.#header = optionCheck.name('idHeader', options.idHeader ?? DEFAULTS.idHeader);
     this.#ackTimeoutMs = optionCheck.integer(
@@ -72,14 +77,9 @@ export class KafkaPublisher implements OutboxPublisher {
       options.ackTimeoutMs ?? DEFAULTS.ackTimeoutMs,
       1,
     );
-    this.#kafka = options.kafka;
-    this.#producerConfig = {
-      createPartitioner: Partitioners.DefaultPartitioner,
-      ...options.producerConfig,
-      idempotent: true,
-      maxInFlightRequests: 1,
-    };
-    this.#producer = options.kafka.producer(this.#producerConfig);
+    this.#kafka = kafka;
+    this.#producerConfig = { ...options.producerConfig };
+    this.#producer = kafka.producer(this.#producerConfig);
     this.#link = new Connector(() => {
       const producer = this.#producer;
       return producer.connect().then(
@@ -122,7 +122,7 @@ export class KafkaPublisher implements OutboxPublisher {
     const opening = this.#link.get();
     const producer = await untilAborted(opening, signal, () => this.#drop(opening));
     const results: OutboxPublishResult[] = [];
-    const byTopic = new Map<string, Message[]>();
+    const byTopic = new Map<string, OutgoingMessage[]>();
     for (const m of messages) {
       if (typeof m.id !== 'string' || m.id.length === 0 || m.id.length > MAX_ID_LENGTH) {
         const error = new OnceError(
@@ -132,25 +132,24 @@ export class KafkaPublisher implements OutboxPublisher {
         results.push({ id: String(m.id), ok: false, error, retryable: false });
         continue;
       }
-      const headers: IHeaders = { ...(m.headers ?? {}), [this.#header]: m.id };
+      const headers: ClientHeaders = { ...(m.headers ?? {}), [this.#header]: m.id };
       const list = byTopic.get(m.destination) ?? [];
       list.push({ key: m.key ?? null, value: m.body, headers });
       byTopic.set(m.destination, list);
       results.push({ id: m.id, ok: true });
     }
     if (byTopic.size > 0) {
-      const sending = producer.sendBatch({
-        acks: -1,
-        timeout: this.#ackTimeoutMs,
-        topicMessages: [...byTopic].map(([topic, list]) => ({ topic, messages: list })),
-      });
+      const sending = producer.send(
+        [...byTopic].map(([topic, list]) => ({ topic, messages: list })),
+        { timeoutMs: this.#ackTimeoutMs },
+      );
       await untilAborted(sending, signal, () => this.#drop(opening));
     }
     return results;
   }
 
   /** Replaces a producer whose request was abandoned; it is disconnected in the background. */
-  #drop(opening: Promise<ProducerLike>): void {
+  #drop(opening: Promise<ClientProducer>): void {
     if (!this.#link.drop(opening)) return;
     const producer = this.#producer;
     this.#producer = this.#kafka.producer(this.#producerConfig);

@@ -7,7 +7,9 @@ import {
   withDefaults,
 } from '@once/core/adapter';
 import type { ConsumerConfig } from 'kafkajs';
-import type { KafkaLike } from './kafka-like.js';
+import type { KafkaLike } from './client/kafkajs.js';
+import { CLIENT_HINT, clientOf } from './client/resolve.js';
+import type { KafkaClient } from './client/types.js';
 
 /**
  * Where a message's id comes from (`idOf`, when given, overrides both).
@@ -19,8 +21,11 @@ export type KafkaIdSource = 'header' | 'offset';
 
 /** Options of {@link createKafkaConsumer}: the inbox's options plus the Kafka ones. */
 export interface KafkaConsumerOptions<R = unknown> extends Omit<InboxOptions<R>, 'consumer'> {
-  /** A kafkajs `Kafka` instance (`new Kafka({ brokers })`). */
-  kafka: KafkaLike;
+  /**
+   * The Kafka client: `kafkajs(new Kafka({ brokers }))` from `@once/kafka/kafkajs`. A kafkajs
+   * `Kafka` instance itself is accepted too (the same as wrapping it).
+   */
+  kafka: KafkaClient | KafkaLike;
   /** The Kafka consumer group. */
   groupId: string;
   /** Topics to consume; each must exist at start. */
@@ -86,8 +91,11 @@ export interface KafkaConsumerOptions<R = unknown> extends Omit<InboxOptions<R>,
 export interface ResolvedKafkaConsumerOptions
   extends ResolvedOptions<
     KafkaConsumerOptions,
-    Exclude<AdapterOptionKey<KafkaConsumerOptions>, 'deadLetterTopic' | 'consumerConfig'> | 'consumer'
+    | Exclude<AdapterOptionKey<KafkaConsumerOptions>, 'kafka' | 'deadLetterTopic' | 'consumerConfig'>
+    | 'consumer'
   > {
+  /** The client the `kafka` option names. */
+  readonly kafka: KafkaClient;
   /** Dead-letter topic for a source topic, or undefined when dead-lettering is off. */
   readonly deadLetterTopicOf: (topic: string) => string | undefined;
   /** The other kafkajs consumer settings as given, frozen; an empty object when none were. */
@@ -151,10 +159,8 @@ function resolveKafkaConsumerOptionsUnnamed<R>(options: KafkaConsumerOptions<R>)
     required: ['kafka', 'groupId', 'topics'],
   });
   const o = withDefaults(DEFAULT_KAFKA_CONSUMER_OPTIONS, adapter);
-  const kafka = o.kafka as Partial<KafkaLike> | undefined;
-  if (!kafka || typeof kafka.consumer !== 'function' || typeof kafka.admin !== 'function') {
-    throw optionCheck.invalid('kafka', 'must be a kafkajs Kafka instance (new Kafka({ brokers }))');
-  }
+  const kafka = clientOf(o.kafka);
+  if (!kafka) throw optionCheck.invalid('kafka', CLIENT_HINT);
   const groupId = optionCheck.name('groupId', o.groupId, NAME_MAX);
   if (!Array.isArray(o.topics) || o.topics.length === 0) {
     throw optionCheck.invalid(
@@ -191,7 +197,7 @@ function resolveKafkaConsumerOptionsUnnamed<R>(options: KafkaConsumerOptions<R>)
   return {
     inbox,
     kafka: Object.freeze({
-      kafka: kafka as KafkaLike,
+      kafka,
       groupId,
       topics,
       consumer: optionCheck.consumerName(options.consumer, groupId),

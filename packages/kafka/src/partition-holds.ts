@@ -1,11 +1,11 @@
 import { serializeError, type TypedEmitter } from '@once/core/adapter';
+import type { GroupConsumer } from './client/types.js';
 import type { KafkaConsumerEventMap } from './events.js';
-import type { ConsumerLike } from './kafka-like.js';
 
 /** What {@link PartitionHolds} needs from its consumer. */
 export interface PartitionHoldsDeps {
-  /** The kafkajs consumer, once connected. */
-  consumer: () => ConsumerLike | undefined;
+  /** The client's consumer, once connected. */
+  consumer: () => GroupConsumer | undefined;
   topics: readonly string[];
   /** False while the consumer holds everything for the database. */
   fetching: () => boolean;
@@ -13,7 +13,7 @@ export interface PartitionHoldsDeps {
 }
 
 /**
- * The partitions a Kafka consumer holds back from kafkajs: those waiting out a retry delay
+ * The partitions a Kafka consumer holds back from its client: those waiting out a retry delay
  * (paused, sought back, resumed by a timer); the hold of every topic while the database is
  * unusable, and the resume after it, which leaves those paused.
  */
@@ -39,12 +39,11 @@ export class PartitionHolds {
     const consumer = this.#d.consumer();
     if (!consumer) return;
     const key = `${topic}/${partition}`;
-    const tp = [{ topic, partitions: [partition] }];
     try {
-      consumer.pause(tp);
-      consumer.seek({ topic, partition, offset });
+      consumer.pause(topic, [partition]);
+      consumer.seek(topic, partition, offset);
     } catch (err) {
-      // kafkajs throws when it is between runs (a crash restart): it reads from the committed offset then.
+      // A client may throw between runs (kafkajs' crash restart): it reads from the committed offset then.
       this.#d.events.emit('error', { where: 'seek', error: serializeError(err), topic, partition });
     }
     clearTimeout(this.#timers.get(key));
@@ -54,7 +53,7 @@ export class PartitionHolds {
       this.#timers.delete(key);
       if (!this.#d.fetching()) return;
       try {
-        consumer.resume(tp);
+        consumer.resume(topic, [partition]);
       } catch (err) {
         this.#d.events.emit('error', { where: 'resume', error: serializeError(err), topic, partition });
       }
@@ -65,17 +64,18 @@ export class PartitionHolds {
 
   /** The database or schema cannot be used: fetch nothing from any topic. */
   pauseAll(): void {
-    this.#d.consumer()?.pause(this.#d.topics.map((topic) => ({ topic })));
+    const consumer = this.#d.consumer();
+    for (const topic of this.#d.topics) consumer?.pause(topic);
   }
 
   /** Fetch again, except partitions waiting out a retry delay. */
   resumeAll(): void {
     const consumer = this.#d.consumer();
     if (!consumer) return;
-    consumer.resume(this.#d.topics.map((topic) => ({ topic })));
+    for (const topic of this.#d.topics) consumer.resume(topic);
     for (const key of this.#timers.keys()) {
       const cut = key.lastIndexOf('/');
-      consumer.pause([{ topic: key.slice(0, cut), partitions: [Number(key.slice(cut + 1))] }]);
+      consumer.pause(key.slice(0, cut), [Number(key.slice(cut + 1))]);
     }
   }
 

@@ -11,10 +11,9 @@ import {
   sleep,
   type TypedEmitter,
 } from '@once/core/adapter';
-import type { EachBatchPayload, KafkaMessage, Offsets } from 'kafkajs';
+import type { ClientMessage, PartitionBatch } from './client/types.js';
 import { envelopeOf, type MappedMessage } from './envelope-of.js';
 import type { KafkaConsumerEventMap } from './events.js';
-import { isOwnershipLost } from './kafka-like.js';
 import type { ResolvedKafkaConsumerOptions } from './options.js';
 import { attemptOf, type PartitionState } from './partition-state.js';
 import { decodeMarker, encodeMarker } from './replay-marker.js';
@@ -54,7 +53,7 @@ export interface PartitionBatchDeps {
   /** The group's committed offset metadata for a partition (read once per assignment). */
   committedMetadata(topic: string, partition: number): Promise<string | null>;
   /** Sends a dead-letter copy; resolves once Kafka acknowledged it (or when dead-lettering is off). */
-  deadLetter(topic: string, partition: number, message: KafkaMessage, plan: DeadLetterPlan): Promise<void>;
+  deadLetter(topic: string, partition: number, message: ClientMessage, plan: DeadLetterPlan): Promise<void>;
   /**
    * Pauses the partition and seeks back to `offset`; resumes it after `delayMs`, or, without a
    * delay, when the consumer fetches again (the database is back).
@@ -71,9 +70,16 @@ export interface PartitionBatchDeps {
    * refused).
    */
   starts: StartBudgets<unknown>;
+  /** True for the client's "generation over" errors ({@link KafkaClient.isOwnershipLost}). */
+  isOwnershipLost(err: unknown): boolean;
+  /**
+   * The client carries offset-commit metadata (the replay marker). Without it, markers are not
+   * written and the first batch of each assignment runs as a crashed range. @default true
+   */
+  commitMetadata?: boolean;
 }
 
-/** How many messages a step settled, or why the loop over a kafkajs batch must end. */
+/** How many messages a step settled, or why the loop over a batch must end. */
 type Step = number | 'lost' | 'paused';
 
 /**
@@ -83,12 +89,12 @@ type Step = number | 'lost' | 'paused';
 type Settled = Step | { waited: number };
 
 /**
- * Processes one kafkajs batch of one partition, effectively once. Offsets are resolved and
+ * Processes one batch of one partition, effectively once. Offsets are resolved and
  * committed only after the Postgres transaction that covered them committed, and only for the
  * contiguous prefix of settled messages. Returns normally except when the member lost its
- * generation: then it throws kafkajs's error so the kafkajs runner rejoins the group.
+ * generation: then it throws the client's error so the client rejoins the group.
  */
-export async function runPartitionBatch(deps: PartitionBatchDeps, payload: EachBatchPayload): Promise<void> {
+export async function runPartitionBatch(deps: PartitionBatchDeps, payload: PartitionBatch): Promise<void> {
   const run = new BatchRun(deps, payload);
   await run.run();
 }
@@ -96,7 +102,7 @@ export async function runPartitionBatch(deps: PartitionBatchDeps, payload: EachB
 /** One eachBatch call; a class only to keep its shared state in one place. */
 class BatchRun {
   readonly #deps: PartitionBatchDeps;
-  readonly #payload: EachBatchPayload;
+  readonly #payload: PartitionBatch;
   readonly #topic: string;
   readonly #partition: number;
   readonly #state: PartitionState;
@@ -115,17 +121,17 @@ class BatchRun {
    */
   readonly #liveness: Liveness | undefined;
 
-  constructor(deps: PartitionBatchDeps, payload: EachBatchPayload) {
+  constructor(deps: PartitionBatchDeps, payload: PartitionBatch) {
     this.#deps = deps;
     this.#payload = payload;
-    this.#topic = payload.batch.topic;
-    this.#partition = payload.batch.partition;
+    this.#topic = payload.topic;
+    this.#partition = payload.partition;
     this.#state = deps.state(this.#topic, this.#partition);
     this.#liveness = deps.lease ? { extend: () => this.#beat() } : undefined;
   }
 
   async run(): Promise<void> {
-    const { batch } = this.#payload;
+    const batch = this.#payload;
     if (batch.messages.length === 0) return;
     if (!this.#deps.isFetching()) {
       // Fetched before the consumer paused for the database: read it again once it is back.
@@ -140,7 +146,7 @@ class BatchRun {
     try {
       await this.#runMessages();
     } catch (err) {
-      // Never let a fault of ours crash kafkajs: read the partition again later.
+      // Never let a fault of ours crash the client: read the partition again later.
       this.#emitError('batch', err);
       const from = this.#next ?? batch.messages[0]!.offset;
       if (!this.#lost) this.#backoff(from);
@@ -152,7 +158,7 @@ class BatchRun {
 
   async #runMessages(): Promise<void> {
     await this.#loadReplay();
-    const messages = this.#payload.batch.messages;
+    const messages = this.#payload.messages;
     let i = 0;
     while (i < messages.length) {
       if (this.#shouldStop()) break;
@@ -196,7 +202,7 @@ class BatchRun {
     try {
       await this.#payload.heartbeat();
     } catch (err) {
-      if (isOwnershipLost(err)) this.#lost ??= err;
+      if (this.#deps.isOwnershipLost(err)) this.#lost ??= err;
       else this.#emitError('heartbeat', err);
     }
   }
@@ -207,8 +213,14 @@ class BatchRun {
     const generation = deps.generation();
     if (!deps.options.crashReplay || this.#state.checkedGeneration === generation) return;
     this.#state.checkedGeneration = generation;
-    const { batch } = this.#payload;
+    const batch = this.#payload;
     const firstOffset = BigInt(batch.messages[0]!.offset);
+    if (deps.commitMetadata === false) {
+      // No marker can be kept: the first batch of the assignment is the range a dead consumer may
+      // have had in flight, run one message at a time with its starts counted.
+      this.#state.replay = { end: BigInt(batch.lastOffset()) };
+      return;
+    }
     let metadata: string | null;
     try {
       metadata = await deps.committedMetadata(this.#topic, this.#partition);
@@ -247,10 +259,11 @@ class BatchRun {
    * runs again as its next attempt and the slice goes on from it, under the same marker, its later
    * messages neither mapped again nor reported `not-run` (they never left; they run after it).
    */
-  async #runSlice(slice: KafkaMessage[]): Promise<Step> {
+  async #runSlice(slice: readonly ClientMessage[]): Promise<Step> {
     const deps = this.#deps;
     const last = slice[slice.length - 1]!;
-    const marker = deps.options.crashReplay ? encodeMarker({ end: last.offset }) : null;
+    const marker =
+      deps.options.crashReplay && deps.commitMetadata !== false ? encodeMarker({ end: last.offset }) : null;
     if (marker !== null) {
       // Durably note the range before it runs; this commit also records the progress so far.
       if (!(await this.#commit(slice[0]!.offset, marker))) return this.#commitFailed(slice[0]!);
@@ -277,7 +290,7 @@ class BatchRun {
   }
 
   /** A message of a fresh slice, as the attempt the partition's retry state says. */
-  #mapFresh(message: KafkaMessage): MappedMessage {
+  #mapFresh(message: ClientMessage): MappedMessage {
     const attempt = attemptOf(this.#state, message.offset);
     return this.#map(message, attempt, attempt > 1);
   }
@@ -288,12 +301,12 @@ class BatchRun {
    * Only the message that kills the process sees its count rise with each death; its neighbours,
    * of this partition or another, complete when they run. Past `maxAttempts` starts it is not run.
    */
-  async #runAlone(message: KafkaMessage): Promise<Step> {
+  async #runAlone(message: ClientMessage): Promise<Step> {
     const deps = this.#deps;
     const replay = this.#state.replay!;
     // The range stays noted while it is replayed: this commit also records the progress so far.
-    if (!(await this.#commit(message.offset, encodeMarker({ end: replay.end.toString() }))))
-      return this.#commitFailed(message);
+    const marker = deps.commitMetadata === false ? null : encodeMarker({ end: replay.end.toString() });
+    if (!(await this.#commit(message.offset, marker))) return this.#commitFailed(message);
     const leave = await deps.gate.exclusive();
     let plans: (SettlePlan | undefined)[];
     const started = performance.now();
@@ -307,7 +320,7 @@ class BatchRun {
     return typeof step === 'object' ? step.waited : step;
   }
 
-  #map(message: KafkaMessage, attempt: number, redelivered: boolean): MappedMessage {
+  #map(message: ClientMessage, attempt: number, redelivered: boolean): MappedMessage {
     const o = this.#deps.options;
     return envelopeOf(message, {
       topic: this.#topic,
@@ -450,22 +463,19 @@ class BatchRun {
   /** Commits `offset` (the next to read) with metadata; false if it did not happen. */
   async #commit(offset: string, metadata: string | null): Promise<boolean> {
     if (this.#lost || !this.#deps.owns(this.#topic, this.#partition)) return false;
-    const offsets = {
-      topics: [{ topic: this.#topic, partitions: [{ partition: this.#partition, offset, metadata }] }],
-    };
     try {
-      await this.#payload.commitOffsetsIfNecessary(offsets as Offsets);
+      await this.#payload.commit(offset, metadata);
       if (this.#pending === offset) this.#pending = undefined;
       return true;
     } catch (err) {
-      if (isOwnershipLost(err)) this.#lost ??= err;
+      if (this.#deps.isOwnershipLost(err)) this.#lost ??= err;
       else this.#emitError('commit', err);
       return false;
     }
   }
 
   /** A commit before a run failed: nothing ran, read from `message` again after a backoff. */
-  #commitFailed(message: KafkaMessage): Step {
+  #commitFailed(message: ClientMessage): Step {
     if (this.#lost || !this.#deps.owns(this.#topic, this.#partition)) return 'lost';
     this.#backoff(message.offset);
     return 'paused';

@@ -1,12 +1,8 @@
 import { type Inbox, OnceError } from '@once/core';
 import { warnIfRetentionShort } from '@once/core/adapter';
-import type { ConfigResourceTypes } from 'kafkajs';
+import type { ClientAdmin } from './client/types.js';
 import { KafkaErrorCode } from './errors.js';
-import type { AdminLike } from './kafka-like.js';
 import type { ResolvedKafkaConsumerOptions } from './options.js';
-
-/** kafkajs' ConfigResourceTypes.TOPIC (the protocol's 2), which its ESM entry does not export by name. */
-const TOPIC_RESOURCE = 2 as ConfigResourceTypes;
 
 /**
  * What start() checks of the topics, with the admin client: Kafka answers (`KAFKA_UNREACHABLE`
@@ -14,7 +10,7 @@ const TOPIC_RESOURCE = 2 as ConfigResourceTypes;
  * than the inbox keeps ids (a warning).
  */
 export async function checkTopics(
-  admin: AdminLike,
+  admin: ClientAdmin,
   o: ResolvedKafkaConsumerOptions,
   inbox: Inbox['options'],
 ): Promise<void> {
@@ -33,28 +29,22 @@ export async function checkTopics(
 /**
  * Warns when a topic keeps messages longer than the inbox keeps ids: a group whose offsets are
  * reset reads them again.
- * Best effort: a failed describeConfigs is only logged at debug level.
+ * Best effort: a failed read of the topic configs is only logged at debug level.
  */
 async function checkRetention(
-  admin: AdminLike,
+  admin: ClientAdmin,
   o: ResolvedKafkaConsumerOptions,
   inbox: Inbox['options'],
 ): Promise<void> {
   const logger = inbox.logger;
   try {
-    const res = await admin.describeConfigs({
-      includeSynonyms: false,
-      resources: o.topics.map((name) => ({ type: TOPIC_RESOURCE, name, configNames: ['retention.ms'] })),
-    });
-    for (const r of res.resources) {
-      const value = r.configEntries.find((e) => e.configName === 'retention.ms')?.configValue;
-      if (value === undefined || value === null) continue;
-      const ms = Number(value);
+    const res = await admin.retentionMs(o.topics);
+    for (const [topic, ms] of res) {
       warnIfRetentionShort(logger, {
         consumer: inbox.consumer,
         retentionMs: inbox.retentionMs,
         horizonMs: ms < 0 ? Number.POSITIVE_INFINITY : ms,
-        source: `Kafka topic ${r.resourceName} (retention.ms; read again after an offset reset)`,
+        source: `Kafka topic ${topic} (retention.ms; read again after an offset reset)`,
       });
     }
   } catch (err) {

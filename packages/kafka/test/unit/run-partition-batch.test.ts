@@ -1,7 +1,9 @@
 import type { Envelope, Outcome } from '@once/core';
 import { Gate, silentLogger, TypedEmitter } from '@once/core/adapter';
-import type { EachBatchPayload, KafkaMessage } from 'kafkajs';
+import type { KafkaMessage } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
+import { isKafkajsOwnershipLost } from '../../src/client/kafkajs.js';
+import type { PartitionBatch } from '../../src/client/types.js';
 import type { KafkaConsumerEventMap } from '../../src/events.js';
 import { type KafkaConsumerOptions, resolveKafkaConsumerOptions } from '../../src/options.js';
 import { newPartitionState } from '../../src/partition-state.js';
@@ -137,22 +139,22 @@ function harness(
     },
     gate: new Gate(),
     starts: { fresh: undefined, suspect: { starts: { suspect: true } } },
+    isOwnershipLost: isKafkajsOwnershipLost,
   };
-  const payloadOf = (msgs: KafkaMessage[]): EachBatchPayload =>
-    ({
-      batch: { topic: 't', partition: 0, messages: msgs, lastOffset: () => msgs[msgs.length - 1]!.offset },
-      resolveOffset: (o: string) => log.push(`resolve ${o}`),
-      heartbeat: opts.heartbeat ?? (async () => {}),
-      commitOffsetsIfNecessary: async (offsets: {
-        topics: { partitions: { offset: string; metadata: string | null }[] }[];
-      }) => {
-        const p = offsets.topics[0]!.partitions[0]!;
-        const m = decodeMarker(p.metadata);
-        log.push(`commit ${p.offset}${m ? ` ${JSON.stringify(m)}` : ''}`);
-      },
-      isRunning: () => true,
-      isStale: () => false,
-    }) as unknown as EachBatchPayload;
+  const payloadOf = (msgs: KafkaMessage[]): PartitionBatch => ({
+    topic: 't',
+    partition: 0,
+    messages: msgs,
+    lastOffset: () => msgs[msgs.length - 1]!.offset,
+    resolveOffset: (o: string) => log.push(`resolve ${o}`),
+    heartbeat: opts.heartbeat ?? (async () => {}),
+    commit: async (offset: string, metadata: string | null) => {
+      const m = decodeMarker(metadata);
+      log.push(`commit ${offset}${m ? ` ${JSON.stringify(m)}` : ''}`);
+    },
+    isRunning: () => true,
+    isStale: () => false,
+  });
   return {
     log,
     deps,
@@ -399,5 +401,28 @@ describe('runPartitionBatch', () => {
       await h.run(messages(0, 1));
       expect(seen).toBeUndefined();
     });
+  });
+});
+
+describe('a client without offset-commit metadata (capabilities.commitMetadata false)', () => {
+  it('writes no marker and runs the first batch of an assignment one by one, counting starts', async () => {
+    const h = harness();
+    h.deps.commitMetadata = false;
+    await h.run(messages(5, 2));
+    expect(h.log).toEqual([
+      'commit 5',
+      'process 5 attempt=1 redelivered=true',
+      'start 5 #1',
+      'resolve 5',
+      'commit 6',
+      'process 6 attempt=1 redelivered=true',
+      'start 6 #1',
+      'resolve 6',
+      'commit 7',
+    ]);
+    // The next batch of the same assignment runs as fresh slices, without a marker commit first.
+    h.log.length = 0;
+    await h.run(messages(7, 2));
+    expect(h.log).toEqual(['batch 7,8', 'resolve 8', 'commit 9']);
   });
 });
