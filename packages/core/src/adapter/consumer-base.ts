@@ -1,8 +1,8 @@
-import type { Envelope } from '../envelope.js';
-import { checkEventName, type TypedEmitter } from '../events.js';
+import { type InboxOptions, resolveInboxOptions } from '../engine/options.js';
+import type { ProcessOptions } from '../engine/process-options.js';
 import { Inbox } from '../inbox.js';
-import { type InboxOptions, resolveInboxOptions } from '../options.js';
-import type { ProcessOptions } from '../process-options.js';
+import type { Envelope } from '../message/envelope.js';
+import { checkEventName, type TypedEmitter } from '../message/events.js';
 import {
   CONSUMER_EVENT_NAMES,
   type Consumer,

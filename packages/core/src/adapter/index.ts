@@ -24,17 +24,16 @@
  * ```
  */
 
+export type { StoredHttpResponse } from '../engine/http-response-store.js';
+export type { ResolvedInboxOptions } from '../engine/options.js';
 export { runsAlone } from '../engine/plan-runs.js';
 export { type UnclaimedOutcome, UnclaimedTx } from '../engine/unclaimed-tx.js';
 export { serializeError } from '../errors.js';
-export { TypedEmitter } from '../events.js';
-export { fingerprint } from '../fingerprint.js';
-export { createHttpInbox } from '../http-inbox.js';
-export type { StoredHttpResponse } from '../http-response-store.js';
 export { silentLogger } from '../logger.js';
+export { TypedEmitter } from '../message/events.js';
+export { fingerprint } from '../message/fingerprint.js';
 export { optionCheck } from '../option-check.js';
-export type { ResolvedInboxOptions } from '../options.js';
-export { type RetentionCheck, warnIfRetentionShort } from '../retention.js';
+export { sleep } from '../sleep.js';
 export { Connector } from './connector.js';
 export type { Consumer, ConsumerEventMap, ConsumerHealth, ConsumerState } from './consumer.js';
 export { ConsumerBase, type ConsumerBaseSpec, type StartBudgets } from './consumer-base.js';
@@ -53,14 +52,15 @@ export {
   processGroup,
   takeGroup,
 } from './delivery-pipeline.js';
+export { createHttpInbox } from './http-inbox.js';
 export { Gate, processGate } from './isolation-gate.js';
 export { jsonHandler } from './json-handler.js';
 export { KeyedSerializer } from './keyed-serializer.js';
 export { ConsumerLifecycle, type LifecycleHooks, type LifecycleSpec } from './lifecycle.js';
 export { Limiter } from './limiter.js';
 export { checkMessageId, settledResults } from './publish-results.js';
+export { type RetentionCheck, warnIfRetentionShort } from './retention.js';
 export { type DeadLetterPlan, type RetryPlan, type SettlePlan, settlePlanOf } from './settle-plan.js';
-export { sleep } from './sleep.js';
 export {
   type AdapterOptionKey,
   type ResolvedOptions,
