@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { freshDb } from '../../../../test/support/index.js';
-import { ConsumerLifecycle } from '../../src/adapter/index.js';
+import { ConsumerLifecycle } from '../../src/adapter/lifecycle.js';
 import { resolveInboxOptions } from '../../src/engine/options.js';
 import { createInbox, type Handler, Inbox, type InboxOptions, PermanentError } from '../../src/index.js';
 import { envelope } from './fixtures/db.js';

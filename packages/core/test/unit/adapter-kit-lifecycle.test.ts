@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConsumerLifecycle, type LifecycleHooks } from '../../src/adapter/index.js';
+import { ConsumerLifecycle, type LifecycleHooks } from '../../src/adapter/lifecycle.js';
 import { ErrorCode, OnceError } from '../../src/errors.js';
 import type { Inbox } from '../../src/inbox.js';
 import { silentLogger } from '../../src/logger.js';
