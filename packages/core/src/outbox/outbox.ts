@@ -1,3 +1,8 @@
+/**
+ * The transactional outbox: a message enqueued in the caller's transaction, and the after-commit
+ * wake-up (NOTIFY) that sends relays to publish it.
+ */
+
 import { ErrorCode, OnceError } from '../errors.js';
 import { MAX_ID_LENGTH } from '../message/envelope.js';
 import { checkNumber, namingFactory } from '../option-check.js';
