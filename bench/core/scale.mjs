@@ -68,7 +68,7 @@ if (PURGE_BATCHES.some((b) => !Number.isInteger(b) || b < 1))
     `BENCH_PURGE_BATCH must be whole numbers >= 1, comma-separated, got ${JSON.stringify(process.env.BENCH_PURGE_BATCH)}`,
   );
 const BATCH_VARIANTS = PURGE_BATCHES.length ? PURGE_BATCHES : [undefined];
-// purge()'s own default rows per statement (packages/core/src/purge.ts), for the record and the baseline.
+// purge()'s own default rows per statement (packages/core/src/schema/purge.ts), for the record and the baseline.
 const PURGE_DEFAULT_BATCH = 5000;
 // Which purge runs in the windows: `core` (@once/core's purge), `pkjoin` (the statement purge had
 // before 2026-11-24's change, kept here as a baseline: the doomed rows joined back through the

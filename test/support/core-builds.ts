@@ -132,7 +132,7 @@ export async function coreWithMigrations(name: string, extra: readonly ExtraMigr
   const dir = join(BUILDS, name);
   return build(dir, stamp, async () => {
     for (const input of INPUTS) await cp(join(ROOT, input), join(dir, input), { recursive: true });
-    const file = join(dir, 'packages/core/src/migrations.ts');
+    const file = join(dir, 'packages/core/src/schema/migrations.ts');
     const text = await readFile(file, 'utf8');
     // The end of the MIGRATIONS array literal; the new entries go just before it.
     const end = '\n]);\n\n/** The schema version this build of @once/core expects. */';

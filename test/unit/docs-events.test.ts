@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect, it } from 'vitest';
 import { CONSUMER_EVENT_NAMES } from '../../packages/core/src/adapter/consumer.js';
-import { ONCE_EVENT_NAMES } from '../../packages/core/src/events.js';
+import { ONCE_EVENT_NAMES } from '../../packages/core/src/message/events.js';
 import { KAFKA_CONSUMER_EVENT_NAMES } from '../../packages/kafka/src/events.js';
 import { NATS_CONSUMER_EVENT_NAMES } from '../../packages/nats/src/events.js';
 import { RABBIT_CONSUMER_EVENT_NAMES } from '../../packages/rabbitmq/src/events.js';

@@ -180,3 +180,12 @@ function isSerializedError(e: unknown): e is SerializedError {
     typeof (e as SerializedError).message === 'string'
   );
 }
+
+/** The handler ran past `handlerTimeoutMs`. */
+export class DeadlineError extends OnceError {
+  constructor(ms: number) {
+    super(ErrorCode.HandlerTimeout, `handler did not settle within handlerTimeoutMs (${ms} ms)`, {
+      retryable: true,
+    });
+  }
+}

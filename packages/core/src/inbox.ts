@@ -1,5 +1,3 @@
-import { warnPoolSettings } from './bounded-pool.js';
-import { guardNewClients } from './connection.js';
 import { BatchPause } from './engine/batch-pause.js';
 import { BatchTx } from './engine/batch-tx.js';
 import { type EngineContext, engineContext } from './engine/context.js';
@@ -8,26 +6,28 @@ import { FailureLog } from './engine/failure-log.js';
 import { HttpTx } from './engine/http-tx.js';
 import { type Item, prepare } from './engine/item.js';
 import { forgetStart, noteStart } from './engine/note-start.js';
-import { emitOutcome } from './engine/outcome-events.js';
-import { OwnedTx } from './engine/owned-tx.js';
-import { planRuns, type Run, runInOrder } from './engine/plan-runs.js';
-import { Readiness } from './engine/readiness.js';
-import { recordFailed } from './engine/record-failure.js';
-import { SingleTx } from './engine/single-tx.js';
-import { settleStarts } from './engine/start-budget.js';
-import type { Envelope } from './envelope.js';
-import { Events, ONCE_EVENT_NAMES, type OnceEventMap } from './events.js';
-import { LeaseProcessor } from './lease/lease-processor.js';
-import { namingFactory } from './option-check.js';
 import {
   callerTransactionsOf,
   type InboxOptions,
   leaseOf,
   type ResolvedInboxOptions,
   resolveInboxOptions,
-} from './options.js';
-import type { Outcome } from './outcome.js';
-import type { ProcessOptions } from './process-options.js';
+} from './engine/options.js';
+import { emitOutcome } from './engine/outcome-events.js';
+import { OwnedTx } from './engine/owned-tx.js';
+import { planRuns, type Run, runInOrder } from './engine/plan-runs.js';
+import type { ProcessOptions } from './engine/process-options.js';
+import { Readiness } from './engine/readiness.js';
+import { recordFailed } from './engine/record-failure.js';
+import { SingleTx } from './engine/single-tx.js';
+import { settleStarts } from './engine/start-budget.js';
+import { LeaseProcessor } from './lease/lease-processor.js';
+import type { Envelope } from './message/envelope.js';
+import { Events, ONCE_EVENT_NAMES, type OnceEventMap } from './message/events.js';
+import type { Outcome } from './message/outcome.js';
+import { namingFactory } from './option-check.js';
+import { warnPoolSettings } from './pg/bounded-pool.js';
+import { guardNewClients } from './pg/connection.js';
 
 /**
  * Processes envelopes effectively once: the id's claim and the handler's writes commit or roll

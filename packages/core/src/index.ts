@@ -12,31 +12,16 @@
  * const outcome = await inbox.process({ id: 'order-1', body, headers: {}, source, attempt: 1, redelivered: false });
  * ```
  */
-export type { CallerTransactions } from './caller-transactions.js';
-export type { Envelope, EnvelopeSource, Liveness } from './envelope.js';
+
+export type { InboxMode, InboxOptions, LeaseSettings } from './engine/options.js';
+export type { ProcessOptions } from './engine/process-options.js';
 export { ErrorCode, OnceError, PermanentError, type SerializedError } from './errors.js';
-export type { MessageEventBase, OnceEventMap } from './events.js';
-export type { Handler, HandlerContext, StepFn, Tx } from './handler.js';
-export { idempotencyKey } from './idempotency-key.js';
+export type { Handler, HandlerContext, StepFn, Tx } from './handler/handler.js';
 export { createInbox, Inbox } from './inbox.js';
 export type { Logger } from './logger.js';
-export { type MigrateOptions, type MigrateResult, migrate } from './migrate.js';
-export type { InboxMode, InboxOptions, LeaseSettings } from './options.js';
-export {
-  createOutbox,
-  type DestinationOptions,
-  Outbox,
-  type OutboxOptions,
-  type PublishOptions,
-  type Queryable,
-} from './outbox.js';
-export type {
-  OutboxMessage,
-  OutboxPublisher,
-  OutboxPublishOptions,
-  OutboxPublishResult,
-  OutboxRepublish,
-} from './outbox-publisher.js';
+export type { Envelope, EnvelopeSource, Liveness } from './message/envelope.js';
+export type { MessageEventBase, OnceEventMap } from './message/events.js';
+export { idempotencyKey } from './message/idempotency-key.js';
 export type {
   BusyOutcome,
   ConflictOutcome,
@@ -47,8 +32,23 @@ export type {
   Outcome,
   ProcessedOutcome,
   RetryOutcome,
-} from './outcome.js';
-export type { PgClientLike, PgPoolLike, QueryConfigLike, QueryResultLike } from './pg-like.js';
-export type { ProcessOptions } from './process-options.js';
-export { createRelay, Relay } from './relay.js';
-export type { RelayHealth, RelayOptions } from './relay-options.js';
+} from './message/outcome.js';
+export {
+  createOutbox,
+  type DestinationOptions,
+  Outbox,
+  type OutboxOptions,
+  type PublishOptions,
+} from './outbox/outbox.js';
+export type {
+  OutboxMessage,
+  OutboxPublisher,
+  OutboxPublishOptions,
+  OutboxPublishResult,
+  OutboxRepublish,
+} from './outbox/outbox-publisher.js';
+export { createRelay, Relay } from './outbox/relay.js';
+export type { RelayHealth, RelayOptions } from './outbox/relay-options.js';
+export type { CallerTransactions } from './pg/caller-transactions.js';
+export type { PgClientLike, PgPoolLike, Queryable, QueryConfigLike, QueryResultLike } from './pg/pg-like.js';
+export { type MigrateOptions, type MigrateResult, migrate } from './schema/migrate.js';

@@ -1,8 +1,8 @@
-import type { Envelope } from '../envelope.js';
-import { checkEventName, type TypedEmitter } from '../events.js';
+import { type InboxOptions, resolveInboxOptions } from '../engine/options.js';
+import type { ProcessOptions } from '../engine/process-options.js';
 import { Inbox } from '../inbox.js';
-import { type InboxOptions, resolveInboxOptions } from '../options.js';
-import type { ProcessOptions } from '../process-options.js';
+import type { Envelope } from '../message/envelope.js';
+import { checkEventName, type TypedEmitter } from '../message/events.js';
 import {
   CONSUMER_EVENT_NAMES,
   type Consumer,
@@ -42,7 +42,7 @@ export interface ConsumerBaseSpec<R> {
  * lifecycle (state,
  * the one emitter, the stop deadline, the hold while the database is unusable), and the
  * `Consumer` methods over them. An adapter extends it and writes what only its broker knows:
- * `open`, `pause`, `resume`, `drain` and `close` (see {@link LifecycleHooks}) and `health()`
+ * `open`, `pause`, `resume`, `drain` and `close` (its abstract members) and `health()`
  * (the kit's fields from `this.life.health(ok)`, plus its own).
  *
  * A base class rather than a helper the adapter holds: what it saves is exactly the `Consumer`

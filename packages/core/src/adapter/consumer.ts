@@ -1,8 +1,8 @@
-import type { EnvelopeSource } from '../envelope.js';
 import type { SerializedError } from '../errors.js';
-import type { EventNames } from '../events.js';
 import type { Inbox } from '../inbox.js';
-import type { FailReason } from '../outcome.js';
+import type { EnvelopeSource } from '../message/envelope.js';
+import type { EventNames } from '../message/events.js';
+import type { FailReason } from '../message/outcome.js';
 
 /**
  * Where a consumer is in its life, the same on every broker:

@@ -1,5 +1,5 @@
 import type { SerializedError } from '../errors.js';
-import type { ConflictOutcome, FailedOutcome, FailReason } from '../outcome.js';
+import type { ConflictOutcome, FailedOutcome, FailReason } from '../message/outcome.js';
 
 /**
  * The one name under which every adapter attaches why a message was dead-lettered: a Kafka header,

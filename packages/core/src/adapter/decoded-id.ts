@@ -1,4 +1,4 @@
-import type { Envelope } from '../envelope.js';
+import type { Envelope } from '../message/envelope.js';
 
 /**
  * The envelope's `idUnusable` for an id the broker's client handed over as text it had already

@@ -1,8 +1,8 @@
+import type { ResolvedInboxOptions } from '../engine/options.js';
 import { runsAlone } from '../engine/plan-runs.js';
-import type { Envelope } from '../envelope.js';
 import type { Inbox } from '../inbox.js';
-import type { ResolvedInboxOptions } from '../options.js';
-import type { Outcome } from '../outcome.js';
+import type { Envelope } from '../message/envelope.js';
+import type { Outcome } from '../message/outcome.js';
 import type { StartBudgets } from './consumer-base.js';
 import { type Gate, processGate } from './isolation-gate.js';
 import type { Limiter } from './limiter.js';

@@ -1,8 +1,8 @@
 /**
  * `@once/core/adapter`: the adapter kit. What broker adapters need from core and users do not:
  * the consumer contract (`Consumer`, its state, health and base events), `ConsumerBase` (the
- * skeleton every consumer shares), the lifecycle with its stop deadline and its hold while the
- * database is unusable, option splitting and validators, the killer budget's call options (`StartBudgets`), the
+ * skeleton every consumer shares, with its lifecycle: the stop deadline and the hold while the
+ * database is unusable), option splitting and validators, the killer budget's call options (`StartBudgets`), the
  * concurrency primitives (limiter, keyed serializer, the process-wide isolation gate,
  * `takeGroup`, `processGroup`), the `DeliveryPipeline` (queue → groups → the inbox behind the gate → core's
  * settle plan → the adapter's broker calls, with reruns of what a stopped batch never ran),
@@ -14,7 +14,9 @@
  * (one message shape: `createKafkaConsumer: option 'batchSize' must be …`), `createHttpInbox`
  * (the inbox of `@once/http`'s keys, which stores each key's response) and `UnclaimedTx` (a
  * handler in once's transaction that claims nothing: `@once/http`'s requests without a key). It
- * names no broker. Test helpers are not exported: tests import them from the source.
+ * names no broker. Test helpers are not exported: tests import them from the source. Nor are the
+ * shapes of the kit's parameters (the specs of `ConsumerBase`, `DeliveryPipeline`, `processGroup`,
+ * `splitOptions`, `logDropped`, `warnIfRetentionShort`): adapters write them as object literals.
  * See docs/adapters.md. Stability: 0.x, like every package here; a minor version may change it,
  * and each change is listed in CHANGELOG.md.
  *
@@ -24,48 +26,35 @@
  * ```
  */
 
+export type { StoredHttpResponse } from '../engine/http-response-store.js';
+export type { ResolvedInboxOptions } from '../engine/options.js';
 export { runsAlone } from '../engine/plan-runs.js';
-export { type UnclaimedOutcome, UnclaimedTx } from '../engine/unclaimed-tx.js';
+export { UnclaimedTx } from '../engine/unclaimed-tx.js';
 export { serializeError } from '../errors.js';
-export { TypedEmitter } from '../events.js';
-export { fingerprint } from '../fingerprint.js';
-export { createHttpInbox } from '../http-inbox.js';
-export type { StoredHttpResponse } from '../http-response-store.js';
 export { silentLogger } from '../logger.js';
+export { TypedEmitter } from '../message/events.js';
+export { fingerprint } from '../message/fingerprint.js';
 export { optionCheck } from '../option-check.js';
-export type { ResolvedInboxOptions } from '../options.js';
-export { type RetentionCheck, warnIfRetentionShort } from '../retention.js';
+export { sleep } from '../sleep.js';
 export { Connector } from './connector.js';
 export type { Consumer, ConsumerEventMap, ConsumerHealth, ConsumerState } from './consumer.js';
-export { ConsumerBase, type ConsumerBaseSpec, type StartBudgets } from './consumer-base.js';
+export { ConsumerBase, type StartBudgets } from './consumer-base.js';
 export {
   DEAD_LETTER_RECORD,
   type DeadLetterRecord,
   decodeDeadLetterRecord,
   encodeDeadLetterRecord,
 } from './dead-letter-record.js';
-export { type DroppedSpec, deadLetteredEvent, logDropped } from './dead-lettered.js';
+export { deadLetteredEvent, logDropped } from './dead-lettered.js';
 export { decodedIdCheck } from './decoded-id.js';
-export {
-  DeliveryPipeline,
-  type DeliveryPipelineSpec,
-  type ProcessGroupDeps,
-  processGroup,
-  takeGroup,
-} from './delivery-pipeline.js';
+export { DeliveryPipeline, processGroup, takeGroup } from './delivery-pipeline.js';
+export { createHttpInbox } from './http-inbox.js';
 export { Gate, processGate } from './isolation-gate.js';
 export { jsonHandler } from './json-handler.js';
 export { KeyedSerializer } from './keyed-serializer.js';
-export { ConsumerLifecycle, type LifecycleHooks, type LifecycleSpec } from './lifecycle.js';
 export { Limiter } from './limiter.js';
 export { checkMessageId, settledResults } from './publish-results.js';
+export { warnIfRetentionShort } from './retention.js';
 export { type DeadLetterPlan, type RetryPlan, type SettlePlan, settlePlanOf } from './settle-plan.js';
-export { sleep } from './sleep.js';
-export {
-  type AdapterOptionKey,
-  type ResolvedOptions,
-  type SplitSpec,
-  splitOptions,
-  withDefaults,
-} from './split-options.js';
+export { type AdapterOptionKey, type ResolvedOptions, splitOptions, withDefaults } from './split-options.js';
 export { untilAborted } from './until-aborted.js';

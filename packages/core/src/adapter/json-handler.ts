@@ -1,6 +1,6 @@
-import type { Envelope } from '../envelope.js';
 import { PermanentError } from '../errors.js';
-import type { Handler, HandlerContext } from '../handler.js';
+import type { Handler, HandlerContext } from '../handler/handler.js';
+import type { Envelope } from '../message/envelope.js';
 
 /**
  * Wraps a handler that takes the body as parsed JSON. A body that is not JSON is a

@@ -1,9 +1,9 @@
-import { checkSchema } from '../check-schema.js';
-import type { EnvelopeSource } from '../envelope.js';
 import { ErrorCode, OnceError, serializeError } from '../errors.js';
-import { TypedEmitter } from '../events.js';
 import type { Inbox } from '../inbox.js';
 import type { Logger } from '../logger.js';
+import type { EnvelopeSource } from '../message/envelope.js';
+import { TypedEmitter } from '../message/events.js';
+import { checkSchema } from '../schema/check-schema.js';
 import type { ConsumerEventMap, ConsumerHealth, ConsumerState } from './consumer.js';
 
 /** What a broker adapter does at each step of its consumer's life. */

@@ -1,5 +1,5 @@
 import { ErrorCode, OnceError, serializeError } from '../errors.js';
-import type { OutboxPublishResult } from '../outbox-publisher.js';
+import type { OutboxPublishResult } from '../outbox/outbox-publisher.js';
 
 /**
  * What a publisher that sends its messages one by one reports to the relay: the id check before

@@ -1,7 +1,7 @@
-import type { EnvelopeSource } from '../envelope.js';
+import type { ResolvedInboxOptions } from '../engine/options.js';
 import type { SerializedError } from '../errors.js';
-import type { ResolvedInboxOptions } from '../options.js';
-import type { Outcome } from '../outcome.js';
+import type { EnvelopeSource } from '../message/envelope.js';
+import type { Outcome } from '../message/outcome.js';
 import { type DeadLetterRecord, deadLetterRecordOf } from './dead-letter-record.js';
 
 /**

@@ -1,5 +1,5 @@
+import { type Defined, type InboxOptions, MOVED_INBOX_OPTIONS } from '../engine/options.js';
 import { checkFunction, invalidOption, namingFactory } from '../option-check.js';
-import { type Defined, type InboxOptions, MOVED_INBOX_OPTIONS } from '../options.js';
 import { nearest } from './nearest.js';
 import { retiredOption } from './retired-options.js';
 

@@ -1,5 +1,5 @@
-import type { Origin } from '../envelope.js';
 import { OnceError } from '../errors.js';
+import type { Origin } from '../message/envelope.js';
 
 /** Error codes of the admin API (`@once/core/admin`). */
 export const AdminErrorCode = {

@@ -1,5 +1,5 @@
-import { quoteIdentifier } from '../identifier.js';
 import { type AdminSql, adminSql } from '../sql/admin.js';
+import { quoteIdentifier } from '../sql/identifier.js';
 
 /** The admin statements of `schema`, validated and quoted as everywhere in core. */
 export function sqlOf(schema: string): AdminSql {

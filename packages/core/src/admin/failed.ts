@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import type { Origin } from '../envelope.js';
 import { ErrorCode, OnceError } from '../errors.js';
-import { enqueueRow, Outbox, type Queryable } from '../outbox.js';
-import type { PgPoolLike } from '../pg-like.js';
+import type { Origin } from '../message/envelope.js';
+import { enqueueRow, Outbox } from '../outbox/outbox.js';
+import type { PgPoolLike, Queryable } from '../pg/pg-like.js';
 import { fromJsonb } from '../sql/jsonb.js';
 import { AdminError, AdminErrorCode } from './admin-error.js';
 import { type MessageKey, sqlOf } from './admin-sql.js';

@@ -1,6 +1,6 @@
-import { MAX_ID_LENGTH } from '../envelope.js';
 import { ErrorCode, OnceError } from '../errors.js';
-import type { Queryable } from '../outbox.js';
+import { MAX_ID_LENGTH } from '../message/envelope.js';
+import type { Queryable } from '../pg/pg-like.js';
 import { AdminError, AdminErrorCode } from './admin-error.js';
 import { type MessageKey, sqlOf } from './admin-sql.js';
 import { getInboxRow, readSteps, requireConsumer } from './lookup.js';

@@ -1,4 +1,4 @@
-import type { Queryable } from '../outbox.js';
+import type { Queryable } from '../pg/pg-like.js';
 import { sqlOf } from './admin-sql.js';
 
 /** The inbox's gauges, read in one cheap statement. */

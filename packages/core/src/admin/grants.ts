@@ -1,7 +1,7 @@
-import { quoteIdentifier } from '../identifier.js';
-import type { PgPoolLike } from '../pg-like.js';
+import type { PgPoolLike } from '../pg/pg-like.js';
+import { inTransaction } from '../pg/transaction.js';
 import { runtimeGrantSql } from '../sql/grants.js';
-import { inTransaction } from '../transaction.js';
+import { quoteIdentifier } from '../sql/identifier.js';
 
 /**
  * The GRANT statements that let `role` run consumers, relays, `purge` and the `once` command on

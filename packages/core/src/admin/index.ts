@@ -11,15 +11,15 @@
  * ```
  */
 
-export { checkSchema } from '../check-schema.js';
-export { MAX_ID_BYTES, MAX_ID_LENGTH } from '../envelope.js';
-export { quoteIdentifier } from '../identifier.js';
-export { schemaSql } from '../migrate.js';
-export { compatibleFrom, LATEST_SCHEMA_VERSION, MIGRATIONS, type Migration } from '../migrations.js';
-export { type PurgeOptions, purge } from '../purge.js';
-export type { SchemaStatus } from '../schema-compat.js';
+export { MAX_ID_BYTES, MAX_ID_LENGTH } from '../message/envelope.js';
+export { classifyDbError, type DbErrorClass } from '../pg/sqlstate.js';
+export { checkSchema } from '../schema/check-schema.js';
+export { schemaSql } from '../schema/migrate.js';
+export { compatibleFrom, LATEST_SCHEMA_VERSION, MIGRATIONS, type Migration } from '../schema/migrations.js';
+export { type PurgeOptions, purge } from '../schema/purge.js';
+export type { SchemaStatus } from '../schema/schema-compat.js';
+export { quoteIdentifier } from '../sql/identifier.js';
 export { outboxChannel } from '../sql/outbox.js';
-export { classifyDbError, type DbErrorClass } from '../sqlstate.js';
 export { AdminError, AdminErrorCode, type AdminErrorDetail } from './admin-error.js';
 export type { MessageKey } from './admin-sql.js';
 export {

@@ -1,5 +1,5 @@
-import type { Origin } from '../envelope.js';
-import type { Queryable } from '../outbox.js';
+import type { Origin } from '../message/envelope.js';
+import type { Queryable } from '../pg/pg-like.js';
 import { fromJsonb } from '../sql/jsonb.js';
 import { AdminError, AdminErrorCode } from './admin-error.js';
 import { type MessageKey, sqlOf } from './admin-sql.js';

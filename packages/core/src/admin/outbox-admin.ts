@@ -1,7 +1,7 @@
-import { MAX_ID_LENGTH } from '../envelope.js';
 import { ErrorCode, OnceError } from '../errors.js';
-import { quoteIdentifier } from '../identifier.js';
-import type { Queryable } from '../outbox.js';
+import { MAX_ID_LENGTH } from '../message/envelope.js';
+import type { Queryable } from '../pg/pg-like.js';
+import { quoteIdentifier } from '../sql/identifier.js';
 import { outboxChannel, outboxSql } from '../sql/outbox.js';
 import { AdminError, AdminErrorCode } from './admin-error.js';
 import { sqlOf } from './admin-sql.js';

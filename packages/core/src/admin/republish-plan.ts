@@ -1,4 +1,4 @@
-import type { Origin } from '../envelope.js';
+import type { Origin } from '../message/envelope.js';
 import { AdminError, AdminErrorCode } from './admin-error.js';
 import type { MessageKey } from './admin-sql.js';
 

@@ -1,9 +1,9 @@
-import { quoteIdentifier } from '../identifier.js';
-import { LATEST_SCHEMA_VERSION } from '../migrations.js';
-import type { Queryable } from '../outbox.js';
-import { judgeSchema, type SchemaStatus } from '../schema-compat.js';
+import type { Queryable } from '../pg/pg-like.js';
+import { classifyDbError } from '../pg/sqlstate.js';
+import { LATEST_SCHEMA_VERSION } from '../schema/migrations.js';
+import { judgeSchema, type SchemaStatus } from '../schema/schema-compat.js';
+import { quoteIdentifier } from '../sql/identifier.js';
 import { migrationSql } from '../sql/inbox.js';
-import { classifyDbError } from '../sqlstate.js';
 
 /** Where an installed schema stands against this build of @once/core. */
 export interface SchemaState {

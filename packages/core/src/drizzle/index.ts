@@ -13,12 +13,12 @@
  */
 import type { ExtractTablesWithRelations } from 'drizzle-orm';
 import { drizzle, type NodePgDatabase, type NodePgTransaction } from 'drizzle-orm/node-postgres';
-import type { BoundHandler, InboxBinding } from '../binding.js';
-import { boundContext, checkBoundHandler } from '../binding.js';
-import type { Tx } from '../handler.js';
-import type { QueryConfigLike } from '../pg-like.js';
+import type { BoundHandler, InboxBinding } from '../handler/binding.js';
+import { boundContext, checkBoundHandler } from '../handler/binding.js';
+import type { Tx } from '../handler/handler.js';
+import type { QueryConfigLike } from '../pg/pg-like.js';
 
-export type { BoundContext, BoundHandler, InboxBinding } from '../binding.js';
+export type { BoundContext, BoundHandler, InboxBinding } from '../handler/binding.js';
 
 /** The transaction object a Drizzle handler receives. */
 export type DrizzleTx<TSchema extends Record<string, unknown>> = NodePgTransaction<

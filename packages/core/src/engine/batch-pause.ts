@@ -8,7 +8,7 @@
  */
 
 import type { Logger } from '../logger.js';
-import { classifyDbError } from '../sqlstate.js';
+import { classifyDbError } from '../pg/sqlstate.js';
 
 /** How long batching pauses after a batch deadlocked on its handlers' rows. */
 export const BATCH_PAUSE_MS = 30_000;

@@ -4,8 +4,8 @@
  * message per transaction.
  */
 
-import type { Outcome } from '../outcome.js';
-import { classifyDbError } from '../sqlstate.js';
+import type { Outcome } from '../message/outcome.js';
+import { classifyDbError } from '../pg/sqlstate.js';
 import type { EngineContext } from './context.js';
 import { handlerFailed } from './failures.js';
 import type { Item } from './item.js';

@@ -5,11 +5,12 @@
  * the whole batch is one statement with the ids sorted, so overlapping batches lock in one order.
  */
 
-import { Connection } from '../connection.js';
-import { type FingerprintHex, hexBytes } from '../fingerprint.js';
-import type { Outcome } from '../outcome.js';
-import { DeadlineError } from '../run-handler.js';
-import { classifyDbError } from '../sqlstate.js';
+import { DeadlineError } from '../errors.js';
+import { type FingerprintHex, hexBytes } from '../message/fingerprint.js';
+import type { Outcome } from '../message/outcome.js';
+import { Connection } from '../pg/connection.js';
+import { classifyDbError } from '../pg/sqlstate.js';
+import { rollback } from '../pg/transaction.js';
 import type { BatchPause } from './batch-pause.js';
 import { oneByOne, poisonsBatch, replay } from './batch-recovery.js';
 import type { EngineContext } from './context.js';
@@ -20,7 +21,7 @@ import { isStop } from './plan-runs.js';
 import { markFailedInTx } from './record-failure.js';
 import { vanished } from './single-tx.js';
 import { type InboxRow, outcomeOfRow } from './stored-row.js';
-import { lastResult, rollback, StatementError, stmt } from './tx.js';
+import { lastResult, StatementError, stmt } from './tx.js';
 
 export class BatchTx<R> {
   readonly #ctx: EngineContext<R>;

@@ -4,10 +4,10 @@
  * nothing itself.
  */
 
-import type { Events } from '../events.js';
-import type { ResolvedInboxOptions } from '../options.js';
-import { Outcomes } from '../outcomes.js';
+import type { Events } from '../message/events.js';
 import { type InboxSql, inboxSql } from '../sql/inbox.js';
+import type { ResolvedInboxOptions } from './options.js';
+import { Outcomes } from './outcomes.js';
 
 export interface EngineContext<R> {
   readonly o: ResolvedInboxOptions<R>;

@@ -9,7 +9,7 @@
  */
 
 import type { Logger } from '../logger.js';
-import type { Outcome } from '../outcome.js';
+import type { Outcome } from '../message/outcome.js';
 
 /**
  * Who logs an inbox's failure lines: `engine` (the inbox itself: a bare inbox, `@once/http`), or

@@ -1,6 +1,6 @@
 import type { SerializedError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import type { Outcome } from '../outcome.js';
+import type { Outcome } from '../message/outcome.js';
 
 /** What a {@link FailureLog} writes to, and how often it may repeat itself. */
 export interface FailureLogSpec {

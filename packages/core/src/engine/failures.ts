@@ -5,14 +5,15 @@
  * a `failed` record).
  */
 
-import type { Connection } from '../connection.js';
-import type { Outcome } from '../outcome.js';
-import { type Verdict, verdictOf } from '../verdict.js';
+import { type Verdict, verdictOf } from '../handler/verdict.js';
+import type { Outcome } from '../message/outcome.js';
+import type { Connection } from '../pg/connection.js';
+import { rollback } from '../pg/transaction.js';
 import type { EngineContext } from './context.js';
 import type { Item } from './item.js';
 import { recordFailed } from './record-failure.js';
 import { attemptOf } from './start-budget.js';
-import { causeOf, rollback } from './tx.js';
+import { causeOf } from './tx.js';
 
 /** Where a failure came from: the handler, or one of once's own statements. */
 export type FailureSource = 'handler' | 'statement';

@@ -4,8 +4,8 @@
  */
 
 import { serializeError } from '../errors.js';
-import type { PgClientLike } from '../pg-like.js';
-import { type HandlerRun, runHandler } from '../run-handler.js';
+import { type HandlerRun, runHandler } from '../handler/run-handler.js';
+import type { PgClientLike } from '../pg/pg-like.js';
 import type { EngineContext } from './context.js';
 import type { Item } from './item.js';
 import { handlerOf } from './start-budget.js';

@@ -7,19 +7,20 @@
  * transaction is ended without the answer waiting for it.
  */
 
-import { Connection } from '../connection.js';
 import { ErrorCode, OnceError } from '../errors.js';
-import { type HttpResponseToStore, httpResponseProblem, responseOfRow } from '../http-response-store.js';
-import type { Outcome } from '../outcome.js';
-import type { QueryResultLike } from '../pg-like.js';
+import type { Outcome } from '../message/outcome.js';
+import { Connection } from '../pg/connection.js';
+import type { QueryResultLike } from '../pg/pg-like.js';
+import { rolledBackError } from '../pg/transaction.js';
 import { type HttpKeyRow, type HttpSql, httpSql } from '../sql/http.js';
 import type { EngineContext } from './context.js';
 import { afterHandlerError, afterStatementError, handlerFailed } from './failures.js';
 import { runInTx } from './handler-in-tx.js';
+import { type HttpResponseToStore, httpResponseProblem, responseOfRow } from './http-response-store.js';
 import type { Item } from './item.js';
 import { vanished } from './single-tx.js';
 import { outcomeOfRow } from './stored-row.js';
-import { rolledBackError, stmt } from './tx.js';
+import { stmt } from './tx.js';
 
 export class HttpTx<R> {
   readonly #ctx: EngineContext<R>;

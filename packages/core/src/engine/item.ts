@@ -5,12 +5,12 @@
  * recorded under its id).
  */
 
-import { type Envelope, resolveId } from '../envelope.js';
 import { PermanentError, serializeError } from '../errors.js';
-import { type FingerprintHex, fingerprintHex } from '../fingerprint.js';
-import type { Handler } from '../handler.js';
-import type { ResolvedInboxOptions } from '../options.js';
-import type { ProcessOptions, StartBudget } from '../process-options.js';
+import type { Handler } from '../handler/handler.js';
+import { type Envelope, resolveId } from '../message/envelope.js';
+import { type FingerprintHex, fingerprintHex } from '../message/fingerprint.js';
+import type { ResolvedInboxOptions } from './options.js';
+import type { ProcessOptions, StartBudget } from './process-options.js';
 
 /** A message with its id resolved and its fingerprint taken. */
 export interface Item {

@@ -4,7 +4,7 @@
  * the message runs, so a message that kills its consumer is the only one whose count rises.
  */
 
-import { type Envelope, resolveId } from '../envelope.js';
+import { type Envelope, resolveId } from '../message/envelope.js';
 import type { EngineContext } from './context.js';
 
 /** Counts a start of `envelope`'s id and returns the count, this one included. */

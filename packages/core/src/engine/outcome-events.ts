@@ -3,8 +3,8 @@
  * someone listens.
  */
 
-import type { Events } from '../events.js';
-import type { Outcome } from '../outcome.js';
+import type { Events } from '../message/events.js';
+import type { Outcome } from '../message/outcome.js';
 
 /** Each outcome's event name, made once (not a new string per message). */
 const EVENT_OF = {

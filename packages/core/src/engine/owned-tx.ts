@@ -7,11 +7,11 @@
  * rolls back the claim with the handler's writes.
  */
 
-import { type CallerTransactions, withSqlstate } from '../caller-transactions.js';
-import { hexBytes } from '../fingerprint.js';
-import type { Outcome } from '../outcome.js';
-import type { PgClientLike, QueryConfigLike, QueryResultLike } from '../pg-like.js';
-import type { HandlerRun } from '../run-handler.js';
+import type { HandlerRun } from '../handler/run-handler.js';
+import { hexBytes } from '../message/fingerprint.js';
+import type { Outcome } from '../message/outcome.js';
+import { type CallerTransactions, withSqlstate } from '../pg/caller-transactions.js';
+import type { PgClientLike, QueryConfigLike, QueryResultLike } from '../pg/pg-like.js';
 import type { EngineContext } from './context.js';
 import { handlerFailed, settleVerdict, verdictFor } from './failures.js';
 import { runInTx } from './handler-in-tx.js';

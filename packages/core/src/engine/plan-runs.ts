@@ -5,9 +5,9 @@
  * `not-run` outcome stops the run: every later message is `not-run` (`behind`).
  */
 
-import type { Envelope } from '../envelope.js';
 import type { PermanentError } from '../errors.js';
-import type { Outcome } from '../outcome.js';
+import type { Envelope } from '../message/envelope.js';
+import type { Outcome } from '../message/outcome.js';
 import type { Item, Prepared } from './item.js';
 
 /** One unit of work, in input order. */

@@ -4,11 +4,11 @@
  * (schema missing or too new, database unreachable) is logged once until the schema checks out.
  */
 
-import { checkSchema } from '../check-schema.js';
 import { serializeError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import type { Outcome } from '../outcome.js';
-import type { PgPoolLike } from '../pg-like.js';
+import type { Outcome } from '../message/outcome.js';
+import type { PgPoolLike } from '../pg/pg-like.js';
+import { checkSchema } from '../schema/check-schema.js';
 
 export class Readiness {
   readonly #pool: PgPoolLike;

@@ -9,14 +9,14 @@
  * the same function, its write fenced by the lease it holds (see {@link FailureWrite}).
  */
 
-import type { Connection } from '../connection.js';
-import { originOf } from '../envelope.js';
 import { serializeError } from '../errors.js';
-import { hexBytes } from '../fingerprint.js';
-import type { FailReason, Outcome } from '../outcome.js';
-import type { QueryResultLike } from '../pg-like.js';
+import { originOf } from '../message/envelope.js';
+import { hexBytes } from '../message/fingerprint.js';
+import type { FailReason, Outcome } from '../message/outcome.js';
+import type { Connection } from '../pg/connection.js';
+import type { QueryResultLike } from '../pg/pg-like.js';
+import { classifyDbError, isEnvironmental } from '../pg/sqlstate.js';
 import { toJsonb } from '../sql/jsonb.js';
-import { classifyDbError, isEnvironmental } from '../sqlstate.js';
 import type { EngineContext } from './context.js';
 import type { Item } from './item.js';
 import { type InboxRow, outcomeOfRow } from './stored-row.js';

@@ -4,16 +4,17 @@
  * result and COMMIT; if not, the row that stood in the way.
  */
 
-import { Connection } from '../connection.js';
-import type { Outcome } from '../outcome.js';
-import type { HandlerRun } from '../run-handler.js';
+import type { HandlerRun } from '../handler/run-handler.js';
+import type { Outcome } from '../message/outcome.js';
+import { Connection } from '../pg/connection.js';
+import { rolledBackError } from '../pg/transaction.js';
 import type { EngineContext } from './context.js';
 import { afterHandlerError, afterStatementError, handlerFailed } from './failures.js';
 import { runInTx } from './handler-in-tx.js';
 import type { Item } from './item.js';
 import { isFresh } from './plan-runs.js';
 import { type InboxRow, outcomeOfRow } from './stored-row.js';
-import { lastResult, rolledBackError, stmt } from './tx.js';
+import { lastResult, stmt } from './tx.js';
 
 /** How many times one message's transaction runs when it keeps losing races (40P01, 40001). */
 const RACE_RUNS = 3;

@@ -13,8 +13,8 @@
  */
 
 import { AttemptsExhaustedError, serializeError } from '../errors.js';
-import type { Handler } from '../handler.js';
-import type { Outcome } from '../outcome.js';
+import type { Handler } from '../handler/handler.js';
+import type { Outcome } from '../message/outcome.js';
 import type { EngineContext } from './context.js';
 import type { Item, StartState } from './item.js';
 

@@ -5,11 +5,11 @@
  * dead-lettered again, never acked as a duplicate) or a `duplicate` with the stored result.
  */
 
-import { hexBytes } from '../fingerprint.js';
-import type { Outcome } from '../outcome.js';
-import type { Outcomes } from '../outcomes.js';
+import { hexBytes } from '../message/fingerprint.js';
+import type { Outcome } from '../message/outcome.js';
 import { fromJsonb } from '../sql/jsonb.js';
 import type { Item } from './item.js';
+import type { Outcomes } from './outcomes.js';
 
 /** The columns of an inbox row that decide a later delivery's outcome. */
 export interface StoredRow {

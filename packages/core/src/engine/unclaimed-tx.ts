@@ -8,14 +8,14 @@
  * Nothing is recorded, so nothing decides whether it ran before: the caller runs it every time.
  */
 
-import { Connection } from '../connection.js';
-import type { Envelope } from '../envelope.js';
-import type { Handler } from '../handler.js';
-import type { ResolvedInboxOptions } from '../options.js';
-import { runHandler } from '../run-handler.js';
+import type { Handler } from '../handler/handler.js';
+import { runHandler } from '../handler/run-handler.js';
+import type { Envelope } from '../message/envelope.js';
+import { Connection } from '../pg/connection.js';
+import { classifyDbError } from '../pg/sqlstate.js';
+import { rollback, rolledBackError } from '../pg/transaction.js';
 import { inboxSql } from '../sql/inbox.js';
-import { classifyDbError } from '../sqlstate.js';
-import { rollback, rolledBackError } from './tx.js';
+import type { ResolvedInboxOptions } from './options.js';
 
 /** How a transaction without a claim ended. */
 export type UnclaimedOutcome<R> =

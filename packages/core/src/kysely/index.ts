@@ -19,11 +19,11 @@ import {
   PostgresQueryCompiler,
   type Transaction,
 } from 'kysely';
-import type { BoundHandler, InboxBinding } from '../binding.js';
-import { boundContext, checkBoundHandler } from '../binding.js';
-import type { Tx } from '../handler.js';
+import type { BoundHandler, InboxBinding } from '../handler/binding.js';
+import { boundContext, checkBoundHandler } from '../handler/binding.js';
+import type { Tx } from '../handler/handler.js';
 
-export type { BoundContext, BoundHandler, InboxBinding } from '../binding.js';
+export type { BoundContext, BoundHandler, InboxBinding } from '../handler/binding.js';
 
 /** Options of {@link withKysely}. */
 export interface WithKyselyOptions {

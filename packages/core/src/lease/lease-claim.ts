@@ -4,18 +4,18 @@
  * what earlier attempts recorded; or, when it does not, the outcome of the row in its way.
  */
 
-import { Connection } from '../connection.js';
 import type { Item } from '../engine/item.js';
+import type { ResolvedInboxOptions } from '../engine/options.js';
+import type { Outcomes } from '../engine/outcomes.js';
 import { outcomeOfRow, type StoredRow } from '../engine/stored-row.js';
-import { rollback } from '../engine/tx.js';
-import type { Events } from '../events.js';
-import { hexBytes } from '../fingerprint.js';
-import type { ResolvedInboxOptions } from '../options.js';
-import type { Outcome } from '../outcome.js';
-import type { Outcomes } from '../outcomes.js';
+import type { Events } from '../message/events.js';
+import { hexBytes } from '../message/fingerprint.js';
+import type { Outcome } from '../message/outcome.js';
+import { Connection } from '../pg/connection.js';
+import { classifyDbError } from '../pg/sqlstate.js';
+import { rollback } from '../pg/transaction.js';
 import { fromJsonb } from '../sql/jsonb.js';
 import type { LeaseSql } from '../sql/lease.js';
-import { classifyDbError } from '../sqlstate.js';
 
 /** A held claim: who holds it, and what earlier attempts recorded. */
 export interface Claimed {

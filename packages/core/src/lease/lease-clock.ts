@@ -1,7 +1,7 @@
-import type { Liveness } from '../envelope.js';
 import type { OnceError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import type { PgPoolLike } from '../pg-like.js';
+import type { Liveness } from '../message/envelope.js';
+import type { PgPoolLike } from '../pg/pg-like.js';
 import type { LeaseSql } from '../sql/lease.js';
 import { leaseLost } from './lease-errors.js';
 

@@ -1,8 +1,8 @@
-import { Connection } from '../connection.js';
 import { ErrorCode, OnceError } from '../errors.js';
-import type { Tx } from '../handler.js';
-import type { PgPoolLike, QueryConfigLike, QueryResultLike } from '../pg-like.js';
-import { queryOn } from '../tx-handle.js';
+import type { Tx } from '../handler/handler.js';
+import { queryOn } from '../handler/tx-handle.js';
+import { Connection } from '../pg/connection.js';
+import type { PgPoolLike, QueryConfigLike, QueryResultLike } from '../pg/pg-like.js';
 
 /**
  * `ctx.tx` in lease mode: a transaction opened on first use, so a handler that only calls

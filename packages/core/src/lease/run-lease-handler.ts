@@ -1,8 +1,8 @@
-import type { Envelope } from '../envelope.js';
-import type { Handler, HandlerContext } from '../handler.js';
-import { idempotencyKey } from '../idempotency-key.js';
-import type { Outbox } from '../outbox.js';
-import { type HandlerRun, publisherFor, underDeadline } from '../run-handler.js';
+import type { Handler, HandlerContext } from '../handler/handler.js';
+import { type HandlerRun, publisherFor, underDeadline } from '../handler/run-handler.js';
+import type { Envelope } from '../message/envelope.js';
+import { idempotencyKey } from '../message/idempotency-key.js';
+import type { Outbox } from '../outbox/outbox.js';
 import { LeaseErrorCode, stepError } from './lease-errors.js';
 import type { LeaseTx } from './lease-tx.js';
 import type { Steps } from './steps.js';

@@ -1,5 +1,5 @@
-import type { StepFn } from '../handler.js';
-import { checkStepKey, checkStepName, idempotencyKey } from '../idempotency-key.js';
+import type { StepFn } from '../handler/handler.js';
+import { checkStepKey, checkStepName, idempotencyKey } from '../message/idempotency-key.js';
 import { fromJsonb, toJsonb } from '../sql/jsonb.js';
 import { LeaseErrorCode, stepError } from './lease-errors.js';
 

@@ -11,13 +11,13 @@
  * ```
  */
 import type { EntityManager, IsolationLevel } from '@mikro-orm/core';
-import type { BoundHandler, InboxBinding } from '../binding.js';
-import { ownedBinding } from '../binding.js';
-import type { CallerTransactions } from '../caller-transactions.js';
 import { ErrorCode, OnceError } from '../errors.js';
+import type { BoundHandler, InboxBinding } from '../handler/binding.js';
+import { ownedBinding } from '../handler/binding.js';
 import { knexRaw } from '../knex/index.js';
+import type { CallerTransactions } from '../pg/caller-transactions.js';
 
-export type { BoundContext, BoundHandler, InboxBinding } from '../binding.js';
+export type { BoundContext, BoundHandler, InboxBinding } from '../handler/binding.js';
 
 /** Options of {@link withMikroOrm}. */
 export interface WithMikroOrmOptions {

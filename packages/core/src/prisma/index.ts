@@ -10,12 +10,13 @@
  *   ...withPrisma(prisma, async (message, { tx }) => { await tx.charge.create({ data: { ... } }) }) });
  * ```
  */
-import type { BoundHandler, InboxBinding } from '../binding.js';
-import { ownedBinding } from '../binding.js';
-import type { CallerTransactions } from '../caller-transactions.js';
-import { ErrorCode, OnceError } from '../errors.js';
 
-export type { BoundContext, BoundHandler, InboxBinding } from '../binding.js';
+import { ErrorCode, OnceError } from '../errors.js';
+import type { BoundHandler, InboxBinding } from '../handler/binding.js';
+import { ownedBinding } from '../handler/binding.js';
+import type { CallerTransactions } from '../pg/caller-transactions.js';
+
+export type { BoundContext, BoundHandler, InboxBinding } from '../handler/binding.js';
 
 /** What the binding uses of a Prisma client: interactive transactions. */
 export interface PrismaClientLike {

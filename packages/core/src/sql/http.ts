@@ -1,5 +1,5 @@
-import type { FingerprintHex } from '../fingerprint.js';
-import type { IsolationLevel } from '../isolation.js';
+import type { FingerprintHex } from '../message/fingerprint.js';
+import type { IsolationLevel } from './isolation.js';
 import { byteaHexLiteral, byteaLiteral, integerLiteral, quoteLiteral } from './literal.js';
 
 /** Where a stored 4xx rolls the handler's writes back to: taken in the claim's own round trip. */

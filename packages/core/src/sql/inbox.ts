@@ -1,5 +1,5 @@
-import type { FingerprintHex } from '../fingerprint.js';
-import type { IsolationLevel } from '../isolation.js';
+import type { FingerprintHex } from '../message/fingerprint.js';
+import type { IsolationLevel } from './isolation.js';
 import { byteaHexLiteral, integerLiteral, quoteLiteral } from './literal.js';
 
 /**

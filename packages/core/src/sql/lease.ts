@@ -1,4 +1,4 @@
-import type { IsolationLevel } from '../isolation.js';
+import type { IsolationLevel } from './isolation.js';
 
 /**
  * Every statement of lease mode, built once per schema. The schema is the only identifier

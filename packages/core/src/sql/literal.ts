@@ -13,7 +13,7 @@
  * which would end the query string early, is refused before we get here (ids cannot hold it).
  */
 
-import type { FingerprintHex } from '../fingerprint.js';
+import type { FingerprintHex } from '../message/fingerprint.js';
 export function quoteLiteral(value: string): string {
   if (value.includes('\0')) throw new Error('a SQL literal cannot hold NUL');
   const quoted = `'${value.replaceAll("'", "''")}'`;

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { quoteIdentifier } from '../identifier.js';
+import { quoteIdentifier } from './identifier.js';
 import { bigintArrayLiteral, integerLiteral } from './literal.js';
 
 /**

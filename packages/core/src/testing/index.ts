@@ -10,9 +10,10 @@
  * expect(report.violations).toEqual([]);
  * ```
  */
-import type { Envelope } from '../envelope.js';
+
 import { createInbox, type Inbox } from '../inbox.js';
-import type { Outcome } from '../outcome.js';
+import type { Envelope } from '../message/envelope.js';
+import type { Outcome } from '../message/outcome.js';
 
 /** Builds an envelope for tests; `body` may be a string or an object (JSON-encoded). */
 export function makeEnvelope(

@@ -10,12 +10,12 @@
  * ```
  */
 import type { DataSource, EntityManager } from 'typeorm';
-import type { BoundHandler, InboxBinding } from '../binding.js';
-import { ownedBinding } from '../binding.js';
-import type { CallerTransactions } from '../caller-transactions.js';
 import { ErrorCode, OnceError } from '../errors.js';
+import type { BoundHandler, InboxBinding } from '../handler/binding.js';
+import { ownedBinding } from '../handler/binding.js';
+import type { CallerTransactions } from '../pg/caller-transactions.js';
 
-export type { BoundContext, BoundHandler, InboxBinding } from '../binding.js';
+export type { BoundContext, BoundHandler, InboxBinding } from '../handler/binding.js';
 
 /** TypeORM's isolation levels. */
 export type TypeormIsolationLevel =

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDb } from '../../../../test/support/index.js';
+import type { BatchMode } from '../../src/engine/options.js';
 import { createInbox, type Handler, type Outcome, PermanentError } from '../../src/index.js';
-import type { BatchMode } from '../../src/options.js';
 import { envelope } from './fixtures/db.js';
 
 let db: Awaited<ReturnType<typeof freshDb>>;

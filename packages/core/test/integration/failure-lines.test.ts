@@ -1,9 +1,9 @@
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { freshDb } from '../../../../test/support/index.js';
-import { ConsumerLifecycle } from '../../src/adapter/index.js';
+import { ConsumerLifecycle } from '../../src/adapter/lifecycle.js';
+import { resolveInboxOptions } from '../../src/engine/options.js';
 import { createInbox, type Handler, Inbox, type InboxOptions, PermanentError } from '../../src/index.js';
-import { resolveInboxOptions } from '../../src/options.js';
 import { envelope } from './fixtures/db.js';
 
 // Issue #15: with no logger, the four failures a user must see are printed, one console.warn

@@ -2,6 +2,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDb } from '../../../../test/support/index.js';
 import { silentLogger } from '../../src/adapter/index.js';
+import type { BatchMode } from '../../src/engine/options.js';
 import {
   createInbox,
   type Envelope,
@@ -11,7 +12,6 @@ import {
   PermanentError,
   type PgPoolLike,
 } from '../../src/index.js';
-import type { BatchMode } from '../../src/options.js';
 import { fromJsonb } from '../../src/sql/jsonb.js';
 import { DATABASE_URL, envelope } from './fixtures/db.js';
 

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDb } from '../../../../test/support/index.js';
 import { createHttpInbox, type StoredHttpResponse } from '../../src/adapter/index.js';
-import type { HttpResponseToStore } from '../../src/http-response-store.js';
+import type { HttpResponseToStore } from '../../src/engine/http-response-store.js';
 import type { Envelope } from '../../src/index.js';
 import { envelope } from './fixtures/db.js';
 

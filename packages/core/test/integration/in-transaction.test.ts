@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDb } from '../../../../test/support/index.js';
-import { inTransaction } from '../../src/transaction.js';
+import { inTransaction } from '../../src/pg/transaction.js';
 
 // inTransaction (migrate(), grantRuntime() and the bindings' plain transactions) against the real
 // database: a COMMIT that PostgreSQL answers with ROLLBACK is a failure, never a success.

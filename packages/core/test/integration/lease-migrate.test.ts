@@ -2,8 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { LATEST_SCHEMA_VERSION, purge } from '../../src/admin/index.js';
 import { createInbox, migrate } from '../../src/index.js';
-import { migrateWith } from '../../src/migrate.js';
-import { MIGRATIONS } from '../../src/migrations.js';
+import { migrateWith } from '../../src/schema/migrate.js';
+import { MIGRATIONS } from '../../src/schema/migrations.js';
 import { envelope, makePool } from './fixtures/db.js';
 
 // Schema version 3 (lease) applied by migrate() to a database at version 2, with rows in it; and

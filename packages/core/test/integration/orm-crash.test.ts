@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDb } from '../../../../test/support/index.js';
-import type { InboxBinding } from '../../src/binding.js';
+import type { InboxBinding } from '../../src/handler/binding.js';
 import { createInbox } from '../../src/index.js';
 import { withKysely } from '../../src/kysely/index.js';
 import { envelope } from './fixtures/db.js';

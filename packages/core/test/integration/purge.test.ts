@@ -2,8 +2,8 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { freshDb } from '../../../../test/support/index.js';
 import { purge } from '../../src/admin/index.js';
 import { createInbox } from '../../src/index.js';
-import { migrateWith } from '../../src/migrate.js';
-import { MIGRATIONS } from '../../src/migrations.js';
+import { migrateWith } from '../../src/schema/migrate.js';
+import { MIGRATIONS } from '../../src/schema/migrations.js';
 import { envelope, makePool } from './fixtures/db.js';
 
 let db: Awaited<ReturnType<typeof freshDb>>;

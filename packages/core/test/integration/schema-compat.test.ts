@@ -8,9 +8,9 @@ import {
   schemaSql,
 } from '../../src/admin/index.js';
 import { createInbox, type Handler, migrate } from '../../src/index.js';
-import { migrateWith } from '../../src/migrate.js';
-import { compatibleFrom, MIGRATIONS, type Migration } from '../../src/migrations.js';
-import { judgeSchema } from '../../src/schema-compat.js';
+import { migrateWith } from '../../src/schema/migrate.js';
+import { compatibleFrom, MIGRATIONS, type Migration } from '../../src/schema/migrations.js';
+import { judgeSchema } from '../../src/schema/schema-compat.js';
 import { envelope, faultyPool, makePool } from './fixtures/db.js';
 
 // Expand/contract (docs/upgrades.md), in one process: migrateWith() with a longer list stands for

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { processGroup } from '../../src/adapter/delivery-pipeline.js';
 import { Gate, jsonHandler, KeyedSerializer, Limiter, takeGroup } from '../../src/adapter/index.js';
-import type { Envelope } from '../../src/envelope.js';
+import type { ProcessOptions } from '../../src/engine/process-options.js';
 import { PermanentError } from '../../src/errors.js';
-import type { HandlerContext } from '../../src/handler.js';
-import type { ProcessOptions } from '../../src/process-options.js';
+import type { HandlerContext } from '../../src/handler/handler.js';
+import type { Envelope } from '../../src/message/envelope.js';
 
 const tick = () => new Promise((r) => setTimeout(r, 0));
 

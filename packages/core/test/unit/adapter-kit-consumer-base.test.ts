@@ -1,7 +1,7 @@
 import { expect, it } from 'vitest';
 import { ConsumerBase, type ConsumerHealth } from '../../src/adapter/index.js';
 import { ErrorCode } from '../../src/errors.js';
-import { LATEST_SCHEMA_VERSION } from '../../src/migrations.js';
+import { LATEST_SCHEMA_VERSION } from '../../src/schema/migrations.js';
 
 /**
  * A pool that answers the schema check and nothing else is asked of it here. once sends it on a

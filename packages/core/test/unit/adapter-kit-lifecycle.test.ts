@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { ConsumerLifecycle, type LifecycleHooks } from '../../src/adapter/index.js';
-import type { Envelope } from '../../src/envelope.js';
+import { ConsumerLifecycle, type LifecycleHooks } from '../../src/adapter/lifecycle.js';
 import { ErrorCode, OnceError } from '../../src/errors.js';
 import type { Inbox } from '../../src/inbox.js';
 import { silentLogger } from '../../src/logger.js';
-import { LATEST_SCHEMA_VERSION } from '../../src/migrations.js';
+import type { Envelope } from '../../src/message/envelope.js';
+import { LATEST_SCHEMA_VERSION } from '../../src/schema/migrations.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

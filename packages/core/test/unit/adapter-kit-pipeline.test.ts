@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { DeliveryPipeline, Gate, processGroup, type SettlePlan } from '../../src/adapter/index.js';
-import type { Envelope } from '../../src/envelope.js';
-import type { Outcome } from '../../src/outcome.js';
-import type { ProcessOptions } from '../../src/process-options.js';
+import type { ProcessOptions } from '../../src/engine/process-options.js';
+import type { Envelope } from '../../src/message/envelope.js';
+import type { Outcome } from '../../src/message/outcome.js';
 
 const tick = () => new Promise((r) => setTimeout(r, 0));
 

@@ -1,4 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { resolveInboxOptions } from '../../src/engine/options.js';
+import { verdictOf } from '../../src/handler/verdict.js';
 import {
   BoundedClient,
   boundPool,
@@ -11,11 +13,9 @@ import {
   StatementTimeoutError,
   statementKind,
   warnPoolSettings,
-} from '../../src/bounded-pool.js';
-import { resolveInboxOptions } from '../../src/options.js';
-import type { PgClientLike, PgPoolLike } from '../../src/pg-like.js';
-import { classifyDbError } from '../../src/sqlstate.js';
-import { verdictOf } from '../../src/verdict.js';
+} from '../../src/pg/bounded-pool.js';
+import type { PgClientLike, PgPoolLike } from '../../src/pg/pg-like.js';
+import { classifyDbError } from '../../src/pg/sqlstate.js';
 
 /** A fake pg client: `query` answers only when the test says so; its socket records destroy(). */
 function fakeClient() {

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { MAX_ID_LENGTH } from '../../src/admin/index.js';
-import { resolveId } from '../../src/envelope.js';
 import { InvalidIdError } from '../../src/errors.js';
 import type { Envelope } from '../../src/index.js';
+import { resolveId } from '../../src/message/envelope.js';
 
 const env = (id: unknown): Envelope =>
   ({

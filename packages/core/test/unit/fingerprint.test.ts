@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { fingerprint, fingerprintHex, hexBytes } from '../../src/fingerprint.js';
+import { fingerprint, fingerprintHex, hexBytes } from '../../src/message/fingerprint.js';
 
 // The fingerprint is stored with every claim and compared on every redelivery: whatever computes
 // it must give the same SHA-256 bytes as createHash, for every input, forever.

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { PgClientLike, PgPoolLike, QueryResultLike } from '../../src/pg-like.js';
-import { inTransaction } from '../../src/transaction.js';
+import type { PgClientLike, PgPoolLike, QueryResultLike } from '../../src/pg/pg-like.js';
+import { inTransaction } from '../../src/pg/transaction.js';
 
 // inTransaction's endings against a scripted client (our own PgPoolLike): what becomes of the
 // connection, and whether a COMMIT that did not commit is reported. The real-database cases are

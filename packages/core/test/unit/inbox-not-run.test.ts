@@ -1,6 +1,6 @@
 import { expect, it } from 'vitest';
-import type { Envelope } from '../../src/envelope.js';
 import { createInbox } from '../../src/inbox.js';
+import type { Envelope } from '../../src/message/envelope.js';
 
 it('notRun: the messages an adapter sends back behind a retry come back not-run (behind), each with its event', () => {
   const inbox = createInbox({

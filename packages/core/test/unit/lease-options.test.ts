@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { callerTransactionsOf, leaseOf, resolveInboxOptions } from '../../src/engine/options.js';
 import { createInbox, type InboxOptions, OnceError, type PgPoolLike } from '../../src/index.js';
 import { namingFactory } from '../../src/option-check.js';
-import { callerTransactionsOf, leaseOf, resolveInboxOptions } from '../../src/options.js';
 
 const pool = {
   connect: async () => ({}) as never,

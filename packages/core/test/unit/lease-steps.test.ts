@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { checkStepKey, MAX_STEP_KEY_BYTES } from '../../src/idempotency-key.js';
 import { idempotencyKey, OnceError, PermanentError } from '../../src/index.js';
 import { LeaseErrorCode } from '../../src/lease/lease-errors.js';
 import { type StepStore, Steps } from '../../src/lease/steps.js';
+import { checkStepKey, MAX_STEP_KEY_BYTES } from '../../src/message/idempotency-key.js';
 
 /** A store that keeps records in memory: our own interface, faked. */
 function memoryStore(opts: { lostAfter?: number } = {}) {

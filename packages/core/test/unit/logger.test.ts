@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, expectTypeOf, it, vi } from 'vitest';
 import { silentLogger } from '../../src/adapter/index.js';
+import { resolveInboxOptions } from '../../src/engine/options.js';
 import type { InboxOptions, Logger } from '../../src/index.js';
 import { consoleFailureLogger } from '../../src/logger.js';
-import { resolveInboxOptions } from '../../src/options.js';
 
 /** The shape of pino's (and bunyan's) log methods, reduced: fields object first, message second. */
 interface PinoLike {

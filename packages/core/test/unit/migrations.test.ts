@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { compatibleFrom, LATEST_SCHEMA_VERSION, MIGRATIONS, type Migration } from '../../src/migrations.js';
+import {
+  compatibleFrom,
+  LATEST_SCHEMA_VERSION,
+  MIGRATIONS,
+  type Migration,
+} from '../../src/schema/migrations.js';
 
 const expand = (version: number): Migration => ({ version, name: `e${version}`, sql: '', change: 'expand' });
 const contract = (version: number, from?: number): Migration => ({

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { quoteIdentifier } from '../../src/admin/index.js';
+import { resolveInboxOptions } from '../../src/engine/options.js';
 import { OnceError, type PgPoolLike } from '../../src/index.js';
-import { resolveInboxOptions } from '../../src/options.js';
 
 const pool = {
   connect: async () => ({}) as never,

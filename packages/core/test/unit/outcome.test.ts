@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { serializeError } from '../../src/errors.js';
 import { OnceError, PermanentError } from '../../src/index.js';
-import { classifyDbError } from '../../src/sqlstate.js';
+import { classifyDbError } from '../../src/pg/sqlstate.js';
 
 describe('classifyDbError', () => {
   it.each([

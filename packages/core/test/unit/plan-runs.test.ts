@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { type Item, type Prepared, prepare } from '../../src/engine/item.js';
 import { planRuns, type Run, runInOrder } from '../../src/engine/plan-runs.js';
-import type { Envelope } from '../../src/envelope.js';
 import { PermanentError } from '../../src/errors.js';
-import { fingerprintHex } from '../../src/fingerprint.js';
-import type { Outcome } from '../../src/outcome.js';
+import type { Envelope } from '../../src/message/envelope.js';
+import { fingerprintHex } from '../../src/message/fingerprint.js';
+import type { Outcome } from '../../src/message/outcome.js';
 
 const env = (id: string, over: Partial<Envelope> = {}): Envelope => ({
   id,

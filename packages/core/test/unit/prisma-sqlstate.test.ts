@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { withSqlstate } from '../../src/caller-transactions.js';
+import { withSqlstate } from '../../src/pg/caller-transactions.js';
 import { prismaSqlstate } from '../../src/prisma/index.js';
 
 describe('prismaSqlstate', () => {

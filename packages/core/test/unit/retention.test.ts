@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { warnIfRetentionShort } from '../../src/retention.js';
+import { warnIfRetentionShort } from '../../src/adapter/retention.js';
 
 const DAY = 86_400_000;
 

@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import type { Envelope } from '../../src/envelope.js';
-import type { HandlerContext } from '../../src/handler.js';
-import type { PgClientLike } from '../../src/pg-like.js';
-import { DeadlineError, runHandler } from '../../src/run-handler.js';
+import { DeadlineError } from '../../src/errors.js';
+import type { HandlerContext } from '../../src/handler/handler.js';
+import { runHandler } from '../../src/handler/run-handler.js';
+import type { Envelope } from '../../src/message/envelope.js';
+import type { PgClientLike } from '../../src/pg/pg-like.js';
 
 const client = { query: () => Promise.resolve({ rows: [], rowCount: 0 }) } as unknown as PgClientLike;
 const envelope: Envelope = {

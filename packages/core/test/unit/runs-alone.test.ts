@@ -2,8 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { DeliveryPipeline, Gate, runsAlone } from '../../src/adapter/index.js';
 import type { Prepared } from '../../src/engine/item.js';
 import { isFresh, planRuns } from '../../src/engine/plan-runs.js';
-import type { Envelope } from '../../src/envelope.js';
-import type { ProcessOptions } from '../../src/process-options.js';
+import type { ProcessOptions } from '../../src/engine/process-options.js';
+import type { Envelope } from '../../src/message/envelope.js';
 
 // One predicate for "runs alone": the engine's planRuns (one message per transaction) and the
 // kit's pipeline (alone in the process, its start counted) must agree on every delivery.

@@ -26,7 +26,7 @@ describe('no SQL outside core', () => {
   }
 
   it("the relay runs only statements from core's SQL modules (no BEGIN or LISTEN of its own)", () => {
-    const relay = readFileSync(join(packages, 'core', 'src', 'relay.ts'), 'utf8');
+    const relay = readFileSync(join(packages, 'core', 'src', 'outbox', 'relay.ts'), 'utf8');
     // Every query's text is a property of the outbox's statements, never a literal.
     expect(relay.match(/\.query(<[^>]*>)?\(\s*['"`]/g) ?? []).toEqual([]);
     expect(relay).not.toMatch(/['"`]\s*(BEGIN|COMMIT|ROLLBACK|LISTEN|UNLISTEN)\b/);

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { splitOptions } from '../../src/adapter/split-options.js';
-import { checkEventName, ONCE_EVENT_NAMES, TypedEmitter } from '../../src/events.js';
 import { createInbox, type Logger } from '../../src/index.js';
 import { firstParameterOf, resolveLoggers, silentLogger } from '../../src/logger.js';
+import { checkEventName, ONCE_EVENT_NAMES, TypedEmitter } from '../../src/message/events.js';
 
 // Three breaks of an earlier 0.x were silent in JavaScript: a listener on a retired event name
 // never fired, a logger in the old (message, fields) order printed objects as messages, and a

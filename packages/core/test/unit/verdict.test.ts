@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { PermanentError } from '../../src/errors.js';
-import { DeadlineError } from '../../src/run-handler.js';
-import { type VerdictContext, verdictOf } from '../../src/verdict.js';
+import { DeadlineError, PermanentError } from '../../src/errors.js';
+import { type VerdictContext, verdictOf } from '../../src/handler/verdict.js';
 
 const pg = (code: string) => Object.assign(new Error(`sqlstate ${code}`), { code });
 const at = (attempt: number, over: Partial<VerdictContext> = {}): VerdictContext => ({

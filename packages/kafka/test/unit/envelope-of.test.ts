@@ -1,6 +1,6 @@
 import type { KafkaMessage } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
-import { resolveId } from '../../../core/src/envelope.js';
+import { resolveId } from '../../../core/src/message/envelope.js';
 import { type EnvelopeContext, envelopeOf } from '../../src/envelope-of.js';
 
 const ctx: EnvelopeContext = {

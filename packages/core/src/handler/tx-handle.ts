@@ -1,7 +1,7 @@
-import { rawClient } from './bounded-pool.js';
-import { ErrorCode, OnceError } from './errors.js';
+import { ErrorCode, OnceError } from '../errors.js';
+import { rawClient } from '../pg/bounded-pool.js';
+import type { PgClientLike, QueryConfigLike, QueryResultLike } from '../pg/pg-like.js';
 import type { Tx } from './handler.js';
-import type { PgClientLike, QueryConfigLike, QueryResultLike } from './pg-like.js';
 
 /**
  * The handler's transaction. Revoked the moment its message settles, so a query issued late

@@ -1,7 +1,7 @@
-import { ErrorCode, OnceError } from './errors.js';
+import { ErrorCode, OnceError } from '../errors.js';
+import type { Queryable } from '../pg/pg-like.js';
+import { migrationSql } from '../sql/inbox.js';
 import { compatibleFrom, LATEST_SCHEMA_VERSION, MIGRATIONS, type Migration } from './migrations.js';
-import type { Queryable } from './outbox.js';
-import { migrationSql } from './sql/inbox.js';
 
 /**
  * Where an installed schema stands against this build: `not-installed` (version 0), `behind`

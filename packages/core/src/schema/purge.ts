@@ -1,10 +1,10 @@
-import { sleep } from './adapter/sleep.js';
-import { boundPool, resolvePoolBounds } from './bounded-pool.js';
+import { checkNumber } from '../option-check.js';
+import { boundPool, resolvePoolBounds } from '../pg/bounded-pool.js';
+import type { PgPoolLike } from '../pg/pg-like.js';
+import { sleep } from '../sleep.js';
+import { quoteIdentifier } from '../sql/identifier.js';
+import { inboxSql } from '../sql/inbox.js';
 import { checkSchema } from './check-schema.js';
-import { quoteIdentifier } from './identifier.js';
-import { checkNumber } from './option-check.js';
-import type { PgPoolLike } from './pg-like.js';
-import { inboxSql } from './sql/inbox.js';
 
 /** Options of {@link purge}. */
 export interface PurgeOptions {

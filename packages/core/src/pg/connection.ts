@@ -1,5 +1,5 @@
+import { type Logger, silentLogger } from '../logger.js';
 import { rawPool } from './bounded-pool.js';
-import { type Logger, silentLogger } from './logger.js';
 import type { PgClientLike, PgPoolLike } from './pg-like.js';
 
 /**

@@ -1,9 +1,9 @@
-import { boundPool, resolvePoolBounds } from './bounded-pool.js';
-import { ErrorCode, OnceError } from './errors.js';
-import { type Logger, silentLogger } from './logger.js';
-import { checkNumber } from './option-check.js';
+import { ErrorCode, OnceError } from '../errors.js';
+import { type Logger, silentLogger } from '../logger.js';
+import { checkNumber } from '../option-check.js';
+import { boundPool, resolvePoolBounds } from '../pg/bounded-pool.js';
+import type { PgPoolLike } from '../pg/pg-like.js';
 import type { OutboxPublisher } from './outbox-publisher.js';
-import type { PgPoolLike } from './pg-like.js';
 
 /** The relay's codes of {@link ErrorCode}, by their names there. */
 export const RelayErrorCode = { PublishTimeout: ErrorCode.PublishTimeout } as const;

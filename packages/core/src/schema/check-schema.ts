@@ -1,11 +1,11 @@
-import { boundPool, DEFAULT_POOL_BOUNDS, isBounded } from './bounded-pool.js';
-import { ErrorCode, OnceError } from './errors.js';
-import { quoteIdentifier } from './identifier.js';
+import { ErrorCode, OnceError } from '../errors.js';
+import { boundPool, DEFAULT_POOL_BOUNDS, isBounded } from '../pg/bounded-pool.js';
+import type { PgPoolLike } from '../pg/pg-like.js';
+import { classifyDbError } from '../pg/sqlstate.js';
+import { quoteIdentifier } from '../sql/identifier.js';
+import { inboxSql } from '../sql/inbox.js';
 import { LATEST_SCHEMA_VERSION } from './migrations.js';
-import type { PgPoolLike } from './pg-like.js';
 import { judgeSchema, refuseTooNew } from './schema-compat.js';
-import { inboxSql } from './sql/inbox.js';
-import { classifyDbError } from './sqlstate.js';
 
 /**
  * Verifies that the schema is installed at the version this build expects, or at a newer one

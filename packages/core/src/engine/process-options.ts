@@ -1,5 +1,5 @@
-import type { Envelope } from './envelope.js';
-import type { Handler } from './handler.js';
+import type { Handler } from '../handler/handler.js';
+import type { Envelope } from '../message/envelope.js';
 
 /** Per-call options of `Inbox.process` and `Inbox.processBatch`. */
 export interface ProcessOptions<R = unknown> {

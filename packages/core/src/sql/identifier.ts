@@ -1,4 +1,4 @@
-import { ErrorCode, OnceError } from './errors.js';
+import { ErrorCode, OnceError } from '../errors.js';
 
 const IDENTIFIER = /^[a-z_][a-z0-9_]{0,62}$/;
 

@@ -1,11 +1,11 @@
-import { boundPool, resolvePoolBounds } from './bounded-pool.js';
-import { quoteIdentifier } from './identifier.js';
+import { boundPool, resolvePoolBounds } from '../pg/bounded-pool.js';
+import type { PgClientLike, PgPoolLike } from '../pg/pg-like.js';
+import { inTransaction } from '../pg/transaction.js';
+import { quoteIdentifier } from '../sql/identifier.js';
+import { migrationSql } from '../sql/inbox.js';
+import { quoteLiteral } from '../sql/literal.js';
 import { compatibleFrom, MIGRATIONS, type Migration } from './migrations.js';
-import type { PgClientLike, PgPoolLike } from './pg-like.js';
 import { judgeSchema, refuseTooNew } from './schema-compat.js';
-import { migrationSql } from './sql/inbox.js';
-import { quoteLiteral } from './sql/literal.js';
-import { inTransaction } from './transaction.js';
 
 /** Options of {@link migrate}. */
 export interface MigrateOptions {

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { ErrorCode, OnceError, PermanentError } from './errors.js';
+import { ErrorCode, OnceError, PermanentError } from '../errors.js';
 
 /** Longest step name, in characters. */
 export const MAX_STEP_NAME_LENGTH = 200;

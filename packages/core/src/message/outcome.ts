@@ -1,5 +1,5 @@
+import type { SerializedError } from '../errors.js';
 import type { Envelope } from './envelope.js';
-import type { SerializedError } from './errors.js';
 
 /** Why a message ended `failed`. */
 export type FailReason =

@@ -1,7 +1,7 @@
-import type { Envelope } from './envelope.js';
-import { type SerializedError, serializeError } from './errors.js';
+import { type SerializedError, serializeError } from '../errors.js';
+import type { Envelope } from '../message/envelope.js';
+import type { FailReason, Outcome, RetryOutcome } from '../message/outcome.js';
 import type { ResolvedInboxOptions } from './options.js';
-import type { FailReason, Outcome, RetryOutcome } from './outcome.js';
 
 /** Builds outcomes from an inbox's options: one place for both the transactional and the lease path. */
 export class Outcomes<R> {

@@ -1,8 +1,8 @@
-import { ErrorCode, OnceError } from './errors.js';
-import type { StoredHttpResponse } from './http-response-store.js';
-import { Inbox } from './inbox.js';
-import { namingFactory } from './option-check.js';
-import { callerTransactionsOf, type InboxOptions, resolveInboxOptions } from './options.js';
+import type { StoredHttpResponse } from '../engine/http-response-store.js';
+import { callerTransactionsOf, type InboxOptions, resolveInboxOptions } from '../engine/options.js';
+import { ErrorCode, OnceError } from '../errors.js';
+import { Inbox } from '../inbox.js';
+import { namingFactory } from '../option-check.js';
 
 /**
  * An inbox for `@once/http`'s keys: each id keeps an HTTP response, written by the inbox with the

@@ -1,13 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
-import { keepAlive, warnPoolSettings } from './bounded-pool.js';
-import { Connection, guardNewClients } from './connection.js';
-import { ErrorCode, OnceError, serializeError } from './errors.js';
-import { Events, ONCE_EVENT_NAMES, type OnceEventMap } from './events.js';
-import { quoteIdentifier } from './identifier.js';
-import { namingFactory } from './option-check.js';
+import { ErrorCode, OnceError, serializeError } from '../errors.js';
+import { Events, ONCE_EVENT_NAMES, type OnceEventMap } from '../message/events.js';
+import { namingFactory } from '../option-check.js';
+import { keepAlive, warnPoolSettings } from '../pg/bounded-pool.js';
+import { Connection, guardNewClients } from '../pg/connection.js';
+import type { PgClientLike } from '../pg/pg-like.js';
+import { quoteIdentifier } from '../sql/identifier.js';
+import { fromJsonb, toJsonb } from '../sql/jsonb.js';
+import { listenSql, outboxSql } from '../sql/outbox.js';
 import type { OutboxMessage, OutboxPublisher, OutboxPublishResult } from './outbox-publisher.js';
-import type { PgClientLike } from './pg-like.js';
 import {
   RelayErrorCode,
   type RelayHealth,
@@ -15,8 +17,6 @@ import {
   type ResolvedRelayOptions,
   resolveRelayOptions,
 } from './relay-options.js';
-import { fromJsonb, toJsonb } from './sql/jsonb.js';
-import { listenSql, outboxSql } from './sql/outbox.js';
 
 interface Row {
   seq: string;

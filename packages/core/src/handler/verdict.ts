@@ -1,8 +1,7 @@
-import { PermanentError } from './errors.js';
-import type { IsolationLevel } from './isolation.js';
-import type { FailReason } from './outcome.js';
-import { DeadlineError } from './run-handler.js';
-import { classifyDbError, isEnvironmental } from './sqlstate.js';
+import { DeadlineError, PermanentError } from '../errors.js';
+import type { FailReason } from '../message/outcome.js';
+import { classifyDbError, isEnvironmental } from '../pg/sqlstate.js';
+import type { IsolationLevel } from '../sql/isolation.js';
 
 /**
  * What a failure of a started message comes to. This module owns that one decision for every

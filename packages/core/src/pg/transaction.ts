@@ -1,6 +1,13 @@
+/**
+ * A transaction on a checked-out connection, and the one decision of how it ends badly: rolled
+ * back and returned, or destroyed when its state is in doubt. Shared by the engine's paths, the
+ * lease's and `migrate()`.
+ */
+
+import { DeadlineError, ErrorCode, OnceError } from '../errors.js';
 import { Connection } from './connection.js';
-import { rollback, rolledBackError } from './engine/tx.js';
 import type { PgClientLike, PgPoolLike } from './pg-like.js';
+import { classifyDbError } from './sqlstate.js';
 
 /**
  * Runs `body` in one transaction on a connection of `pool`: COMMIT when it resolves, ROLLBACK
@@ -35,4 +42,30 @@ export async function inTransaction<T>(
   conn.release();
   if (commit.command === 'ROLLBACK') throw rolledBackError();
   return result;
+}
+
+/**
+ * Rolls back and returns the connection, or destroys it when its state is in doubt (a handler
+ * past its deadline may still be using it; a dead socket cannot roll back).
+ */
+export async function rollback(conn: Connection, cause: unknown): Promise<void> {
+  if (cause instanceof DeadlineError || classifyDbError(cause) === 'connection' || conn.error) {
+    conn.destroy(cause);
+    return;
+  }
+  try {
+    await conn.client.query('ROLLBACK');
+    conn.release();
+  } catch (err) {
+    conn.destroy(err);
+  }
+}
+
+/** COMMIT answered ROLLBACK: a statement inside the transaction had failed. */
+export function rolledBackError(): OnceError {
+  return new OnceError(
+    ErrorCode.CommitRolledBack,
+    'COMMIT rolled the transaction back: a statement inside it had failed (did the handler catch a query error and carry on?)',
+    { retryable: true },
+  );
 }

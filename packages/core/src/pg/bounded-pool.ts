@@ -17,9 +17,9 @@
  * theirs.
  */
 
-import { ErrorCode, OnceError } from './errors.js';
-import type { Logger } from './logger.js';
-import { checkNumber } from './option-check.js';
+import { ErrorCode, OnceError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { checkNumber } from '../option-check.js';
 import type { PgClientLike, PgPoolLike, QueryConfigLike, QueryResultLike } from './pg-like.js';
 
 /** The two bounds, in ms. */

@@ -1,20 +1,11 @@
-import type { Envelope } from './envelope.js';
-import { ErrorCode, OnceError, PermanentError } from './errors.js';
+import { DeadlineError, ErrorCode, OnceError, PermanentError } from '../errors.js';
+import type { Envelope } from '../message/envelope.js';
+import { idempotencyKey } from '../message/idempotency-key.js';
+import type { Outbox } from '../outbox/outbox.js';
+import type { PgClientLike, Queryable } from '../pg/pg-like.js';
+import { toJsonb } from '../sql/jsonb.js';
 import type { Handler, HandlerContext } from './handler.js';
-import { idempotencyKey } from './idempotency-key.js';
-import type { Outbox, Queryable } from './outbox.js';
-import type { PgClientLike } from './pg-like.js';
-import { toJsonb } from './sql/jsonb.js';
 import { TxHandle } from './tx-handle.js';
-
-/** The handler ran past `handlerTimeoutMs`. */
-export class DeadlineError extends OnceError {
-  constructor(ms: number) {
-    super(ErrorCode.HandlerTimeout, `handler did not settle within handlerTimeoutMs (${ms} ms)`, {
-      retryable: true,
-    });
-  }
-}
 
 /** What one handler run came to. `json` is the serialised result when results are stored. */
 export type HandlerRun<R> =

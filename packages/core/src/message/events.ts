@@ -1,7 +1,7 @@
+import type { SerializedError } from '../errors.js';
+import { ErrorCode, OnceError } from '../errors.js';
+import type { Logger } from '../logger.js';
 import type { EnvelopeSource } from './envelope.js';
-import type { SerializedError } from './errors.js';
-import { ErrorCode, OnceError } from './errors.js';
-import type { Logger } from './logger.js';
 import type { FailReason } from './outcome.js';
 
 /** What every `message:*` event of the inbox carries. */

@@ -1,4 +1,4 @@
-import { InvalidIdError } from './errors.js';
+import { InvalidIdError } from '../errors.js';
 
 /** Where a delivery came from; adapters fill what their broker knows. */
 export interface EnvelopeSource {

@@ -55,3 +55,10 @@ export interface PgPoolLike {
   // biome-ignore lint/suspicious/noExplicitAny: mirrors pg's own signature so pg.Pool fits
   query<R = any>(text: string, values?: unknown[]): Promise<QueryResultLike<R>>;
 }
+
+/** Anything that runs a query: the handler's `ctx.tx`, or a pg client inside your own transaction. */
+export interface Queryable {
+  /** Runs one statement with `$1`-style parameters (the caller's transaction, for `enqueue`). */
+  // biome-ignore lint/suspicious/noExplicitAny: row type chosen by the caller, as in pg
+  query<R = any>(text: string, values?: unknown[]): Promise<QueryResultLike<R>>;
+}

@@ -1,4 +1,4 @@
-import type { SerializedError } from './errors.js';
+import type { SerializedError } from '../errors.js';
 
 /** One outbox row as the relay hands it to a broker publisher. */
 export interface OutboxMessage {

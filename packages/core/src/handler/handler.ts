@@ -1,6 +1,6 @@
-import type { Envelope } from './envelope.js';
-import type { PublishOptions } from './outbox.js';
-import type { QueryConfigLike, QueryResultLike } from './pg-like.js';
+import type { Envelope } from '../message/envelope.js';
+import type { PublishOptions } from '../outbox/outbox.js';
+import type { QueryConfigLike, QueryResultLike } from '../pg/pg-like.js';
 
 /**
  * The handler's view of its transaction. Queries run inside the transaction that also holds

@@ -1,4 +1,4 @@
-import type { Logger } from './logger.js';
+import type { Logger } from '../logger.js';
 
 /** What {@link warnIfRetentionShort} compares. */
 export interface RetentionCheck {

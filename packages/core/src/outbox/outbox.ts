@@ -1,17 +1,15 @@
-import { MAX_ID_LENGTH } from './envelope.js';
-import { ErrorCode, OnceError } from './errors.js';
-import { quoteIdentifier } from './identifier.js';
-import { checkNumber, namingFactory } from './option-check.js';
-import type { PgPoolLike, QueryResultLike } from './pg-like.js';
-import { toJsonb } from './sql/jsonb.js';
-import { outboxChannel, outboxSql } from './sql/outbox.js';
+/**
+ * The transactional outbox: a message enqueued in the caller's transaction, and the after-commit
+ * wake-up (NOTIFY) that sends relays to publish it.
+ */
 
-/** Anything that runs a query: the handler's `ctx.tx`, or a pg client inside your own transaction. */
-export interface Queryable {
-  /** Runs one statement with `$1`-style parameters (the caller's transaction, for `enqueue`). */
-  // biome-ignore lint/suspicious/noExplicitAny: row type chosen by the caller, as in pg
-  query<R = any>(text: string, values?: unknown[]): Promise<QueryResultLike<R>>;
-}
+import { ErrorCode, OnceError } from '../errors.js';
+import { MAX_ID_LENGTH } from '../message/envelope.js';
+import { checkNumber, namingFactory } from '../option-check.js';
+import type { PgPoolLike, Queryable } from '../pg/pg-like.js';
+import { quoteIdentifier } from '../sql/identifier.js';
+import { toJsonb } from '../sql/jsonb.js';
+import { outboxChannel, outboxSql } from '../sql/outbox.js';
 
 /** A destination the outbox may publish to. */
 export interface DestinationOptions {

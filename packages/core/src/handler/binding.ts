@@ -1,6 +1,6 @@
-import type { CallerTransactions } from './caller-transactions.js';
-import type { Envelope } from './envelope.js';
-import { ErrorCode, OnceError } from './errors.js';
+import { ErrorCode, OnceError } from '../errors.js';
+import type { Envelope } from '../message/envelope.js';
+import type { CallerTransactions } from '../pg/caller-transactions.js';
 import type { Handler, HandlerContext } from './handler.js';
 
 /** A handler's context whose `tx` is a data library's transaction object (`@once/core/prisma`, ...). */

@@ -1,11 +1,7 @@
 import { hostname } from 'node:os';
-import { boundPool, DEFAULT_POOL_BOUNDS, resolvePoolBounds } from './bounded-pool.js';
-import { type CallerTransactions, isCallerTransactions } from './caller-transactions.js';
-import type { Envelope } from './envelope.js';
-import type { Handler } from './handler.js';
-import { quoteIdentifier } from './identifier.js';
-import type { IsolationLevel } from './isolation.js';
-import { type Logger, resolveLoggers } from './logger.js';
+import type { Handler } from '../handler/handler.js';
+import { type Logger, resolveLoggers } from '../logger.js';
+import type { Envelope } from '../message/envelope.js';
 import {
   checkBoolean,
   checkDurationMs,
@@ -14,9 +10,13 @@ import {
   checkNumber,
   checkOneOf,
   invalidOption,
-} from './option-check.js';
-import type { Outbox } from './outbox.js';
-import type { PgPoolLike } from './pg-like.js';
+} from '../option-check.js';
+import type { Outbox } from '../outbox/outbox.js';
+import { boundPool, DEFAULT_POOL_BOUNDS, resolvePoolBounds } from '../pg/bounded-pool.js';
+import { type CallerTransactions, isCallerTransactions } from '../pg/caller-transactions.js';
+import type { PgPoolLike } from '../pg/pg-like.js';
+import { quoteIdentifier } from '../sql/identifier.js';
+import type { IsolationLevel } from '../sql/isolation.js';
 
 /** How a same-id, different-payload delivery is treated. */
 export type ConflictPolicy = NonNullable<InboxOptions['conflictPolicy']>;
