@@ -1,4 +1,4 @@
-import { nearest } from './adapter/nearest.js';
+import { nearest } from './nearest.js';
 import { ErrorCode, OnceError } from './errors.js';
 
 /**

@@ -6,7 +6,7 @@ import {
   splitOptions,
   withDefaults,
 } from '../../src/adapter/index.js';
-import { nearest } from '../../src/adapter/nearest.js';
+import { nearest } from '../../src/nearest.js';
 import { OnceError } from '../../src/errors.js';
 
 const spec = {
