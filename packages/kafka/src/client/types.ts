@@ -21,7 +21,10 @@
  *   or sought since the batch was fetched. {@link KafkaClient.isOwnershipLost} recognises the
  *   client's "generation over" errors: the adapter stops committing and throws the error back out
  *   of `eachBatch`, and the client rejoins. No commit for a partition follows the knowledge of its
- *   revocation; a commit that races a revocation is refused by the broker (generation fencing),
+ *   revocation. A commit that races a revocation is refused by the broker under the classic
+ *   protocol (generation fencing) but not always under KIP-848: a probe on Kafka 4.2.2 and 4.4.0
+ *   saw a member's commit for a partition it had just lost accepted
+ *   (docs/history/kafka-clients-probe.md). So the adapter's own assignment view guards commits,
  *   and effects are once regardless because the claim is in PostgreSQL.
  * - **Pause/resume and seek per partition** (retry in place, the database hold). A client whose
  *   stream pauses only as a whole builds them (per-partition fetch loops).
@@ -32,7 +35,8 @@
  * **Capabilities are data** ({@link KafkaClientCapabilities}). `commitMetadata`: offset commits carry
  * metadata and the admin reads it back; the replay marker (`replay-marker.ts`) lives there. A
  * client without it (platformatic commits `committedMetadata: null`; Confluent's `commitOffsets`
- * does not send metadata yet) commits `null`, and the adapter then takes the path already used
+ * in 1.10.1 sends metadata, contrary to its migration guide, but it reads back with a trailing NUL
+ * byte, so a marker through it must strip that) commits `null`, and the adapter then takes the path already used
  * when a marker cannot be read: the first batch of every newly assigned partition is treated as a
  * crashed range (each message alone in the consumer, its start counted in PostgreSQL). That is
  * safe (a killer message still reaches `maxAttempts`) at the cost of one start row per message of
@@ -48,8 +52,8 @@
  *   true on a rejoin that drops the partition or a seek; `heartbeat` resolves unless its heartbeat
  *   reported a lost generation. `groupProtocol: 'consumer'` (KIP-848) passes through `extra`.
  * - `@confluentinc/kafka-javascript` (KafkaJS-compatible API): eachBatch maps like kafkajs, but
- *   batches are slices of at most 32 (`js.consumer.max.batch.size`); its `commitOffsets` sends no
- *   metadata (`commitMetadata: false`); `heartbeat()` is a no-op; `stop()` is unsupported, so the
+ *   batches are slices of at most 32 (`js.consumer.max.batch.size`); its `commitOffsets` metadata
+ *   comes back with a trailing NUL (strip it, or `commitMetadata: false`); `heartbeat()` is a no-op; `stop()` is unsupported, so the
  *   client's `stop` drains its own in-flight eachBatch calls; bug #517 (pause inside eachBatch
  *   loses prefetched messages) is covered by the adapter always seeking back to the first
  *   unsettled offset right after pausing, which the client must honour.
