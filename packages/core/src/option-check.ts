@@ -1,5 +1,5 @@
-import { nearest } from './nearest.js';
 import { ErrorCode, OnceError } from './errors.js';
+import { nearest } from './nearest.js';
 
 /**
  * The one module of option checks, for core's factories and every adapter's. Each check names

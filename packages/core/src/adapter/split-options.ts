@@ -1,6 +1,6 @@
 import { type Defined, type InboxOptions, MOVED_INBOX_OPTIONS } from '../engine/options.js';
-import { checkFunction, invalidOption, namingFactory } from '../option-check.js';
 import { nearest } from '../nearest.js';
+import { checkFunction, invalidOption, namingFactory } from '../option-check.js';
 import { retiredOption } from './retired-options.js';
 
 // Every key of InboxOptions: the Record type makes the compiler fail when core adds an option

@@ -6,8 +6,8 @@ import {
   splitOptions,
   withDefaults,
 } from '../../src/adapter/index.js';
-import { nearest } from '../../src/nearest.js';
 import { OnceError } from '../../src/errors.js';
+import { nearest } from '../../src/nearest.js';
 
 const spec = {
   factory: 'createTestConsumer',
