@@ -133,7 +133,8 @@ function codePoints(s: string): number {
   return n;
 }
 
-function isWellFormed(s: string): boolean {
+/** False for a string holding a lone surrogate, which has no UTF-8 form (PostgreSQL stores U+FFFD). */
+export function isWellFormed(s: string): boolean {
   return !LONE_SURROGATE.test(s);
 }
 

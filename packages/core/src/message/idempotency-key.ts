@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { ErrorCode, OnceError, PermanentError } from '../errors.js';
+import { isWellFormed } from './envelope.js';
 
 /** Longest step name, in characters. */
 export const MAX_STEP_NAME_LENGTH = 200;
@@ -18,12 +19,22 @@ export const MAX_STEP_KEY_BYTES = 2_600;
 // would change every key and let the far end run effects a second time).
 const NAMESPACE = Buffer.from('4f1c7e0a9b3d4c2e8a5f6d7b8c9e0a1b', 'hex');
 
-/** Validates a step name and returns it; names the problem otherwise. */
+/**
+ * Validates a step name and returns it; names the problem otherwise. A name holding a lone
+ * surrogate is refused as ids are: UTF-8 has no form for it, so 'x\ud800' and 'x\ud801' would share
+ * one idempotency key and one row of the steps table.
+ */
 export function checkStepName(name: unknown): string {
   if (typeof name !== 'string' || name.length === 0 || name.length > MAX_STEP_NAME_LENGTH) {
     throw new OnceError(
       ErrorCode.InvalidStepName,
       `a step name must be a non-empty string of at most ${MAX_STEP_NAME_LENGTH} characters, got ${JSON.stringify(name)}`,
+    );
+  }
+  if (!isWellFormed(name)) {
+    throw new OnceError(
+      ErrorCode.InvalidStepName,
+      `a step name must be well-formed Unicode, got ${JSON.stringify(name)} (it holds a lone surrogate)`,
     );
   }
   return name;
