@@ -1,32 +1,17 @@
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
+import { packageEntries } from './test/support/package-entries.js';
 
 // Tests import the packages by name; resolve them to their sources so a test run never
 // depends on a stale dist/ (programs started as child processes use the built dist/). The
 // aliases come from every package's `exports` map (`./dist/x/index.d.ts` → `src/x/index.ts`), so
 // a new subpath cannot silently load dist/.
-const packagesDir = fileURLToPath(new URL('./packages/', import.meta.url));
+const root = fileURLToPath(new URL('./', import.meta.url));
 const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
-const alias = readdirSync(packagesDir)
-  .filter((dir) => existsSync(`${packagesDir}${dir}/package.json`))
-  .flatMap((dir) => {
-    const pkg = JSON.parse(readFileSync(`${packagesDir}${dir}/package.json`, 'utf8')) as {
-      name: string;
-      exports?: Record<string, { types?: string }>;
-    };
-    return Object.entries(pkg.exports ?? {}).map(([subpath, target]) => {
-      const types = target.types;
-      if (!types?.startsWith('./dist/') || !types.endsWith('.d.ts')) {
-        throw new Error(`${pkg.name}: exports["${subpath}"].types is not under ./dist/: ${types}`);
-      }
-      const specifier = subpath === '.' ? pkg.name : `${pkg.name}/${subpath.slice(2)}`;
-      return {
-        find: new RegExp(`^${escapeRegExp(specifier)}$`),
-        replacement: `${packagesDir}${dir}/src/${types.slice('./dist/'.length, -'.d.ts'.length)}.ts`,
-      };
-    });
-  });
+const alias = packageEntries(root).map((entry) => ({
+  find: new RegExp(`^${escapeRegExp(entry.label)}$`),
+  replacement: entry.file,
+}));
 
 /** A project of tests against the real services, which its global setup provides. */
 const services = (name: string, groupOrder: number, include: string[]) => ({

@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { packageEntries, undocumented } from './tsdoc-coverage.js';
+import { packageEntries } from '../support/package-entries.js';
+import { undocumented } from './tsdoc-coverage.js';
 
 // Every public name and member of every entry point in the packages' `exports` maps carries a
 // TSDoc comment (issue #28 item 6): what a user reads in the editor is the reference.

@@ -1,43 +1,5 @@
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import ts from 'typescript';
-
-/** One public entry point: `label` names it in the report (`@once/core/admin`), `file` is its source. */
-export interface Entry {
-  /** The package name and subpath a user imports, as the report prints it. */
-  label: string;
-  /** The absolute path of the entry's source `.ts` file. */
-  file: string;
-}
-
-/**
- * Every entry point of every package under `root/packages`, read from the `exports` maps: each
- * `./dist/x.d.ts` maps to its source `src/x.ts` (as vitest.config.ts aliases them), so the check
- * reads the comments where they are written and does not depend on a build.
- */
-export function packageEntries(root: string): Entry[] {
-  const dir = join(root, 'packages');
-  return readdirSync(dir)
-    .filter((name) => existsSync(join(dir, name, 'package.json')))
-    .sort()
-    .flatMap((name) => {
-      const pkg = JSON.parse(readFileSync(join(dir, name, 'package.json'), 'utf8')) as {
-        name: string;
-        exports?: Record<string, { types?: string }>;
-      };
-      return Object.entries(pkg.exports ?? {}).map(([subpath, target]) => {
-        const types = target.types;
-        if (!types?.startsWith('./dist/') || !types.endsWith('.d.ts')) {
-          throw new Error(`${pkg.name}: exports["${subpath}"].types is not under ./dist/: ${types}`);
-        }
-        const source = `src/${types.slice('./dist/'.length, -'.d.ts'.length)}.ts`;
-        return {
-          label: subpath === '.' ? pkg.name : `${pkg.name}/${subpath.slice(2)}`,
-          file: join(dir, name, source),
-        };
-      });
-    });
-}
+import type { Entry } from '../support/package-entries.js';
 
 /** A name or member without a comment. */
 export interface Missing {
