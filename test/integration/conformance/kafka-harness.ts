@@ -1,6 +1,6 @@
 import { DEAD_LETTER_RECORD } from '@once/core/adapter';
 import * as kafkaAdapter from '@once/kafka';
-import { createKafkaConsumer, type KafkaConsumer } from '@once/kafka';
+import { createKafkaConsumer, type KafkaClient, type KafkaConsumer } from '@once/kafka';
 import { type Admin, Kafka, logLevel } from 'kafkajs';
 import {
   createTopicsReady,
@@ -9,6 +9,7 @@ import {
   serviceUrls,
   uniqueName,
 } from '../../support/index.js';
+import { onceKafka } from '../../support/kafka-client.mjs';
 import type {
   BrokerHarness,
   ConformanceDb,
@@ -47,6 +48,9 @@ export function kafkaHarness(db: ConformanceDb): BrokerHarness {
     retry: { retries: 8, initialRetryTime: 100 },
   });
   let admin: Admin | undefined;
+  // The consumers under test run on the run's client library (ONCE_KAFKA_CLIENT); producing,
+  // reading back and admin stay on kafkajs.
+  let client: Promise<KafkaClient> | undefined;
   let creating: Promise<void> = Promise.resolve();
   const topics: string[] = [];
   const running = new Set<KafkaConsumer>();
@@ -136,8 +140,9 @@ export function kafkaHarness(db: ConformanceDb): BrokerHarness {
     },
 
     async start(dest, spec: ConsumerSpec) {
+      client ??= onceKafka(uniqueName('conformance-once'));
       const consumer = createKafkaConsumer({
-        kafka,
+        kafka: await client,
         groupId: groupOf(dest, spec.consumer),
         consumer: spec.consumer,
         topics: [dest.name],
