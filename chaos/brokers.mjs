@@ -29,6 +29,9 @@ export function proxyTarget(broker, url) {
 
 export const KAFKA_PARTITIONS = 4;
 
+/** The client libraries a once Kafka consumer of the campaign can run on (`--kafka-client`). */
+export const KAFKA_CLIENTS = Object.freeze(['kafkajs', 'platformatic', 'confluent']);
+
 /** Kafka: one topic (4 partitions) read by two groups, once's and the naive one; `<topic>.dlq`. */
 async function kafkaSide(name) {
   const kafka = new Kafka({ clientId: name, brokers: [BROKER_URLS.kafka], logLevel: logLevel.NOTHING });

@@ -3,6 +3,8 @@
 //   Partitions: [--partitions-only] every injection is a network partition (the long campaign);
 //   [--partitions N] how many the mixed plan holds; [--partition-ms A,B,C] their lengths;
 //   [--partition-mode auto|namespace|proxy]; [--bound-ms MS] the statement bound recovery is held against.
+//   [--kafka-client kafkajs|platformatic|confluent] the client the once Kafka consumers run on
+//   (ONCE_KAFKA_CLIENT, else kafkajs); the last two need namespace partitions (root).
 // `npm run chaos -- --table`: regenerate the campaign table in docs/guarantees.md from chaos/results.
 // See chaos/README.md for what a run does and what it checks.
 import { parseArgs } from 'node:util';
@@ -24,6 +26,7 @@ const { values } = parseArgs({
     'partition-ms': { type: 'string' },
     'partition-mode': { type: 'string', default: 'auto' },
     'bound-ms': { type: 'string' },
+    'kafka-client': { type: 'string', default: process.env.ONCE_KAFKA_CLIENT || 'kafkajs' },
   },
 });
 
@@ -78,6 +81,7 @@ for (const broker of brokers) {
       ...(values.partitions ? { partitions: positive('partitions', values.partitions) } : {}),
       ...(partitionMs ? { partitionMs } : {}),
       ...(values['bound-ms'] ? { boundMs: positive('bound-ms', values['bound-ms']) } : {}),
+      kafkaClient: values['kafka-client'],
     });
     const p = s.partitions;
     const fmtMs = (ms) => (ms === null ? '-' : `${(ms / 1000).toFixed(1)} s`);
@@ -85,7 +89,7 @@ for (const broker of brokers) {
     const counted = inj.reduce((n, k) => n + k.counted, 0);
     const total = inj.reduce((n, k) => n + k.total, 0);
     const line =
-      `chaos ${broker} seed=${seed}: ${s.ok ? 'OK' : 'VIOLATION'} ` +
+      `chaos ${broker}${s.client && s.client !== 'kafkajs' ? ` (${s.client})` : ''} seed=${seed}: ${s.ok ? 'OK' : 'VIOLATION'} ` +
       `injections ${counted}/${total} counted, ids ${s.produced.distinctIds}, ` +
       `once dup ${s.once.duplicated} lost ${s.once.lost} order ${s.once.keysOutOfOrder} ` +
       `unsettled ${s.once.unsettledAtEnd} dead ${s.once.deadLetters}; ` +

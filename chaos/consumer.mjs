@@ -67,10 +67,9 @@ async function buildOnce() {
   };
   const common = { pool, schema: cfg.schema, consumer: 'chaos', handler, logger };
   if (cfg.broker === 'kafka') {
-    const { Kafka, logLevel } = await import('kafkajs');
     const { createKafkaConsumer } = await import('@once/kafka');
     const c = createKafkaConsumer({
-      kafka: kafkaClient(Kafka, logLevel),
+      kafka: await onceKafkaClient(),
       groupId: cfg.groupId,
       topics: [cfg.topic],
       fromBeginning: true,
@@ -122,6 +121,38 @@ async function buildOnce() {
   });
   c.on('settled', (e) => say({ t: 'settle', ids: [e.id] }));
   return c;
+}
+
+/**
+ * The client library the once consumer runs on (`cfg.kafkaClient`, kafkajs by default). kafkajs
+ * reaches the fault proxy through its socketFactory; the others have no socket hook and bootstrap
+ * at the broker's advertised address, which the slot's namespace sends to the proxy
+ * (`cfg.kafkaAdvertised`, set only with namespace partitions).
+ */
+async function onceKafkaClient() {
+  const name = cfg.kafkaClient ?? 'kafkajs';
+  if (name === 'kafkajs') {
+    const { Kafka, logLevel } = await import('kafkajs');
+    return kafkaClient(Kafka, logLevel);
+  }
+  if (!cfg.kafkaAdvertised) {
+    throw new Error(`the ${name} client needs namespace partitions (no advertised-address redirect)`);
+  }
+  const clientId = `chaos-${cfg.mode}-${process.pid}`;
+  if (name === 'platformatic') {
+    const { platformatic } = await import('@once/kafka/platformatic');
+    return platformatic({ clientId, bootstrapBrokers: [cfg.kafkaAdvertised] });
+  }
+  if (name === 'confluent') {
+    const { KafkaJS } = await import('@confluentinc/kafka-javascript');
+    const { confluent } = await import('@once/kafka/confluent');
+    return confluent(
+      new KafkaJS.Kafka({
+        kafkaJS: { clientId, brokers: [cfg.kafkaAdvertised], logLevel: KafkaJS.logLevel.NOTHING },
+      }),
+    );
+  }
+  throw new Error(`unknown kafka client '${name}'`);
 }
 
 /** Kafka's metadata names the broker's own address: every socket goes to the fault proxy instead. */

@@ -377,6 +377,40 @@ export class NetnsLab {
     await this.#firewall.run(commands);
   }
 
+  /**
+   * Sends the slot's TCP for `from` (`host:port`, a loopback address the broker advertises) to
+   * the slot's root end on `toPort` instead: a client library with no socket hook, which connects
+   * where the broker's metadata says, then reaches the slot's fault proxy and passes through the
+   * slot's drops like everything else. A `nat` table in the slot's namespace rewrites the
+   * destination (the OUTPUT hook) and the source to the slot's own address (POSTROUTING);
+   * `route_localnet` lets a packet addressed to 127.0.0.1 leave on eth0 at all. Nothing is
+   * rewritten outside the slot's namespace.
+   */
+  redirect(name, from, toPort) {
+    const s = this.#slot(name);
+    const [host, port] = from.split(':');
+    if (!/^127\.\d+\.\d+\.\d+$/.test(host) || !/^\d+$/.test(port ?? ''))
+      throw new RangeError(`redirect takes a loopback host:port, got '${from}'`);
+    for (const dev of ['all', 'eth0'])
+      inNs(s.netns, 'sysctl', ['-q', '-w', `net.ipv4.conf.${dev}.route_localnet=1`]);
+    const table = [
+      `table ip ${NFT_TABLE}_nat {`,
+      '  chain out {',
+      '    type nat hook output priority -100; policy accept;',
+      `    ip daddr ${host} tcp dport ${port} dnat to ${s.hostAddr}:${toPort}`,
+      '  }',
+      '  chain post {',
+      '    type nat hook postrouting priority 100; policy accept;',
+      `    oifname "eth0" snat to ${s.nsAddr}`,
+      '  }',
+      '}',
+      '',
+    ].join('\n');
+    // A second redirect of the slot replaces the first.
+    runs('ip', ['netns', 'exec', s.netns, 'nft', 'delete', 'table', 'ip', `${NFT_TABLE}_nat`]);
+    inNs(s.netns, 'nft', ['-f', '-'], table);
+  }
+
   /** Lifts the slot's drops. */
   async heal(name) {
     const s = this.#slot(name);

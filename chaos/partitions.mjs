@@ -54,11 +54,16 @@ class NamespacePartitions {
     return this.#lab.wrap(slot);
   }
 
-  /** The slot's endpoints as its children see them: PostgreSQL and the fault proxy directly. */
-  async route(slot, { pgPort, brokerPort }) {
+  /**
+   * The slot's endpoints as its children see them: PostgreSQL and the fault proxy directly.
+   * `advertised` (Kafka: the address the broker's metadata names): inside the slot it leads to
+   * the slot's fault proxy too, so a client without a socket hook can bootstrap there.
+   */
+  async route(slot, { pgPort, brokerPort, advertised }) {
     this.#ports.set(slot, { pg: pgPort, broker: brokerPort });
     const host = this.#lab.hostAddress(slot);
-    return { pg: `${host}:${pgPort}`, broker: `${host}:${brokerPort}` };
+    if (advertised) this.#lab.redirect(slot, advertised, brokerPort);
+    return { pg: `${host}:${pgPort}`, broker: `${host}:${brokerPort}`, advertised };
   }
 
   /** Resolves once the drop rules are in force. */
@@ -99,7 +104,11 @@ class ProxyPartitions {
     return [];
   }
 
-  /** Puts a dark gate in front of PostgreSQL and of the slot's fault proxy. */
+  /**
+   * Puts a dark gate in front of PostgreSQL and of the slot's fault proxy. No `advertised`
+   * address: outside a namespace a client that follows the broker's metadata would bypass the
+   * proxy, so only a client with a socket hook (kafkajs) can be cut here.
+   */
   async route(slot, { pgPort, brokerPort }) {
     const gates = {
       pg: await DarkGate.start({ host: '127.0.0.1', port: pgPort }),

@@ -4,7 +4,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
-import { brokerSide, KAFKA_PARTITIONS, proxyTarget } from './brokers.mjs';
+import { brokerSide, KAFKA_CLIENTS, KAFKA_PARTITIONS, proxyTarget } from './brokers.mjs';
 import { ConsumerChild } from './children.mjs';
 import { onExit } from './exit-cleanup.mjs';
 import { jsonText } from './json-text.mjs';
@@ -44,9 +44,10 @@ export const STATEMENT_BOUND_MS = 30_000;
  * @param {{ broker: string, seed: number, injections: number, short: boolean, ratePerS?: number,
  *   outageMs?: number, maxRunMs?: number, log?: (s: string) => void,
  *   partitions?: number, partitionsOnly?: boolean, partitionMode?: 'auto'|'namespace'|'proxy',
- *   partitionMs?: number[], boundMs?: number }} o
+ *   partitionMs?: number[], boundMs?: number, kafkaClient?: string }} o
  * `partitions`: how many the mixed plan holds (1 with `short`, else a tenth of the injections);
- * `partitionsOnly`: every injection is a partition.
+ * `partitionsOnly`: every injection is a partition. `kafkaClient`: the client library the once
+ * consumers run on (kafkajs by default; the others need namespaces, see slots.mjs).
  */
 export async function runBroker(o) {
   const cleanups = [];
@@ -68,10 +69,18 @@ async function run(o, cleanups) {
   const partitionMs = o.partitionMs ?? (o.short ? SHORT_PARTITION_MS : PARTITION_MS);
   const boundMs = o.boundMs ?? STATEMENT_BOUND_MS;
 
+  const kafkaClient = o.kafkaClient ?? 'kafkajs';
+  if (!KAFKA_CLIENTS.includes(kafkaClient))
+    throw new Error(`kafka client '${kafkaClient}' is not one of ${KAFKA_CLIENTS.join(', ')}`);
+
   // ---- partitions, PostgreSQL, broker, proxies ----
   // Namespaces first: PostgreSQL listens on their veths' root ends.
   const partitions = await openPartitions({ slots: SLOTS, mode: o.partitionMode, log });
   cleanups.push(() => partitions.close());
+  if (o.broker === 'kafka' && kafkaClient !== 'kafkajs' && partitions.via !== 'namespace')
+    throw new Error(
+      `the ${kafkaClient} client has no socket hook: its connections can be cut only from network namespaces (run as root; ${partitions.why})`,
+    );
   log(
     `partitions: ${partitions.via}${partitions.via === 'proxy' ? ` (stand-in: ${partitions.why}; not counted toward the goal)` : ''}`,
   );
@@ -110,11 +119,14 @@ async function run(o, cleanups) {
   const side = await brokerSide(o.broker, name, natsServer?.url);
   cleanups.push(() => side.close());
   // One fault proxy per slot, bound where that slot's children can reach it.
+  const target = proxyTarget(o.broker, natsServer?.url);
   const wired = await wireSlots({
     partitions,
     FaultProxy,
-    target: proxyTarget(o.broker, natsServer?.url),
+    target,
     pgPort: cluster.port,
+    // Kafka clients without a socket hook follow the broker's metadata to its own address.
+    ...(o.broker === 'kafka' && partitions.via === 'namespace' ? { advertised: target } : {}),
   });
   cleanups.push(() => wired.close());
   const configOf = (mode, slot) => ({
@@ -122,6 +134,8 @@ async function run(o, cleanups) {
     schema: 'once',
     effectsTable: mode === 'once' ? 'public.effects' : 'public.naive_effects',
     handlerDelayMs: 10,
+    // The naive control is a plain kafkajs consumer whichever client once runs on.
+    ...(o.broker === 'kafka' && mode === 'once' ? { kafkaClient } : {}),
     ...wired.endpoints.get(slot),
     ...side.childSettings(mode),
   });
@@ -615,6 +629,7 @@ async function run(o, cleanups) {
   const commit = gitCommit();
   const summary = {
     broker: o.broker,
+    ...(o.broker === 'kafka' ? { client: kafkaClient } : {}),
     seed: o.seed,
     mode: o.short ? 'short' : o.partitionsOnly ? 'partitions' : 'long',
     commit,
@@ -672,7 +687,7 @@ async function run(o, cleanups) {
   }
   if (o.write !== false) {
     mkdirSync(RESULTS, { recursive: true });
-    const base = join(RESULTS, `${o.broker}-${o.seed}`);
+    const base = join(RESULTS, `${o.broker}${kafkaClient === 'kafkajs' ? '' : `-${kafkaClient}`}-${o.seed}`);
     writeFileSync(`${base}.jsonl`, records.map((r) => JSON.stringify({ commit, ...r })).join('\n') + '\n');
     writeFileSync(`${base}.json`, `${jsonText(summary)}\n`);
   }

@@ -87,7 +87,7 @@ export function renderTable() {
   for (const { s } of runs) {
     const o = s.once;
     lines.push(
-      `| ${s.broker} seed ${s.seed} | ${s.mode} | \`${s.commit.slice(0, 8)}\` | ${s.produced.distinctIds} | ${o.duplicated} / ${o.lost} / ${o.orderPromised ? o.keysOutOfOrder : `(${o.keysOutOfOrder}, not promised)`} / ${o.unsettledAtEnd} / ${o.deadLetters} | ${s.naive.duplicatedIds} | ${s.sigkillsBetweenCommitAndSettle} | ${s.ok ? 'ok' : `**${s.violations.join('; ')}**`} |`,
+      `| ${s.broker}${s.client && s.client !== 'kafkajs' ? ` on ${s.client}` : ''} seed ${s.seed} | ${s.mode} | \`${s.commit.slice(0, 8)}\` | ${s.produced.distinctIds} | ${o.duplicated} / ${o.lost} / ${o.orderPromised ? o.keysOutOfOrder : `(${o.keysOutOfOrder}, not promised)`} / ${o.unsettledAtEnd} / ${o.deadLetters} | ${s.naive.duplicatedIds} | ${s.sigkillsBetweenCommitAndSettle} | ${s.ok ? 'ok' : `**${s.violations.join('; ')}**`} |`,
     );
   }
   for (const broker of ['kafka', 'sqs', 'rabbitmq', 'nats']) {

@@ -25,6 +25,7 @@ type Lab = {
   partition(slot: string, ports: number[], direction: 'both' | 'to-target' | 'to-client'): Promise<void>;
   heal(slot: string): Promise<void>;
   dropping(slot: string): { 'to-client': number[]; 'to-target': number[] };
+  redirect(slot: string, from: string, toPort: number): void;
   destroy(): void;
 };
 
@@ -71,11 +72,11 @@ async function echoOn(host: string) {
  * A client inside the slot's namespace (a child process, as the campaign's consumers are): it
  * connects, writes what it reads on stdin, prints what it receives and any socket event as JSON.
  */
-function clientIn(lab: Lab, slot: string, port: number, keepAliveMs?: number) {
+function clientIn(lab: Lab, slot: string, port: number, keepAliveMs?: number, host = lab.hostAddress(slot)) {
   const code = `
     const net = require('node:net');
     const say = (o) => process.stdout.write(JSON.stringify(o) + '\\n');
-    const c = net.connect(${port}, '${lab.hostAddress(slot)}', () => {
+    const c = net.connect(${port}, '${host}', () => {
       ${keepAliveMs ? `c.setKeepAlive(true, ${keepAliveMs});` : ''}
       say({ t: 'connected' });
     });
@@ -195,6 +196,37 @@ const onRoot = () => {
     expect(c.data()).toBe('s<o>');
     await lab.heal('a');
     await until(() => c.data() === 's<o><i>', 15_000);
+  });
+
+  it('redirects a loopback address inside the slot to its root end, where the slot’s drops still hold it', async () => {
+    // How a Kafka client without a socket hook is cut: it connects where the broker's metadata
+    // says (127.0.0.1:<port>), which inside the slot means the slot's fault proxy.
+    const before = rootRules();
+    const lab: Lab = NetnsLab.create(['a', 'b']);
+    cleanups.push(() => lab.destroy());
+    const echo = await echoOn(lab.hostAddress('a'));
+    lab.redirect('a', '127.0.0.1:9', echo.port);
+    // Only what is asked is rewritten, only in that slot, never in root.
+    expect(() => lab.redirect('a', '10.0.0.1:9', echo.port)).toThrow(/loopback host:port/);
+    expect(rootRules()).toBe(before);
+    const c = clientIn(lab, 'a', 9, undefined, '127.0.0.1');
+    await until(() => c.events.some((e) => e.t === 'connected'), 10_000);
+    c.send('r');
+    await until(() => c.data() === '<r>', 5_000);
+    expect(echo.sockets[0]!.remoteAddress).not.toBe('127.0.0.1');
+
+    await lab.partition('a', [echo.port], 'both');
+    c.send('s');
+    await pause(1_000);
+    expect(echo.got.join('')).toBe('r');
+    await lab.heal('a');
+    await until(() => c.data() === '<r><s>', 15_000);
+
+    // Slot b has no redirect: 127.0.0.1:9 is its own loopback, where nothing listens.
+    const other = clientIn(lab, 'b', 9, undefined, '127.0.0.1');
+    await until(() => other.events.some((e) => e.t === 'error'), 10_000);
+    expect(other.events.find((e) => e.t === 'error')?.code).toBe('ECONNREFUSED');
+    expect(rootRules()).toBe(before);
   });
 
   it('lets TCP keepalive see a namespace partition, which the proxy stand-in hides', async () => {
