@@ -9,7 +9,6 @@
  * ```
  */
 export { jsonHandler } from '@once/core/adapter';
-export type { KafkaLike } from './client/kafkajs.js';
 export {
   type ClientAdmin,
   type ClientCrash,
@@ -23,6 +22,7 @@ export {
   KAFKA_CLIENT,
   type KafkaClient,
   type KafkaClientCapabilities,
+  type KafkaLike,
   type OutgoingMessage,
   type PartitionBatch,
 } from './client/types.js';

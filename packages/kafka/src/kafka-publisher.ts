@@ -7,10 +7,14 @@ import {
 } from '@once/core';
 import { Connector, optionCheck, untilAborted } from '@once/core/adapter';
 import { MAX_ID_LENGTH } from '@once/core/admin';
-import type { ProducerConfig } from 'kafkajs';
-import type { KafkaLike } from './client/kafkajs.js';
 import { CLIENT_HINT, clientOf } from './client/resolve.js';
-import type { ClientHeaders, ClientProducer, KafkaClient, OutgoingMessage } from './client/types.js';
+import type {
+  ClientHeaders,
+  ClientProducer,
+  KafkaClient,
+  KafkaLike,
+  OutgoingMessage,
+} from './client/types.js';
 import { KafkaErrorCode } from './errors.js';
 import { KAFKA_PUBLISHER_KEYS } from './publisher-keys.js';
 
@@ -40,12 +44,13 @@ export interface KafkaPublisherOptions {
   /** Broker acknowledgement wait per request, in ms. @default 30000 */
   ackTimeoutMs?: number;
   /**
-   * Other producer settings of the client (kafkajs: its `ProducerConfig`); `idempotent` and
-   * `maxInFlightRequests` are fixed. With kafkajs, `createPartitioner` defaults to
+   * Other producer settings of the client library, passed to it as they are (kafkajs: its
+   * `ProducerConfig`); idempotence, `acks` from every in-sync replica and one request in flight
+   * are fixed. With kafkajs, `createPartitioner` defaults to
    * `Partitioners.DefaultPartitioner`, kafkajs' own default, named so that kafkajs does not print
    * its partitioner warning.
    */
-  producerConfig?: Omit<ProducerConfig, 'idempotent' | 'maxInFlightRequests' | 'transactionalId'>;
+  producerConfig?: object;
 }
 
 const DEFAULTS = Object.freeze({ idHeader: 'message-id', ackTimeoutMs: 30_000 });

@@ -10,13 +10,13 @@
  */
 import { ErrorCode, OnceError } from '@once/core';
 import { Partitioners } from 'kafkajs';
-import { type KafkaLike, kafkajsClient } from './client/kafkajs.js';
-import type { KafkaClient } from './client/types.js';
+import { type KafkajsInstance, kafkajsClient } from './client/kafkajs.js';
+import type { KafkaClient, KafkaLike } from './client/types.js';
 
-export type { KafkaLike } from './client/kafkajs.js';
+export type { KafkaLike } from './client/types.js';
 
 /** Wraps a kafkajs `Kafka` instance (`new Kafka({ brokers })`) as the client of a once consumer or publisher. */
-export function kafkajs(kafka: KafkaLike): KafkaClient {
+export function kafkajs(kafka: KafkajsInstance): KafkaClient {
   const k = kafka as Partial<KafkaLike> | null | undefined;
   if (
     typeof k?.consumer !== 'function' ||

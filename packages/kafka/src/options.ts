@@ -6,10 +6,8 @@ import {
   splitOptions,
   withDefaults,
 } from '@once/core/adapter';
-import type { ConsumerConfig } from 'kafkajs';
-import type { KafkaLike } from './client/kafkajs.js';
 import { CLIENT_HINT, clientOf } from './client/resolve.js';
-import type { KafkaClient } from './client/types.js';
+import type { KafkaClient, KafkaLike } from './client/types.js';
 
 /**
  * Where a message's id comes from (`idOf`, when given, overrides both).
@@ -79,12 +77,13 @@ export interface KafkaConsumerOptions<R = unknown> extends Omit<InboxOptions<R>,
   /** How long `stop()` waits for the slices in flight to settle, in ms. @default 30000 */
   stopTimeoutMs?: number | undefined;
   /**
-   * Other kafkajs consumer settings. `autoCommit` is always off. `maxWaitTimeInMs` defaults to
-   * 1000 here (kafkajs: 5000): kafkajs sleeps that long when every partition is paused.
+   * Other consumer settings of the client library, passed to it as they are (kafkajs: its
+   * `ConsumerConfig`; see docs/kafka.md for each client). The group, the session, heartbeat and
+   * rebalance timeouts come from the options above, and commits are always once's own
+   * (autocommit off). With kafkajs `maxWaitTimeInMs` defaults to 1000 here (kafkajs: 5000): kafkajs
+   * sleeps that long when every partition is paused.
    */
-  consumerConfig?:
-    | Omit<ConsumerConfig, 'groupId' | 'sessionTimeout' | 'heartbeatInterval' | 'rebalanceTimeout'>
-    | undefined;
+  consumerConfig?: object | undefined;
 }
 
 /** The Kafka options after defaults, frozen. Inbox options are resolved by core. */
@@ -98,8 +97,8 @@ export interface ResolvedKafkaConsumerOptions
   readonly kafka: KafkaClient;
   /** Dead-letter topic for a source topic, or undefined when dead-lettering is off. */
   readonly deadLetterTopicOf: (topic: string) => string | undefined;
-  /** The other kafkajs consumer settings as given, frozen; an empty object when none were. */
-  readonly consumerConfig: Readonly<NonNullable<KafkaConsumerOptions['consumerConfig']>>;
+  /** The client's other consumer settings as given, frozen; an empty object when none were. */
+  readonly consumerConfig: Readonly<Record<string, unknown>>;
 }
 
 /** Defaults of the Kafka-specific options. */
@@ -192,7 +191,10 @@ function resolveKafkaConsumerOptionsUnnamed<R>(options: KafkaConsumerOptions<R>)
       'must be a topic name, a function of the source topic, or false',
     );
   if (o.consumerConfig !== undefined && (typeof o.consumerConfig !== 'object' || o.consumerConfig === null)) {
-    throw optionCheck.invalid('consumerConfig', 'must be an object of kafkajs consumer settings');
+    throw optionCheck.invalid(
+      'consumerConfig',
+      "must be an object of the client library's consumer settings",
+    );
   }
   return {
     inbox,

@@ -16,14 +16,15 @@ import {
   type GroupConsumerConfig,
   KAFKA_CLIENT,
   type KafkaClient,
+  type KafkaLike,
   type PartitionBatch,
 } from './types.js';
 
 /**
  * The part of a kafkajs `Kafka` instance this package uses: three factories and nothing else
- * (docs/pitfalls.md K5).
+ * (docs/pitfalls.md K5). The public {@link KafkaLike} says the same structurally, without kafkajs.
  */
-export type KafkaLike = Pick<Kafka, 'consumer' | 'producer' | 'admin'>;
+export type KafkajsInstance = Pick<Kafka, 'consumer' | 'producer' | 'admin'>;
 
 /** kafkajs' ConfigResourceTypes.TOPIC (the protocol's 2), which its ESM entry does not export by name. */
 const TOPIC_RESOURCE = 2 as ConfigResourceTypes;
@@ -56,7 +57,8 @@ function defaultPartitioner(): ICustomPartitioner {
  * Wraps a kafkajs `Kafka` instance as a {@link KafkaClient}. `partitioner`: the producers'
  * default partitioner (kafkajs' DefaultPartitioner, loaded on first use when not given).
  */
-export function kafkajsClient(kafka: KafkaLike, partitioner?: ICustomPartitioner): KafkaClient {
+export function kafkajsClient(raw: KafkaLike, partitioner?: ICustomPartitioner): KafkaClient {
+  const kafka = raw as KafkajsInstance;
   return {
     [KAFKA_CLIENT]: true,
     name: 'kafkajs',
@@ -68,7 +70,7 @@ export function kafkajsClient(kafka: KafkaLike, partitioner?: ICustomPartitioner
   };
 }
 
-function kafkajsConsumer(kafka: KafkaLike, config: GroupConsumerConfig): GroupConsumer {
+function kafkajsConsumer(kafka: KafkajsInstance, config: GroupConsumerConfig): GroupConsumer {
   const consumer = kafka.consumer({
     // kafkajs sleeps this long when every partition is paused (its default: 5000).
     maxWaitTimeInMs: 1_000,
@@ -139,7 +141,7 @@ export function partitionBatchOf(payload: EachBatchPayload): PartitionBatch {
 }
 
 function kafkajsProducer(
-  kafka: KafkaLike,
+  kafka: KafkajsInstance,
   settings: ProducerConfig | undefined,
   partitioner: ICustomPartitioner | undefined,
 ): ClientProducer {
@@ -163,7 +165,7 @@ function kafkajsProducer(
   };
 }
 
-function kafkajsAdmin(kafka: KafkaLike): ClientAdmin {
+function kafkajsAdmin(kafka: KafkajsInstance): ClientAdmin {
   const admin = kafka.admin();
   return {
     connect: () => admin.connect(),

@@ -1,5 +1,5 @@
-import { type KafkaLike, kafkajsClient } from './kafkajs.js';
-import { isKafkaClient, type KafkaClient } from './types.js';
+import { kafkajsClient } from './kafkajs.js';
+import { isKafkaClient, type KafkaClient, type KafkaLike } from './types.js';
 
 /**
  * The client a `kafka` option names: a {@link KafkaClient} as given, or a raw kafkajs `Kafka`

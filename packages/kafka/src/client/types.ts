@@ -208,6 +208,20 @@ export interface KafkaClientCapabilities {
   readonly commitMetadata: boolean;
 }
 
+/**
+ * A kafkajs `Kafka` instance passed as it is (what the `kafka` option was before the seam): the
+ * three factories once calls. Written structurally, so that `@once/kafka`'s types never name
+ * kafkajs and compile where it is not installed; a kafkajs `Kafka` fits it.
+ */
+export interface KafkaLike {
+  /** kafkajs' `Kafka.consumer`. */
+  consumer(config: { groupId: string }): object;
+  /** kafkajs' `Kafka.producer`. */
+  producer(config?: object): object;
+  /** kafkajs' `Kafka.admin`. */
+  admin(config?: object): object;
+}
+
 /** Brand that tells a {@link KafkaClient} from a raw client library object. */
 export const KAFKA_CLIENT: unique symbol = Symbol.for('once.kafka.client');
 
