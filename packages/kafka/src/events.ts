@@ -53,7 +53,7 @@ export interface KafkaConsumerEventMap extends ConsumerEventMap {
      */
     toOffset: string;
   };
-  /** kafkajs joined the group; `assignment` is what this member now owns. */
+  /** The client joined the group (or its assignment changed); `assignment` is what this member now owns. */
   'group:joined': {
     /** The group generation this join started (rebalances + 1). */
     generation: number;
@@ -62,16 +62,16 @@ export interface KafkaConsumerEventMap extends ConsumerEventMap {
     /** The partitions this member now owns, by topic. */
     assignment: Record<string, number[]>;
   };
-  /** kafkajs crashed; `restart` says whether it restarts itself. */
+  /** The client library's consumer crashed; `restart` says whether it restarts itself. */
   'consumer:crashed': {
-    /** Why kafkajs crashed. */
+    /** Why the client crashed. */
     error: SerializedError;
-    /** True when kafkajs restarts the consumer itself; false when the consumer stays down (unhealthy). */
+    /** True when the client restarts the consumer itself; false when the consumer stays down (unhealthy). */
     restart: boolean;
   };
   /** Something failed that was retried or worked around (a commit, a dead-letter send, a marker read). */
   error: {
-    /** Where it happened, a short tag such as `commit`, `dead-letter` or `kafkajs`. */
+    /** Where it happened, a short tag such as `commit`, `dead-letter` or the client's name. */
     where: string;
     /** What failed, serialized for logs. */
     error: SerializedError;

@@ -48,7 +48,7 @@ export interface KafkaConsumerHealth extends ConsumerHealth {
   assignment: Record<string, number[]>;
   /** Partitions paused for a retry backoff, as `topic/partition`. */
   retrying: string[];
-  /** Client crashes (kafkajs restarts after retriable ones). */
+  /** Client crashes (kafkajs and the others restart after retriable ones). */
   crashes: number;
   /** When a slice last settled, epoch ms. */
   lastProgressAt: number | undefined;
