@@ -74,7 +74,8 @@ export interface PartitionBatchDeps {
   isOwnershipLost(err: unknown): boolean;
   /**
    * The client carries offset-commit metadata (the replay marker). Without it, markers are not
-   * written and the first batch of each assignment runs as a crashed range. @default true
+   * written, progress is committed before every slice, and the first slice (`batchSize`
+   * messages) of each assignment runs as a crashed range. @default true
    */
   commitMetadata?: boolean;
 }
@@ -216,9 +217,11 @@ class BatchRun {
     const batch = this.#payload;
     const firstOffset = BigInt(batch.messages[0]!.offset);
     if (deps.commitMetadata === false) {
-      // No marker can be kept: the first batch of the assignment is the range a dead consumer may
-      // have had in flight, run one message at a time with its starts counted.
-      this.#state.replay = { end: BigInt(batch.lastOffset()) };
+      // No marker can be kept. Progress is committed before every slice (#runSlice), so a dead
+      // consumer had at most one slice in flight from the committed offset: the first `batchSize`
+      // messages of the assignment run one at a time with their starts counted, the rest as usual.
+      const bound = batch.messages[Math.min(deps.options.batchSize, batch.messages.length) - 1]!;
+      this.#state.replay = { end: BigInt(bound.offset) };
       return;
     }
     let metadata: string | null;
@@ -267,6 +270,10 @@ class BatchRun {
     if (marker !== null) {
       // Durably note the range before it runs; this commit also records the progress so far.
       if (!(await this.#commit(slice[0]!.offset, marker))) return this.#commitFailed(slice[0]!);
+    } else if (deps.options.crashReplay && this.#pending !== undefined) {
+      // Without a marker, the committed offset itself bounds what a crash can leave in flight:
+      // one slice from it (see #loadReplay).
+      if (!(await this.#commit(this.#pending, null))) return this.#commitFailed(slice[0]!);
     }
     let mapped = slice.map((m) => this.#mapFresh(m));
     let settled = 0;

@@ -36,12 +36,13 @@
  * metadata and the admin reads it back; the replay marker (`replay-marker.ts`) lives there. A
  * client without it (platformatic commits `committedMetadata: null`; Confluent's `commitOffsets`
  * in 1.10.1 sends metadata, contrary to its migration guide, but it reads back with a trailing NUL
- * byte, so a marker through it must strip that) commits `null`, and the adapter then takes the path already used
- * when a marker cannot be read: the first batch of every newly assigned partition is treated as a
- * crashed range (each message alone in the consumer, its start counted in PostgreSQL). That is
- * safe (a killer message still reaches `maxAttempts`) at the cost of one start row per message of
- * the first batch after each assignment. The planned cheaper path moves the marker to a PostgreSQL
- * row keyed by (consumer, topic, partition) beside the start counts, written before a slice runs.
+ * byte, so a marker through it must strip that) commits `null`. The adapter then commits its
+ * progress before every slice, so the committed offset itself bounds what a crash can leave in
+ * flight: one slice. The first slice (`batchSize` messages) of every newly assigned partition is
+ * treated as a crashed range (each message alone in the consumer, its start counted in
+ * PostgreSQL). That is safe (a killer message still reaches `maxAttempts`) at the cost of one
+ * start row per message of that slice after each assignment, and one offset commit per slice (as
+ * the marker costs with kafkajs).
  *
  * How the next clients map (notes for their modules):
  * - `@platformatic/kafka`: no eachBatch and one stream that pauses as a whole, so `run` keeps one

@@ -425,4 +425,36 @@ describe('a client without offset-commit metadata (capabilities.commitMetadata f
     await h.run(messages(7, 2));
     expect(h.log).toEqual(['batch 7,8', 'resolve 8', 'commit 9']);
   });
+
+  it('bounds the crashed range by one slice: progress is committed before every slice', async () => {
+    // A dead consumer committed the start of its slice before running it, so only the first
+    // `batchSize` messages of a new assignment can have been in flight; the rest run as slices.
+    const h = harness({ options: { batchSize: 2 } });
+    h.deps.commitMetadata = false;
+    await h.run(messages(5, 5));
+    expect(h.log).toEqual([
+      'commit 5',
+      'process 5 attempt=1 redelivered=true',
+      'start 5 #1',
+      'resolve 5',
+      'commit 6',
+      'process 6 attempt=1 redelivered=true',
+      'start 6 #1',
+      'resolve 6',
+      'commit 7',
+      'batch 7,8',
+      'resolve 8',
+      'commit 9',
+      'process 9 attempt=1 redelivered=false',
+      'resolve 9',
+      'commit 10',
+    ]);
+  });
+
+  it('commits nothing before a slice when crash replay is off', async () => {
+    const h = harness({ options: { batchSize: 2, crashReplay: false } });
+    h.deps.commitMetadata = false;
+    await h.run(messages(5, 4));
+    expect(h.log).toEqual(['batch 5,6', 'resolve 6', 'batch 7,8', 'resolve 8', 'commit 9']);
+  });
 });
