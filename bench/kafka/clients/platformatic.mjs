@@ -9,6 +9,8 @@
 // `commit()` after its COMMIT, not awaited (the library merges commits, one in flight, as kafkajs's
 // autocommit commits after eachMessage without waiting per message); batched, the slice's last
 // message's `commit()` after the slice's COMMIT, awaited before the lane's next slice.
+// Each group has one member in the bench, so the floor does not handle a revocation (a lane's
+// messages of a partition lost to a rebalance would still run, their commits refused or late).
 import { floorBatch, floorOne } from '../../support/floor.mjs';
 
 /** The library, the once entry, and the once client factory; throws when the library does not resolve. */
