@@ -30,6 +30,11 @@
 // Node plus the bench's own PostgreSQL backends (named by application_name, so another program's
 // statements on a shared server are not counted; bench/support/proc-cpu.mjs, backendCpu).
 // Confluent's librdkafka threads run inside this process, so its Node CPU includes them.
+// A client without offset-commit metadata (platformatic: `commitMetadata: false`, see
+// packages/kafka/src/client/types.ts) has once run the first batch of each newly assigned partition
+// one message at a time, its start counted in PostgreSQL. Every run here is a fresh group on a
+// pre-produced backlog, so that first batch can be most of the run: once's figures on such a client
+// are the cost after an assignment, not its steady state.
 // Size: BENCH_MESSAGES (default 20000; the issue's full size is 200000), BENCH_ONLY=name,name (a
 // variant's short name, `floor/msg`, or its full name, `platformatic floor/msg`), BENCH_SCHEMA
 // (default once_bench_kafka), BENCH_RESULTS (the file under bench/results/, default kafka.json).
