@@ -5,11 +5,14 @@
 // domain invariant holds. Prints one table per broker; exits 0 only when every row holds.
 //
 //   node scripts/demo.mjs [--only <example>]     DEMO_MESSAGES=<unique messages per example>
+//   ONCE_KAFKA_CLIENT=kafkajs|platformatic|confluent: the client library of the Kafka consumers and
+//   publishers (examples/kafka-client.mjs; kafkajs by default)
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { kafkaClientName } from '../examples/kafka-client.mjs';
 import { report, rowHolds } from './demo/report.mjs';
 import { runExample } from './demo/run-example.mjs';
 
@@ -92,6 +95,14 @@ if (!Number.isInteger(COUNT) || COUNT < 10) {
   console.error(`demo: DEMO_MESSAGES must be an integer of at least 10, got ${process.env.DEMO_MESSAGES}`);
   process.exit(2);
 }
+/** @type {string} */
+let kafkaClient;
+try {
+  kafkaClient = kafkaClientName();
+} catch (err) {
+  console.error(`demo: ${/** @type {Error} */ (err).message}`);
+  process.exit(2);
+}
 services();
 const databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const run = `${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
@@ -99,7 +110,7 @@ const run = `${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 const log = (/** @type {string} */ s) => console.log(`demo: ${s}`);
 
-log(`examples: ${names.join(', ')}; run ${run}`);
+log(`examples: ${names.join(', ')}; run ${run}; Kafka client: ${kafkaClient} (ONCE_KAFKA_CLIENT)`);
 const rows = [];
 const t0 = Date.now();
 for (const name of names) {

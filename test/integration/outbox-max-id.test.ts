@@ -16,6 +16,7 @@ import {
   serviceUrls,
   uniqueName,
 } from '../support/index.js';
+import { onceKafka } from '../support/kafka-client.mjs';
 import {
   amqpAdmin,
   createTestPool,
@@ -133,7 +134,8 @@ it(`a ${MAX_ID_LENGTH}-character id republished to Kafka and SQS arrives whole; 
   }
   expect(await db.outboxCounts()).toMatchObject({ pending: 3 });
 
-  const kafkaPublisher = createKafkaPublisher({ kafka });
+  // The publisher under test on the run's client library (ONCE_KAFKA_CLIENT).
+  const kafkaPublisher = createKafkaPublisher({ kafka: await onceKafka(run) });
   const rabbitPublisher = createRabbitPublisher({ url: serviceUrls().amqpUrl });
   stops.push(
     () => kafkaPublisher.stop(),

@@ -2,6 +2,7 @@ import { createRelay, migrate, PermanentError, type Relay } from '@once/core';
 import {
   createKafkaConsumer,
   createKafkaPublisher,
+  type KafkaClient,
   type KafkaConsumer,
   type KafkaPublisher,
 } from '@once/kafka';
@@ -22,6 +23,7 @@ import {
   uniqueName,
   waitFor,
 } from '../support/index.js';
+import { onceKafka } from '../support/kafka-client.mjs';
 
 // Pinned: Kafka does not deduplicate on once's id (its idempotent producer drops only a
 // producer's own retries within a session), so `once failed retry --republish` right after the
@@ -30,6 +32,8 @@ import {
 
 let pool: pg.Pool;
 let kafka: Kafka;
+/** The client of the consumer and publisher under test (ONCE_KAFKA_CLIENT). */
+let client: KafkaClient;
 let admin: Admin;
 let schema: string;
 let ledger: Ledger;
@@ -44,6 +48,7 @@ beforeAll(async () => {
   await migrate(pool, { schema });
   ledger = await createLedger(pool, schema);
   kafka = kafkaClient('republish-kafka');
+  client = await onceKafka('republish-kafka');
   admin = kafka.admin();
   await admin.connect();
 });
@@ -65,7 +70,7 @@ it('a failed message republished at once is delivered under its own id and runs 
   await createTopicsReady(admin, { [topic]: 1 });
   let fixed = false;
   consumer = createKafkaConsumer({
-    kafka,
+    kafka: client,
     groupId: uniqueName('republish-kafka-g'),
     consumer: 'orders',
     topics: [topic],
@@ -94,7 +99,7 @@ it('a failed message republished at once is delivered under its own id and runs 
   const r = await cli(['--schema', schema, '--json', 'failed', 'retry', 'orders', 'order-5', '--republish']);
   expect(r.code, r.stderr).toBe(0);
   expect(r.json()).toMatchObject({ republished: { destination: topic, key: 'k', dedup: 'none' } });
-  publisher = createKafkaPublisher({ kafka });
+  publisher = createKafkaPublisher({ kafka: client });
   relay = createRelay({ pool, schema, publishers: { [topic]: publisher }, pollIntervalMs: 200 });
   await relay.start();
   await waitFor('the republished message processed', async () => (await status()) === 'done', 60_000);

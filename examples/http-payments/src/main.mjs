@@ -10,6 +10,7 @@ import { quoteIdentifier } from '@once/core/admin';
 import { nodeListener } from '@once/http/node';
 import { Kafka, logLevel } from 'kafkajs';
 import pg from 'pg';
+import { onceKafkaClient } from '../../kafka-client.mjs';
 import { ChargeClient, planCharges } from './client.mjs';
 import { createTopics, kafkaLag } from './kafka.mjs';
 import { namesFor } from './names.mjs';
@@ -35,8 +36,10 @@ const admin = kafka.admin();
 await admin.connect();
 await createTopics(admin, names.topic);
 
-const payments = createPaymentsService({ pool, schema: SCHEMA, kafka, topic: names.topic });
-const receipts = createReceiptsConsumer({ kafka, pool, schema: SCHEMA, ...names });
+// once's publisher and consumer on the library ONCE_KAFKA_CLIENT names (kafkajs by default).
+const onceClient = await onceKafkaClient({ clientId: 'example-http-payments', brokers: KAFKA_BROKERS });
+const payments = createPaymentsService({ pool, schema: SCHEMA, kafka: onceClient, topic: names.topic });
+const receipts = createReceiptsConsumer({ kafka: onceClient, pool, schema: SCHEMA, ...names });
 const server = http.createServer(nodeListener(payments.fetch));
 await new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(undefined)));
 const address = /** @type {import('node:net').AddressInfo} */ (server.address());

@@ -21,7 +21,7 @@ export const PAYMENTS_CONSUMER = 'payments.http';
  * @typedef {object} PaymentsServiceOptions
  * @property {import('pg').Pool} pool
  * @property {string} schema once's schema, also holding `charges`
- * @property {import('kafkajs').Kafka} kafka
+ * @property {import('@once/kafka').KafkaClient} kafka the once client (../../kafka-client.mjs)
  * @property {string} topic where `charge.created` events go
  */
 

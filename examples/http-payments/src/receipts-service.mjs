@@ -36,7 +36,7 @@ export function parseChargeCreated(body) {
 
 /**
  * @param {object} o
- * @param {import('kafkajs').Kafka} o.kafka
+ * @param {import('@once/kafka').KafkaClient} o.kafka the once client (../../kafka-client.mjs)
  * @param {import('pg').Pool} o.pool
  * @param {string} o.schema
  * @param {string} o.topic

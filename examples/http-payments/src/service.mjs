@@ -2,15 +2,16 @@
 // One service as a long-running process (what `npm run demo` starts, SIGKILLs and restarts):
 //   node src/service.mjs http       the payments service: POST /charges on 127.0.0.1:PORT, and its relay
 //   node src/service.mjs receipts   the receipts service: the Kafka consumer of charge.created
-// Env: DATABASE_URL, KAFKA_BROKERS, PAYMENTS_SCHEMA, PAYMENTS_RUN (names from src/names.mjs), PORT.
+// Env: DATABASE_URL, KAFKA_BROKERS, PAYMENTS_SCHEMA, PAYMENTS_RUN (names from src/names.mjs), PORT,
+// ONCE_KAFKA_CLIENT (the Kafka client library of the publisher and consumer: kafkajs by default).
 // Prints one JSON line of its inbox's outcome counts every 50 ms and on exit (for the HTTP
 // service: processed = charges made, duplicate = stored responses replayed, conflict = 422, busy =
 // 409); stops gracefully on SIGTERM.
 import http from 'node:http';
 import { nodeListener } from '@once/http/node';
-import { Kafka, logLevel } from 'kafkajs';
 import pg from 'pg';
 import { runReporting } from '../../../scripts/demo/consumer-main.mjs';
+import { onceKafkaClient } from '../../kafka-client.mjs';
 import { namesFor } from './names.mjs';
 import { createPaymentsService } from './payments-service.mjs';
 import { createReceiptsConsumer } from './receipts-service.mjs';
@@ -29,7 +30,10 @@ if (role !== 'http' && role !== 'receipts') {
 }
 const schema = required('PAYMENTS_SCHEMA');
 const names = namesFor(required('PAYMENTS_RUN'));
-const kafka = new Kafka({ brokers: required('KAFKA_BROKERS').split(','), logLevel: logLevel.NOTHING });
+const kafka = await onceKafkaClient({
+  clientId: `example-payments-${role}`,
+  brokers: required('KAFKA_BROKERS').split(','),
+});
 const pool = new pg.Pool({ connectionString: required('DATABASE_URL'), max: 8 });
 pool.on('error', (err) => console.error(`pool error: ${err.message}`));
 

@@ -6,7 +6,7 @@
 //   npm run services start && npm run build && npm start -w @once/example-kafka-orders
 import pg from 'pg';
 import { checkOrders } from './check.mjs';
-import { createTopics, DATABASE_URL, deleteTopics, kafkaClient } from './kafka.mjs';
+import { createTopics, DATABASE_URL, deleteTopics, kafkaClient, onceClient } from './kafka.mjs';
 import { createTables } from './orders.mjs';
 import { createOrdersConsumer } from './orders-consumer.mjs';
 import { publishOrders } from './producer.mjs';
@@ -37,7 +37,7 @@ console.log(
 );
 
 const consumer = createOrdersConsumer({
-  kafka,
+  kafka: await onceClient(),
   pool,
   schema: SCHEMA,
   topic,

@@ -6,7 +6,7 @@ import { orderHandler } from './orders.mjs';
 
 /**
  * @param {object} o
- * @param {import('kafkajs').Kafka} o.kafka
+ * @param {import('@once/kafka').KafkaClient} o.kafka the once client (see ./kafka.mjs's onceClient)
  * @param {import('pg').Pool} o.pool
  * @param {string} o.schema
  * @param {string} o.topic malformed orders go to `<topic>.dlq`

@@ -2,12 +2,13 @@
 // One service of the chain as a long-running process (what `npm run demo` starts, kills and
 // restarts): `node src/consumer.mjs orders` runs the order service (Kafka consumer + outbox
 // relay), `node src/consumer.mjs shipments` the shipping service (RabbitMQ consumer).
-// Env: DATABASE_URL, KAFKA_BROKERS, AMQP_URL, CHAIN_SCHEMA, CHAIN_RUN (names from src/names.mjs).
+// Env: DATABASE_URL, KAFKA_BROKERS, AMQP_URL, CHAIN_SCHEMA, CHAIN_RUN (names from src/names.mjs),
+// ONCE_KAFKA_CLIENT (the order service's Kafka client library: kafkajs by default).
 // Prints one JSON line of its consumer's outcome counts every 50 ms and on exit; stops gracefully
 // on SIGTERM.
-import { Kafka, logLevel } from 'kafkajs';
 import pg from 'pg';
 import { runReporting } from '../../../scripts/demo/consumer-main.mjs';
+import { onceKafkaClient } from '../../kafka-client.mjs';
 import { namesFor } from './names.mjs';
 import { createOrderService } from './order-service.mjs';
 import { createShippingConsumer } from './shipping-service.mjs';
@@ -33,7 +34,10 @@ pool.on('error', (err) => console.error(`pool error: ${err.message}`));
 /** @type {{ inbox: import('@once/core').Inbox, start(): Promise<void>, stop(): Promise<void> }} */
 let service;
 if (role === 'orders') {
-  const kafka = new Kafka({ brokers: required('KAFKA_BROKERS').split(','), logLevel: logLevel.NOTHING });
+  const kafka = await onceKafkaClient({
+    clientId: 'example-outbox-chain',
+    brokers: required('KAFKA_BROKERS').split(','),
+  });
   const orders = createOrderService({ pool, schema, kafka, amqpUrl, ...names });
   service = { inbox: orders.consumer.inbox, start: orders.start, stop: orders.stop };
 } else {

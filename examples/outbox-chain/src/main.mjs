@@ -9,6 +9,7 @@ import { quoteIdentifier } from '@once/core/admin';
 import amqp from 'amqplib';
 import { Kafka, logLevel } from 'kafkajs';
 import pg from 'pg';
+import { onceKafkaClient } from '../../kafka-client.mjs';
 import { kafkaLag } from './kafka-lag.mjs';
 import { namesFor } from './names.mjs';
 import { createOrderService } from './order-service.mjs';
@@ -36,7 +37,14 @@ await declareShipping(AMQP_URL, names);
 const { sent, unique } = await publishOrders({ kafka, topic: names.topic, run, count: 20, dupShare: 0.3 });
 console.log(`published ${sent} orders to Kafka, ${unique} unique`);
 
-const orders = createOrderService({ pool, schema: SCHEMA, kafka, amqpUrl: AMQP_URL, ...names });
+const orders = createOrderService({
+  pool,
+  schema: SCHEMA,
+  // The once client, on the library ONCE_KAFKA_CLIENT names (kafkajs by default).
+  kafka: await onceKafkaClient({ clientId: 'example-outbox-chain', brokers: KAFKA_BROKERS }),
+  amqpUrl: AMQP_URL,
+  ...names,
+});
 orders.consumer.inbox.on('message:duplicate', (e) => console.log(`order service: duplicate ${e.id} dropped`));
 const shipping = createShippingConsumer({ pool, schema: SCHEMA, amqpUrl: AMQP_URL, queue: names.queue });
 await Promise.all([orders.start(), shipping.start()]);

@@ -16,7 +16,7 @@ export const ORDER_CONSUMER = 'example.orders';
  * @typedef {object} OrderServiceOptions
  * @property {import('pg').Pool} pool
  * @property {string} schema once's schema, also holding `orders`
- * @property {import('kafkajs').Kafka} kafka
+ * @property {import('@once/kafka').KafkaClient} kafka the once client (../../kafka-client.mjs)
  * @property {string} topic
  * @property {string} groupId
  * @property {string} amqpUrl

@@ -17,20 +17,24 @@ import {
   waitFor,
   waitForCommitted,
 } from '../../../../test/support/index.js';
-import { createKafkaConsumer, type KafkaConsumer } from '../../src/index.js';
+import { createKafkaConsumer, type KafkaClient, type KafkaConsumer } from '../../src/index.js';
+import { clientUnderTest } from './fixtures/client-under-test.js';
 
-// While PostgreSQL or once's schema cannot be used, the consumer holds its partitions (kafkajs
+// While PostgreSQL or once's schema cannot be used, the consumer holds its partitions (a client
 // pause: nothing is fetched, nothing run, spent or dead-lettered) and reports unhealthy; start()
 // does not fail for it. Once the schema checks out, every message runs once.
 
 let db: TestDb;
 let kafka: Kafka;
+/** The client of the consumers and publishers under test (ONCE_KAFKA_CLIENT). */
+let client: KafkaClient;
 let admin: Admin;
 const cleanup: (() => Promise<void>)[] = [];
 
 beforeAll(async () => {
   db = await freshDb('kafka_dbdown');
   kafka = kafkaClient('once-dbdown');
+  client = await clientUnderTest('once-dbdown');
   admin = kafka.admin();
   await admin.connect();
 });
@@ -44,7 +48,7 @@ afterAll(async () => {
 function consumerOn(pool: pg.Pool, schema: string, topic: string) {
   const seen = { notRun: 0, deadLettered: 0, paused: 0, resumed: 0 };
   const consumer: KafkaConsumer = createKafkaConsumer({
-    kafka,
+    kafka: client,
     groupId: uniqueName('g-dbdown'),
     topics: [topic],
     pool,
@@ -99,7 +103,7 @@ it('start() succeeds while PostgreSQL is unreachable; the consumer fetches nothi
   expect(consumer.state).toBe('running');
   expect(consumer.health()).toMatchObject({ healthy: false, available: false });
   expect(consumer.health().lastError?.where).toBe('database');
-  // Long enough for kafkajs to join, be assigned both partitions and fetch them.
+  // Long enough for the client to join, be assigned both partitions and fetch them.
   await waitFor(
     'the group to assign the partitions',
     () => (consumer.health().assignment[topic]?.length ?? 0) === 2,

@@ -14,16 +14,25 @@ import {
   uniqueName,
   waitForCommitted,
 } from '../../../../test/support/index.js';
-import { createKafkaConsumer, type KafkaConsumer, type KafkaConsumerOptions } from '../../src/index.js';
+import {
+  createKafkaConsumer,
+  type KafkaClient,
+  type KafkaConsumer,
+  type KafkaConsumerOptions,
+} from '../../src/index.js';
+import { clientUnderTest } from './fixtures/client-under-test.js';
 
 let db: TestDb;
 let kafka: Kafka;
+/** The client of the consumers and publishers under test (ONCE_KAFKA_CLIENT). */
+let client: KafkaClient;
 let admin: Admin;
 const consumers: KafkaConsumer[] = [];
 
 beforeAll(async () => {
   db = await freshDb('kafka_dlq', 8);
   kafka = kafkaClient('once-dlq');
+  client = await clientUnderTest('once-dlq');
   admin = kafka.admin();
   await admin.connect();
 });
@@ -37,7 +46,7 @@ function consumerOf(
   opts: Partial<KafkaConsumerOptions> & Pick<KafkaConsumerOptions, 'topics' | 'handler'>,
 ): KafkaConsumer {
   const c = createKafkaConsumer({
-    kafka,
+    kafka: client,
     groupId: uniqueName('g'),
     pool: db.pool,
     schema: db.schema,
@@ -248,7 +257,13 @@ describe('bad input', () => {
   });
 
   it('rejects bad options with a named field, and a bad start with a typed error', async () => {
-    const base = { kafka, groupId: uniqueName('g'), pool: db.pool, schema: db.schema, handler: () => {} };
+    const base = {
+      kafka: client,
+      groupId: uniqueName('g'),
+      pool: db.pool,
+      schema: db.schema,
+      handler: () => {},
+    };
     const invalid = (patch: object) => {
       try {
         createKafkaConsumer({ ...base, topics: ['t'], ...patch });
@@ -289,12 +304,8 @@ describe('bad input', () => {
       "INVALID_OPTION: createKafkaConsumer: option 'handler' is required",
     );
 
-    const { Kafka: KafkaClass, logLevel } = await import('kafkajs');
-    const nowhere = new KafkaClass({
-      brokers: ['127.0.0.1:1'],
-      logLevel: logLevel.NOTHING,
-      retry: { retries: 0 },
-    });
+    // The client under test pointed at a port where no broker listens.
+    const nowhere = await clientUnderTest(uniqueName('once-nowhere'), ['127.0.0.1:1']);
     const unreachable = createKafkaConsumer({ ...base, kafka: nowhere, topics: [topic] });
     await expect(unreachable.start()).rejects.toMatchObject({ code: 'KAFKA_UNREACHABLE', retryable: true });
   });

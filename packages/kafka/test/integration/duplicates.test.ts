@@ -11,17 +11,21 @@ import {
   uniqueName,
   waitForCommitted,
 } from '../../../../test/support/index.js';
-import { createKafkaConsumer, type KafkaConsumer } from '../../src/index.js';
+import { createKafkaConsumer, type KafkaClient, type KafkaConsumer } from '../../src/index.js';
+import { clientUnderTest } from './fixtures/client-under-test.js';
 import { startNaiveConsumer } from './fixtures/naive-consumer.js';
 
 let db: TestDb;
 let kafka: Kafka;
+/** The client of the consumers and publishers under test (ONCE_KAFKA_CLIENT). */
+let client: KafkaClient;
 let admin: Admin;
 const stops: (() => Promise<void>)[] = [];
 
 beforeAll(async () => {
   db = await freshDb('kafka_dup', 12);
   kafka = kafkaClient('once-dup');
+  client = await clientUnderTest('once-dup');
   admin = kafka.admin();
   await admin.connect();
 });
@@ -62,7 +66,7 @@ describe.each<['batch' | 'message', number]>([
     const controlLedger = await db.ledger('naive');
     const groupId = uniqueName('g-once');
     const consumer: KafkaConsumer = createKafkaConsumer({
-      kafka,
+      kafka: client,
       groupId,
       topics: [topic],
       pool: db.pool,

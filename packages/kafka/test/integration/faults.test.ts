@@ -2,7 +2,6 @@ import net from 'node:net';
 import { type Admin, Kafka, logLevel, type Message } from 'kafkajs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import {
-  createTestPool,
   createTopicsReady,
   freshDb,
   kafkaClient,
@@ -18,9 +17,12 @@ import {
 } from '../../../../test/support/index.js';
 import { createKafkaConsumer, type KafkaConsumer } from '../../src/index.js';
 
-// Faults while messages are in flight: PostgreSQL backends terminated, and every Kafka socket of
-// the consumer cut (at the client: brokers advertise their own address, so a TCP proxy would only
-// carry the bootstrap connection).
+// kafkajs only, whatever ONCE_KAFKA_CLIENT says: every Kafka socket of the consumer cut while
+// messages are in flight, at the client, through kafkajs' socketFactory (brokers advertise their
+// own address, so a TCP proxy would only carry the bootstrap connection). The other clients have
+// no socket hook; their cuts go through the fault campaign's network namespaces (chaos/).
+// scripts/kafka-clients-check leaves this file out of the other clients' runs. PostgreSQL
+// backends terminated mid-batch, which needs no socket hook, is pg-terminated.test.ts.
 
 const N = Math.round(3_000 * SCALE);
 let db: TestDb;
@@ -100,31 +102,6 @@ function onceConsumer(k: Kafka, topic: string, ledger: Ledger, pool = db.pool): 
 
 const countOf = async (ledger: Ledger) =>
   Number((await db.pool.query(`SELECT count(*) AS n FROM ${ledger.table}`)).rows[0].n);
-
-it('PostgreSQL backends terminated mid-batch: recovers, exactly once', { timeout: 120_000 }, async () => {
-  const { topic, ids } = await topicWith('pg-kill');
-  const ledger = await db.ledger('pgkill');
-  const app = uniqueName('once-victim');
-  const victimPool = createTestPool({ max: 6, application_name: app });
-  stops.push(() => victimPool.end());
-  const consumer = onceConsumer(kafka, topic, ledger, victimPool);
-  await consumer.start();
-  let kills = 0;
-  while ((await countOf(ledger)) < N * 0.9 && kills < 200) {
-    const { rows } = await db.pool.query(
-      'SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE application_name = $1',
-      [app],
-    );
-    kills += rows[0].n;
-    await new Promise((r) => setTimeout(r, 150));
-  }
-  await waitForCommitted(admin, consumer.options.groupId, topic);
-  expect(kills).toBeGreaterThan(5);
-  const verdict = await ledger.check({ expectedIds: ids, checkOrderPerKey: true });
-  expect(verdict.lost).toEqual([]);
-  expect(verdict.duplicated).toEqual([]);
-  expect(verdict.ok).toBe(true);
-});
 
 // No naive control here: plain kafkajs keeps fetch positions in memory, so a cut alone does not
 // make it repeat effects (measured); the crash and rebalance tests carry the controls.

@@ -16,8 +16,10 @@ import {
 } from '../../src/index.js';
 import { kafkajs } from '../../src/kafkajs.js';
 
-// The client option as the docs write it: kafkajs(new Kafka(...)) from '@once/kafka/kafkajs',
-// for the publisher and the consumer, on the real broker and PostgreSQL.
+// kafkajs only, whatever ONCE_KAFKA_CLIENT says: the client option as the docs write it for
+// kafkajs, kafkajs(new Kafka(...)) from '@once/kafka/kafkajs', for the publisher and the consumer,
+// on the real broker and PostgreSQL. scripts/kafka-clients-check leaves this file out of the other
+// clients' runs.
 let db: TestDb;
 let kafka: Kafka;
 let admin: Admin;

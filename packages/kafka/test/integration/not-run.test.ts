@@ -9,7 +9,8 @@ import {
   type TestDb,
   uniqueName,
 } from '../../../../test/support/index.js';
-import { createKafkaConsumer } from '../../src/index.js';
+import { createKafkaConsumer, type KafkaClient } from '../../src/index.js';
+import { clientUnderTest } from './fixtures/client-under-test.js';
 
 // Message mode (batch: false) runs a slice one message per transaction and stops at a retry. When
 // the retry delay is longer than inlineRetryMaxMs the partition pauses and seeks back: the rest of
@@ -19,11 +20,14 @@ import { createKafkaConsumer } from '../../src/index.js';
 
 let db: TestDb;
 let kafka: Kafka;
+/** The client of the consumers and publishers under test (ONCE_KAFKA_CLIENT). */
+let client: KafkaClient;
 let admin: Admin;
 
 beforeAll(async () => {
   db = await freshDb('kafka_not_run', 4);
   kafka = kafkaClient('once-not-run');
+  client = await clientUnderTest('once-not-run');
   admin = kafka.admin();
   await admin.connect();
 });
@@ -45,7 +49,7 @@ it('message mode: the rest of a slice behind a retry that pauses the partition i
   );
   const runs = new Map<string, number>();
   const consumer = createKafkaConsumer({
-    kafka,
+    kafka: client,
     groupId: uniqueName('g-not-run'),
     topics: [topic],
     pool: db.pool,

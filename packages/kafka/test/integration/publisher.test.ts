@@ -13,12 +13,16 @@ import {
 import {
   createKafkaConsumer,
   createKafkaPublisher,
+  type KafkaClient,
   type KafkaConsumer,
   type KafkaPublisher,
 } from '../../src/index.js';
+import { clientUnderTest } from './fixtures/client-under-test.js';
 
 let db: TestDb;
 let kafka: Kafka;
+/** The client of the consumers and publishers under test (ONCE_KAFKA_CLIENT). */
+let client: KafkaClient;
 let admin: Admin;
 let publisher: KafkaPublisher;
 let consumer: KafkaConsumer | undefined;
@@ -26,6 +30,7 @@ let consumer: KafkaConsumer | undefined;
 beforeAll(async () => {
   db = await freshDb('kafka_pub', 4);
   kafka = kafkaClient('once-pub');
+  client = await clientUnderTest('once-pub');
   admin = kafka.admin();
   await admin.connect();
 });
@@ -39,7 +44,7 @@ afterAll(async () => {
 it('publishes with the id header, in order per key, and a re-send is deduplicated downstream', async () => {
   const topic = uniqueName('pub');
   await createTopicsReady(admin, { [topic]: 3 });
-  publisher = createKafkaPublisher({ kafka });
+  publisher = createKafkaPublisher({ kafka: client });
   const rows = Array.from({ length: 20 }, (_, i) => ({
     id: `${topic}-row-${i}`,
     destination: topic,
@@ -63,7 +68,7 @@ it('publishes with the id header, in order per key, and a re-send is deduplicate
 
   const ledger = await db.ledger('pub');
   consumer = createKafkaConsumer({
-    kafka,
+    kafka: client,
     groupId: uniqueName('g'),
     topics: [topic],
     pool: db.pool,
@@ -82,8 +87,8 @@ it('publishes with the id header, in order per key, and a re-send is deduplicate
 
 it('refuses bad options and a stopped publisher', async () => {
   expect(() => createKafkaPublisher({ kafka: {} as never })).toThrow(/option 'kafka'/);
-  expect(() => createKafkaPublisher({ kafka, ackTimeoutMs: 0 })).toThrow(/option 'ackTimeoutMs'/);
-  const p = createKafkaPublisher({ kafka });
+  expect(() => createKafkaPublisher({ kafka: client, ackTimeoutMs: 0 })).toThrow(/option 'ackTimeoutMs'/);
+  const p = createKafkaPublisher({ kafka: client });
   await p.stop();
   await expect(p.publish([{ id: 'a', destination: 't', body: Buffer.from('') }])).rejects.toMatchObject({
     code: 'CLOSED',

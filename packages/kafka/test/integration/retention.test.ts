@@ -7,7 +7,8 @@ import {
   type TestDb,
   uniqueName,
 } from '../../../../test/support/index.js';
-import { createKafkaConsumer } from '../../src/index.js';
+import { createKafkaConsumer, type KafkaClient } from '../../src/index.js';
+import { clientUnderTest } from './fixtures/client-under-test.js';
 
 // The broker's redelivery horizon against the inbox's memory: a topic that keeps messages longer
 // than the inbox keeps ids is read again after an offset reset, so start() warns (DESIGN,
@@ -16,11 +17,14 @@ import { createKafkaConsumer } from '../../src/index.js';
 const DAY = 86_400_000;
 let db: TestDb;
 let kafka: Kafka;
+/** The client of the consumers and publishers under test (ONCE_KAFKA_CLIENT). */
+let client: KafkaClient;
 let admin: Admin;
 
 beforeAll(async () => {
   db = await freshDb('kafka_retention', 4);
   kafka = kafkaClient('once-retention');
+  client = await clientUnderTest('once-retention');
   admin = kafka.admin();
   await admin.connect();
 });
@@ -32,7 +36,7 @@ afterAll(async () => {
 async function warningsFor(topic: string, extra: { retentionMs: number }) {
   const warnings: string[] = [];
   const consumer = createKafkaConsumer({
-    kafka,
+    kafka: client,
     groupId: uniqueName('g-retention'),
     topics: [topic],
     pool: db.pool,

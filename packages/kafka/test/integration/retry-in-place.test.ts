@@ -13,8 +13,9 @@ import {
   uniqueName,
   waitForCommitted,
 } from '../../../../test/support/index.js';
-import { createKafkaConsumer, type KafkaConsumer } from '../../src/index.js';
+import { createKafkaConsumer, type KafkaClient, type KafkaConsumer } from '../../src/index.js';
 import { decodeMarker } from '../../src/replay-marker.js';
+import { clientUnderTest } from './fixtures/client-under-test.js';
 
 // Message mode (batch: false) with a retry delay short enough to wait out in place
 // (inlineRetryMaxMs): a transient failure costs one more run of that message and nothing else.
@@ -25,12 +26,15 @@ import { decodeMarker } from '../../src/replay-marker.js';
 
 let db: TestDb;
 let kafka: Kafka;
+/** The client of the consumers and publishers under test (ONCE_KAFKA_CLIENT). */
+let client: KafkaClient;
 let admin: Admin;
 const consumers: KafkaConsumer[] = [];
 
 beforeAll(async () => {
   db = await freshDb('kafka_retry_in_place', 6);
   kafka = kafkaClient('once-retry-in-place');
+  client = await clientUnderTest('once-retry-in-place');
   admin = kafka.admin();
   await admin.connect();
 });
@@ -80,7 +84,7 @@ describe.each(cases)('message mode, one partition: $name', ({ n, failOnce, poiso
     const runs = new Map<string, number>();
     const groupId = uniqueName('g-retry-in-place');
     const consumer = createKafkaConsumer({
-      kafka,
+      kafka: client,
       groupId,
       topics: [topic],
       pool: db.pool,
