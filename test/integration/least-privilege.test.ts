@@ -1,4 +1,4 @@
-import { createOutbox, createRelay, migrate, PermanentError } from '@once/core';
+import { createInbox, createOutbox, createRelay, migrate, PermanentError } from '@once/core';
 import { grantRuntime, purge, runtimeGrants } from '@once/core/admin';
 import { createRabbitConsumer, createRabbitPublisher } from '@once/rabbitmq';
 import pg from 'pg';
@@ -160,6 +160,13 @@ it('the owner migrates and grants; the runtime role runs a consumer, an outbox r
     await relay.stop();
     await publisher.stop();
   }
+
+  // The Kafka replay marker of a client without commit metadata (schema version 11): an upsert
+  // and a read of the runtime role.
+  const marker = createInbox({ pool: runtime, schema, consumer: consumerName, handler: async () => {} });
+  await marker.noteInflight('orders', 0, '5');
+  await marker.noteInflight('orders', 0, '6');
+  expect(await marker.inflightEnd('orders', 0)).toBe('6');
 
   // Retention: the done rows expire after a second; the purge as the runtime role deletes them.
   await new Promise((r) => setTimeout(r, 1_200));

@@ -19,8 +19,9 @@ import {
 //   nine    @once/core as of NINE, the last commit at version 9: 9 (steps-no-cascade) contracts
 //           with no rolling path (compatible from 9: code of 8 or earlier relies on the cascade
 //           it drops);
-//   current this tree as built: version 10 (republish-mark), an expand that 9 runs on;
-//   after   this tree plus a contract migration 11 that code of version 9 or later runs on (it
+//   current this tree as built: version 11 (10 republish-mark and 11 inflight, two expands that
+//           9 runs on);
+//   after   this tree plus a contract migration 12 that code of version 9 or later runs on (it
 //           narrows what the inbox accepts): a contract with a rolling path.
 // Every consumer is a real inbox on one PostgreSQL schema, as a fleet mid-deploy has them.
 
@@ -32,7 +33,7 @@ const EIGHT = 'c5504161aa11d3e36c064259d4d69469e92941b6';
 // The last commit at schema version 9: the release before migration 10.
 const NINE = '72da53676d84a3176120b1049e508cf22da0b3e4';
 const CONTRACT: ExtraMigration = {
-  version: 11,
+  version: 12,
   name: 'short-ids',
   change: 'contract',
   removes: 'message ids longer than 256 characters',
@@ -121,19 +122,25 @@ async function effects(table: string): Promise<Record<string, string[]>> {
 
 it('the copies are what they stand for', () => {
   expect([before, release, eight, nine, current, after].map((c) => c.LATEST_SCHEMA_VERSION)).toEqual([
-    7, 7, 8, 9, 10, 11,
+    7, 7, 8, 9, 11, 12,
   ]);
   expect('migrate' in before && !('change' in (before.MIGRATIONS[0] ?? {}))).toBe(true);
   expect(release.MIGRATIONS.map((m) => m.change)).toEqual(Array(7).fill('expand'));
   expect(eight.MIGRATIONS.map((m) => m.change)).toEqual(Array(8).fill('expand'));
   expect(nine.MIGRATIONS.map((m) => m.change)).toEqual([...Array(8).fill('expand'), 'contract']);
-  expect(current.MIGRATIONS.map((m) => m.change)).toEqual([...Array(8).fill('expand'), 'contract', 'expand']);
+  expect(current.MIGRATIONS.map((m) => m.change)).toEqual([
+    ...Array(8).fill('expand'),
+    'contract',
+    'expand',
+    'expand',
+  ]);
   expect(current.compatibleFrom(current.MIGRATIONS, 9)).toBe(9);
   expect(current.compatibleFrom(current.MIGRATIONS, 10)).toBe(9);
+  expect(current.compatibleFrom(current.MIGRATIONS, 11)).toBe(9);
 });
 
 describe('expand, then contract without and with a rolling path, one schema, a fleet mid-deploy', () => {
-  it('7 runs on 8 (expand); 9 refuses 8 and 7, saying what it removed; 9 runs on 10 (expand); 11 (compatible from 9) keeps 9 and 10 running', async () => {
+  it('7 runs on 8 (expand); 9 refuses 8 and 7, saying what it removed; 9 runs on 11 (10 and 11 expand); 12 (compatible from 9) keeps 9 and 11 running', async () => {
     const schema = await freshSchema('roll');
     const table = await effectsTable(schema);
     await release.migrate(pool, { schema });
@@ -180,34 +187,38 @@ describe('expand, then contract without and with a rolling path, one schema, a f
     expect(await n1.process(envelope('m4'))).toMatchObject({ status: 'duplicate' });
     expect(await n1.process(envelope('m5'))).toMatchObject({ status: 'processed' });
 
-    // Expand again: 10 migrates first, the consumers of 9 keep running and restarting.
-    expect(await current.migrate(pool, { schema })).toMatchObject({ from: 9, to: 10, compatibleFrom: 9 });
+    // Expand again: 11 migrates first, the consumers of 9 keep running and restarting.
+    expect(await current.migrate(pool, { schema })).toMatchObject({ from: 9, to: 11, compatibleFrom: 9 });
     expect(await n1.process(envelope('m6'))).toMatchObject({ status: 'processed' });
     const n2 = consumer(nine, schema, table, 'n2');
     await n2.ready();
     expect(await n2.process(envelope('m6'))).toMatchObject({ status: 'duplicate' });
-    expect(await nine.migrate(pool, { schema })).toEqual({ schema, from: 10, to: 10, compatibleFrom: 9 });
+    expect(await nine.migrate(pool, { schema })).toEqual({ schema, from: 11, to: 11, compatibleFrom: 9 });
     const c1 = consumer(current, schema, table, 'c1');
     await c1.ready();
     expect(await c1.process(envelope('m5'))).toMatchObject({ status: 'duplicate' });
     expect(await c1.process(envelope('m7'))).toMatchObject({ status: 'processed' });
+    // 11's table (the Kafka replay marker as a row) is there for the consumers of 11 beside 9's.
+    await c1.noteInflight('orders', 0, '41');
+    expect(await c1.inflightEnd('orders', 0)).toBe('41');
 
     // Contract compatible from 9: once every consumer runs 9 or later, the release after migrates.
-    expect(await after.migrate(pool, { schema })).toMatchObject({ from: 10, to: 11, compatibleFrom: 9 });
+    expect(await after.migrate(pool, { schema })).toMatchObject({ from: 11, to: 12, compatibleFrom: 9 });
     expect(await c1.process(envelope('m8'))).toMatchObject({ status: 'processed' });
     const n3 = consumer(nine, schema, table, 'n3');
     await n3.ready(); // a restart of version 9 still starts
     expect(await n3.process(envelope('m8'))).toMatchObject({ status: 'duplicate' });
-    expect(await current.migrate(pool, { schema })).toEqual({ schema, from: 11, to: 11, compatibleFrom: 9 });
+    expect(await current.migrate(pool, { schema })).toEqual({ schema, from: 12, to: 12, compatibleFrom: 9 });
     // Version 8 still may not start: the first migration that left it behind is 9.
     const e3 = consumer(eight, schema, table, 'e3');
     await expect(e3.ready()).rejects.toMatchObject({
       code: 'SCHEMA_TOO_NEW',
-      message: refusal(schema, 11, 8),
+      message: refusal(schema, 12, 8),
     });
     const a1 = consumer(after, schema, table, 'a1');
     expect(await a1.process(envelope('m8'))).toMatchObject({ status: 'duplicate' });
     expect(await a1.process(envelope('m9'))).toMatchObject({ status: 'processed' });
+    expect(await a1.inflightEnd('orders', 0)).toBe('41');
 
     expect(await effects(table)).toEqual({
       m1: ['r1'],

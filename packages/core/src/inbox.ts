@@ -4,6 +4,7 @@ import { type EngineContext, engineContext } from './engine/context.js';
 import { logFailureOutcome } from './engine/failure-lines.js';
 import { FailureLog } from './engine/failure-log.js';
 import { HttpTx } from './engine/http-tx.js';
+import { inflightEnd, noteInflight } from './engine/inflight.js';
 import { type Item, prepare } from './engine/item.js';
 import { forgetStart, noteStart } from './engine/note-start.js';
 import {
@@ -151,6 +152,29 @@ export class Inbox<R = unknown> {
    */
   forgetStart(envelope: Envelope): Promise<void> {
     return forgetStart(this.#ctx, envelope);
+  }
+
+  /**
+   * Notes, for an ordered consumer, that the offsets of `stream`'s `partition` up to `endOffset`
+   * (inclusive, decimal text) are about to run: an upsert under this inbox's consumer name,
+   * committed on its own and flushed before it resolves (schema version 11, the `inflight` table).
+   * A consumer whose broker client cannot keep its replay marker in the committed offset's
+   * metadata calls it before each range it runs; after a crash the next owner reads it back with
+   * {@link Inbox.inflightEnd}. Throws INVALID_OPTION naming a bad argument, and database errors as
+   * they are.
+   */
+  noteInflight(stream: string, partition: number, endOffset: string): Promise<void> {
+    return noteInflight(this.#ctx, stream, partition, endOffset);
+  }
+
+  /**
+   * The last offset {@link Inbox.noteInflight} noted for `stream`'s `partition` under this inbox's
+   * consumer name (decimal text), or null when none was. An end below the partition's committed
+   * offset means nothing was in flight. Throws INVALID_OPTION naming a bad argument, and database
+   * errors as they are.
+   */
+  inflightEnd(stream: string, partition: number): Promise<string | null> {
+    return inflightEnd(this.#ctx, stream, partition);
   }
 
   /**

@@ -16,7 +16,7 @@ import { envelopeOf, type MappedMessage } from './envelope-of.js';
 import type { KafkaConsumerEventMap } from './events.js';
 import type { ResolvedKafkaConsumerOptions } from './options.js';
 import { attemptOf, type PartitionState } from './partition-state.js';
-import { decodeMarker, encodeMarker } from './replay-marker.js';
+import { decodeMarker, encodeMarker, type ReplayMarker } from './replay-marker.js';
 import { planSettle } from './settle-plan.js';
 
 /** The inbox calls the runner makes. */
@@ -26,6 +26,13 @@ export interface InboxLike {
   process(envelope: Envelope, options?: ProcessOptions): Promise<Outcome>;
   processBatch(envelopes: readonly Envelope[], options?: ProcessOptions): Promise<Outcome[]>;
   notRun(envelopes: readonly Envelope[]): Outcome[];
+  /**
+   * Notes in PostgreSQL, committed on its own, the last offset of the range about to run on a
+   * partition (`Inbox.noteInflight`): the replay marker of a client without commit metadata.
+   */
+  noteInflight(stream: string, partition: number, endOffset: string): Promise<void>;
+  /** The end {@link InboxLike.noteInflight} last noted for a partition, or null (`Inbox.inflightEnd`). */
+  inflightEnd(stream: string, partition: number): Promise<string | null>;
 }
 
 /** What {@link runPartitionBatch} needs from the consumer that owns it. */
@@ -73,9 +80,10 @@ export interface PartitionBatchDeps {
   /** True for the client's "generation over" errors ({@link KafkaClient.isOwnershipLost}). */
   isOwnershipLost(err: unknown): boolean;
   /**
-   * The client carries offset-commit metadata (the replay marker). Without it, markers are not
-   * written, progress is committed before every slice, and the first slice (`batchSize`
-   * messages) of each assignment runs as a crashed range. @default true
+   * The client carries offset-commit metadata (the replay marker's home). Without it, the marker
+   * is a PostgreSQL row ({@link InboxLike.noteInflight}) noted before every slice, after the
+   * progress commit; on assignment {@link InboxLike.inflightEnd} says what a dead consumer had in
+   * flight. @default true
    */
   commitMetadata?: boolean;
 }
@@ -216,24 +224,34 @@ class BatchRun {
     this.#state.checkedGeneration = generation;
     const batch = this.#payload;
     const firstOffset = BigInt(batch.messages[0]!.offset);
+    let marker: ReplayMarker | undefined;
     if (deps.commitMetadata === false) {
-      // No marker can be kept. Progress is committed before every slice (#runSlice), so a dead
-      // consumer had at most one slice in flight from the committed offset: the first `batchSize`
-      // messages of the assignment run one at a time with their starts counted, the rest as usual.
-      const bound = batch.messages[Math.min(deps.options.batchSize, batch.messages.length) - 1]!;
-      this.#state.replay = { end: BigInt(bound.offset) };
-      return;
+      // The marker is a PostgreSQL row, noted before every slice (#runSlice).
+      let end: string | null;
+      try {
+        end = await deps.inbox.inflightEnd(this.#topic, this.#partition);
+      } catch (err) {
+        // Without the row, be safe: progress is committed before every slice, so a dead consumer
+        // had at most one slice in flight from the committed offset. The first `batchSize`
+        // messages run one at a time with their starts counted, the rest as usual.
+        this.#emitError('read-replay-marker', err);
+        const bound = batch.messages[Math.min(deps.options.batchSize, batch.messages.length) - 1]!;
+        this.#state.replay = { end: BigInt(bound.offset) };
+        return;
+      }
+      marker = end === null ? undefined : { end };
+    } else {
+      let metadata: string | null;
+      try {
+        metadata = await deps.committedMetadata(this.#topic, this.#partition);
+      } catch (err) {
+        // Without the marker, be safe: run this whole first batch one message per transaction.
+        this.#emitError('read-replay-marker', err);
+        this.#state.replay = { end: BigInt(batch.lastOffset()) };
+        return;
+      }
+      marker = decodeMarker(metadata);
     }
-    let metadata: string | null;
-    try {
-      metadata = await deps.committedMetadata(this.#topic, this.#partition);
-    } catch (err) {
-      // Without the marker, be safe: run this whole first batch one message per transaction.
-      this.#emitError('read-replay-marker', err);
-      this.#state.replay = { end: BigInt(batch.lastOffset()) };
-      return;
-    }
-    const marker = decodeMarker(metadata);
     if (!marker || BigInt(marker.end) < firstOffset) {
       this.#state.replay = undefined;
       return;
@@ -270,10 +288,13 @@ class BatchRun {
     if (marker !== null) {
       // Durably note the range before it runs; this commit also records the progress so far.
       if (!(await this.#commit(slice[0]!.offset, marker))) return this.#commitFailed(slice[0]!);
-    } else if (deps.options.crashReplay && this.#pending !== undefined) {
-      // Without a marker, the committed offset itself bounds what a crash can leave in flight:
-      // one slice from it (see #loadReplay).
-      if (!(await this.#commit(this.#pending, null))) return this.#commitFailed(slice[0]!);
+    } else if (deps.options.crashReplay) {
+      // No commit metadata: the slice's first offset is committed first (the progress so far; a
+      // member whose generation is over is refused there and notes nothing), then the range is
+      // noted in PostgreSQL, durable before it runs. A crash leaves [committed offset .. noted
+      // end], exactly this slice, for the next owner.
+      if (!(await this.#commit(slice[0]!.offset, null))) return this.#commitFailed(slice[0]!);
+      if (!(await this.#noteInflight(last.offset))) return this.#commitFailed(slice[0]!);
     }
     let mapped = slice.map((m) => this.#mapFresh(m));
     let settled = 0;
@@ -481,7 +502,18 @@ class BatchRun {
     }
   }
 
-  /** A commit before a run failed: nothing ran, read from `message` again after a backoff. */
+  /** Notes the range's end in PostgreSQL (no commit metadata); false if it did not happen. */
+  async #noteInflight(end: string): Promise<boolean> {
+    try {
+      await this.#deps.inbox.noteInflight(this.#topic, this.#partition, end);
+      return true;
+    } catch (err) {
+      this.#emitError('note-replay-marker', err);
+      return false;
+    }
+  }
+
+  /** A commit (or the note of a range) before a run failed: nothing ran, read from `message` again after a backoff. */
   #commitFailed(message: ClientMessage): Step {
     if (this.#lost || !this.#deps.owns(this.#topic, this.#partition)) return 'lost';
     this.#backoff(message.offset);

@@ -243,6 +243,29 @@ ALTER TABLE {schema}.steps DROP CONSTRAINT steps_consumer_message_id_fkey;
 ALTER TABLE {schema}.outbox ADD COLUMN republish_dedup_id text;
 `,
   },
+  {
+    version: 11,
+    name: 'inflight',
+    change: 'expand',
+    sql: `
+-- The replay marker of an ordered consumer whose broker client cannot keep it in the committed
+-- offset's metadata (@once/kafka on a client without commit metadata): per consumer and
+-- partition, the last offset (inclusive) of the slice it was about to run, written on its own
+-- (Inbox.noteInflight) before the slice runs. After a crash the next owner runs the offsets from
+-- the committed one up to end_offset alone, each start counted (starts). A row whose end_offset
+-- is below the committed offset means nothing, so rows are never deleted by the consumer: one per
+-- (consumer, stream, partition), overwritten in place; purge() leaves them. New table: code of
+-- version 10 or earlier never reads it.
+CREATE TABLE {schema}.inflight (
+  consumer    text        NOT NULL,
+  stream      text        NOT NULL,
+  partition   integer     NOT NULL,
+  end_offset  bigint      NOT NULL,
+  noted_at    timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (consumer, stream, partition)
+);
+`,
+  },
 ]);
 
 /** The schema version this build of @once/core expects. */

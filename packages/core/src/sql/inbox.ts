@@ -179,6 +179,18 @@ export function inboxSql(schema: string) {
     /** Takes one counted start back. $1 consumer, $2 id. */
     forgetStart: `UPDATE ${schema}.starts SET starts = starts - 1
       WHERE consumer = $1 AND message_id = $2 AND starts > 0`,
+    /**
+     * Notes the last offset of the range a consumer is about to run on a partition, committed on
+     * its own and flushed before the range runs (see {@link PIN_SYNC_COMMIT}). $1 consumer, $2
+     * stream, $3 partition, $4 end offset (decimal text). Returns the statement's synchronous_commit.
+     */
+    noteInflight: `INSERT INTO ${schema}.inflight AS f (consumer, stream, partition, end_offset, noted_at)
+      SELECT $1, $2, $3, $4::bigint, now() FROM ${PIN_SYNC_COMMIT}
+      ON CONFLICT (consumer, stream, partition) DO UPDATE SET end_offset = EXCLUDED.end_offset, noted_at = EXCLUDED.noted_at
+      RETURNING current_setting('synchronous_commit') AS synchronous_commit`,
+    /** The noted end of a partition's range, as text. $1 consumer, $2 stream, $3 partition. */
+    inflightEnd: `SELECT end_offset::text AS end_offset FROM ${schema}.inflight
+      WHERE consumer = $1 AND stream = $2 AND partition = $3`,
     /** One small purge step of expired start counts: see {@link purgeStep}. */
     purgeStartsStep: (limit: number, fromUs: number | undefined) =>
       purgeStep(`${schema}.starts`, limit, fromUs),

@@ -145,7 +145,7 @@ it('upgrades version 8 to 9: the foreign key is dropped, every row kept; lease m
   const before = await snapshot();
   expect(before.steps).toHaveLength(4);
 
-  // To the latest version: the migrations after 9 (10, republish-mark) are expands, so 9 stays the floor.
+  // To the latest version: the migrations after 9 (10, republish-mark; 11, inflight) are expands, so 9 stays the floor.
   expect(await migrate(pool, { schema: at8 })).toEqual({
     schema: at8,
     from: 8,

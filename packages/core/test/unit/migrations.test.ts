@@ -32,6 +32,16 @@ describe('MIGRATIONS', () => {
     expect(compatibleFrom(MIGRATIONS, 9)).toBe(9);
     expect(compatibleFrom(MIGRATIONS, LATEST_SCHEMA_VERSION)).toBe(9);
   });
+
+  it('10 (republish-mark) and 11 (inflight, the Kafka replay marker as a row) expand: code of 9 runs on them', () => {
+    expect(MIGRATIONS.slice(9).map((m) => [m.version, m.name, m.change])).toEqual([
+      [10, 'republish-mark', 'expand'],
+      [11, 'inflight', 'expand'],
+    ]);
+    expect(compatibleFrom(MIGRATIONS, 11)).toBe(9);
+    // An expand only creates: nothing of an earlier version is dropped, altered or renamed.
+    expect(MIGRATIONS[10]!.sql).not.toMatch(/\b(DROP|ALTER|RENAME)\b/i);
+  });
 });
 
 describe('compatibleFrom', () => {

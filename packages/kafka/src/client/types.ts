@@ -36,13 +36,15 @@
  * metadata and the admin reads it back; the replay marker (`replay-marker.ts`) lives there. A
  * client without it (platformatic commits `committedMetadata: null`; Confluent's `commitOffsets`
  * in 1.10.1 sends metadata, contrary to its migration guide, but it reads back with a trailing NUL
- * byte, so a marker through it must strip that) commits `null`. The adapter then commits its
- * progress before every slice, so the committed offset itself bounds what a crash can leave in
- * flight: one slice. The first slice (`batchSize` messages) of every newly assigned partition is
- * treated as a crashed range (each message alone in the consumer, its start counted in
- * PostgreSQL). That is safe (a killer message still reaches `maxAttempts`) at the cost of one
- * start row per message of that slice after each assignment, and one offset commit per slice (as
- * the marker costs with kafkajs).
+ * byte, so a marker through it must strip that) commits `null`. The adapter then keeps the
+ * marker in PostgreSQL (`Inbox.noteInflight`, the `inflight` table of schema version 11): before
+ * every slice it commits its progress, then notes the slice's last offset, committed on its own;
+ * on a new assignment it reads the row back (`Inbox.inflightEnd`) and replays [first fetched
+ * offset .. end] alone only when end >= the first offset, so a fresh group or a clean handover
+ * runs nothing alone. The cost is one offset commit per slice (as the marker costs with kafkajs)
+ * and one small PostgreSQL write. If the row cannot be read, the first slice (`batchSize`
+ * messages) of the assignment runs alone: the progress commit before every slice bounds what a
+ * crash can leave in flight to one slice from the committed offset.
  *
  * How the next clients map (notes for their modules):
  * - `@platformatic/kafka`: no eachBatch and one stream that pauses as a whole, so `run` keeps one

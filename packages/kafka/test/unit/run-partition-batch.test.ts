@@ -37,6 +37,10 @@ function harness(
     heartbeat?: () => Promise<void>;
     /** Starts already counted in Postgres, by message id. */
     starts?: Record<string, number>;
+    /** The `inflight` row of partition t/0 (no commit metadata): its end, or a read that fails. */
+    inflight?: string | null | Error;
+    /** `noteInflight` rejects with this. */
+    noteFails?: Error;
   } = {},
 ) {
   const log: string[] = [];
@@ -55,8 +59,19 @@ function harness(
   // The killer budget as core's engine keeps it (ProcessOptions.starts), over a fake start count:
   // a suspect's start is counted before its handler, and refused past maxAttempts (2).
   const maxAttempts = 2;
+  let inflight = opts.inflight ?? null;
   const inbox: InboxLike = {
     options: { consumer: 'c', recordFailed: true },
+    async noteInflight(stream, partition, end) {
+      log.push(`note ${stream}/${partition} ${end}`);
+      if (opts.noteFails) throw opts.noteFails;
+      inflight = end;
+    },
+    async inflightEnd(stream, partition) {
+      log.push(`read ${stream}/${partition}`);
+      if (inflight instanceof Error) throw inflight;
+      return inflight;
+    },
     async process(e, call) {
       log.push(`process ${e.source.offset} attempt=${e.attempt} redelivered=${e.redelivered}`);
       const n = call?.starts?.suspect ? (starts.get(e.id!) ?? 0) + 1 : undefined;
@@ -404,57 +419,229 @@ describe('runPartitionBatch', () => {
   });
 });
 
-describe('a client without offset-commit metadata (capabilities.commitMetadata false)', () => {
-  it('writes no marker and runs the first batch of an assignment one by one, counting starts', async () => {
-    const h = harness();
+describe('a client without offset-commit metadata (capabilities.commitMetadata false): the marker is a PostgreSQL row', () => {
+  /** A harness on a client without commit metadata; `errors` collects the `error` events' tags. */
+  function plain(setup: Parameters<typeof harness>[0] = {}) {
+    const h = harness(setup);
     h.deps.commitMetadata = false;
-    await h.run(messages(5, 2));
-    expect(h.log).toEqual([
-      'commit 5',
-      'process 5 attempt=1 redelivered=true',
-      'start 5 #1',
-      'resolve 5',
-      'commit 6',
-      'process 6 attempt=1 redelivered=true',
-      'start 6 #1',
-      'resolve 6',
-      'commit 7',
-    ]);
-    // The next batch of the same assignment runs as fresh slices, without a marker commit first.
-    h.log.length = 0;
-    await h.run(messages(7, 2));
-    expect(h.log).toEqual(['batch 7,8', 'resolve 8', 'commit 9']);
-  });
+    let generation = 1;
+    h.deps.generation = () => generation;
+    const errors: string[] = [];
+    const replays: string[] = [];
+    h.deps.events.on('error', (e) => errors.push(e.where));
+    h.deps.events.on('partition:replay', (e) => replays.push(`${e.fromOffset}..${e.toOffset}`));
+    return { ...h, errors, replays, rejoin: () => (generation += 1) };
+  }
 
-  it('bounds the crashed range by one slice: progress is committed before every slice', async () => {
-    // A dead consumer committed the start of its slice before running it, so only the first
-    // `batchSize` messages of a new assignment can have been in flight; the rest run as slices.
-    const h = harness({ options: { batchSize: 2 } });
-    h.deps.commitMetadata = false;
+  it('no row (a fresh group): plain slices, each noted in PostgreSQL after the progress commit, nothing alone', async () => {
+    const h = plain();
     await h.run(messages(5, 5));
     expect(h.log).toEqual([
+      'read t/0',
+      // The slice's first offset first (a member whose generation is over is refused here), then
+      // the range: a crash leaves exactly [committed .. noted end].
       'commit 5',
-      'process 5 attempt=1 redelivered=true',
-      'start 5 #1',
-      'resolve 5',
-      'commit 6',
-      'process 6 attempt=1 redelivered=true',
-      'start 6 #1',
-      'resolve 6',
-      'commit 7',
-      'batch 7,8',
-      'resolve 8',
-      'commit 9',
-      'process 9 attempt=1 redelivered=false',
+      'note t/0 7',
+      'batch 5,6,7',
+      'resolve 7',
+      'commit 8',
+      'note t/0 9',
+      'batch 8,9',
       'resolve 9',
       'commit 10',
     ]);
+    expect(h.replays).toEqual([]);
+    // The row is read once per assignment: the next batch of the same one only notes its slices.
+    h.log.length = 0;
+    await h.run(messages(10, 2));
+    expect(h.log).toEqual(['commit 10', 'note t/0 11', 'batch 10,11', 'resolve 11', 'commit 12']);
   });
 
-  it('commits nothing before a slice when crash replay is off', async () => {
-    const h = harness({ options: { batchSize: 2, crashReplay: false } });
-    h.deps.commitMetadata = false;
+  it('a row whose end is at or past the first offset: that range runs alone, starts counted, then slices', async () => {
+    const h = plain({ inflight: '6' });
+    await h.run(messages(5, 5));
+    expect(h.log).toEqual([
+      'read t/0',
+      'commit 5',
+      'process 5 attempt=1 redelivered=true',
+      'start 5 #1',
+      'resolve 5',
+      'commit 6',
+      'process 6 attempt=1 redelivered=true',
+      'start 6 #1',
+      'resolve 6',
+      'commit 7',
+      'note t/0 9',
+      'batch 7,8,9',
+      'resolve 9',
+      'commit 10',
+    ]);
+    expect(h.replays).toEqual(['5..6']);
+  });
+
+  it('a row whose end is exactly the first offset replays that one message only', async () => {
+    const h = plain({ inflight: '5' });
+    await h.run(messages(5, 3));
+    expect(h.log.filter((l) => l.startsWith('start') || l.startsWith('batch'))).toEqual([
+      'start 5 #1',
+      'batch 6,7',
+    ]);
+  });
+
+  it('a row below the first offset (a clean handover: the last slice was committed) replays nothing', async () => {
+    const h = plain({ inflight: '4' });
+    await h.run(messages(5, 2));
+    expect(h.log).toEqual(['read t/0', 'commit 5', 'note t/0 6', 'batch 5,6', 'resolve 6', 'commit 7']);
+    expect(h.replays).toEqual([]);
+  });
+
+  it('a message that killed the consumer at every start is refused once past maxAttempts, its neighbours run', async () => {
+    // Two deaths on offset 6 before: the row still says 7, the committed offset is 5.
+    const h = plain({ inflight: '7', starts: { 'id-6': 2 } });
+    await h.run(messages(5, 4));
+    expect(h.doomed).toEqual(['6:3']);
+    expect(h.log.filter((l) => /^(start|dlq|process 8)/.test(l))).toEqual([
+      'start 5 #1',
+      'start 6 #3',
+      'dlq 6',
+      'start 7 #1',
+      'process 8 attempt=1 redelivered=false',
+    ]);
+  });
+
+  it('noteInflight failing: nothing of that slice runs, the partition backs off from its first offset', async () => {
+    const h = plain({ noteFails: new Error('connection terminated') });
+    await h.run(messages(5, 3));
+    expect(h.log).toEqual(['read t/0', 'commit 5', 'note t/0 7', 'retryLater 5 11']);
+    expect(h.errors).toEqual(['note-replay-marker']);
+    expect(h.state.replay).toBeUndefined();
+  });
+
+  it('noteInflight failing after a slice ran: its progress is committed, the next slice does not run', async () => {
+    const h = plain();
+    const note = h.deps.inbox.noteInflight.bind(h.deps.inbox);
+    let calls = 0;
+    h.deps.inbox.noteInflight = async (...a) => {
+      calls += 1;
+      if (calls === 2) {
+        h.log.push(`note ${a[0]}/${a[1]} ${a[2]} (fails)`);
+        throw new Error('deadlock detected');
+      }
+      return note(...a);
+    };
+    await h.run(messages(5, 6));
+    expect(h.log).toEqual([
+      'read t/0',
+      'commit 5',
+      'note t/0 7',
+      'batch 5,6,7',
+      'resolve 7',
+      'commit 8',
+      'note t/0 10 (fails)',
+      'retryLater 8 11',
+    ]);
+  });
+
+  it('a read that fails: be safe, the first slice (batchSize messages) runs alone, the rest as slices', async () => {
+    const h = plain({ inflight: new Error('the database is unreachable') });
+    await h.run(messages(5, 5));
+    expect(h.log).toEqual([
+      'read t/0',
+      'commit 5',
+      'process 5 attempt=1 redelivered=true',
+      'start 5 #1',
+      'resolve 5',
+      'commit 6',
+      'process 6 attempt=1 redelivered=true',
+      'start 6 #1',
+      'resolve 6',
+      'commit 7',
+      'process 7 attempt=1 redelivered=true',
+      'start 7 #1',
+      'resolve 7',
+      'commit 8',
+      'note t/0 9',
+      'batch 8,9',
+      'resolve 9',
+      'commit 10',
+    ]);
+    expect(h.errors).toEqual(['read-replay-marker']);
+  });
+
+  it('a new assignment reads the row again: what this member noted before a rebalance replays alone if still ahead', async () => {
+    const h = plain();
+    await h.run(messages(5, 3));
+    expect(h.log.at(-1)).toBe('commit 8');
+    // The row says 7, below the next offset: the handover was clean.
+    h.rejoin();
+    h.log.length = 0;
+    await h.run(messages(8, 1));
+    expect(h.log).toEqual([
+      'read t/0',
+      'commit 8',
+      'note t/0 8',
+      'process 8 attempt=1 redelivered=false',
+      'resolve 8',
+      'commit 9',
+    ]);
+    // A member that died inside its slice: the partition comes back from the committed offset.
+    h.rejoin();
+    h.log.length = 0;
+    await h.run(messages(8, 2));
+    expect(h.log.slice(0, 3)).toEqual(['read t/0', 'commit 8', 'process 8 attempt=1 redelivered=true']);
+    expect(h.replays).toEqual(['8..8']);
+  });
+
+  it('message mode and lease mode note each slice the same way and replay alone the same way', async () => {
+    for (const lease of [false, true]) {
+      const h = plain({ options: { batch: false }, lease, inflight: '5' });
+      await h.run(messages(5, 3));
+      expect(h.log, `lease ${lease}`).toEqual([
+        'read t/0',
+        'commit 5',
+        'process 5 attempt=1 redelivered=true',
+        'start 5 #1',
+        'resolve 5',
+        'commit 6',
+        'note t/0 7',
+        'process 6 attempt=1 redelivered=false',
+        'process 7 attempt=1 redelivered=false',
+        'resolve 7',
+        'commit 8',
+      ]);
+    }
+  });
+
+  it('a member whose generation is over is refused at the commit before a slice: it notes nothing and runs nothing', async () => {
+    const lost = Object.assign(new Error('rebalance'), { type: 'REBALANCE_IN_PROGRESS' });
+    const h = plain();
+    const payload = {
+      topic: 't',
+      partition: 0,
+      messages: messages(5, 2),
+      lastOffset: () => '6',
+      resolveOffset: () => {},
+      heartbeat: async () => {},
+      commit: async () => {
+        h.log.push('commit refused');
+        throw lost;
+      },
+      isRunning: () => true,
+      isStale: () => false,
+    };
+    await expect(runPartitionBatch(h.deps, payload)).rejects.toBe(lost);
+    expect(h.log).toEqual(['read t/0', 'commit refused']);
+  });
+
+  it('crash replay off: no row is read or noted, nothing committed before a slice', async () => {
+    const h = plain({ options: { batchSize: 2, crashReplay: false }, inflight: '100' });
     await h.run(messages(5, 4));
     expect(h.log).toEqual(['batch 5,6', 'resolve 6', 'batch 7,8', 'resolve 8', 'commit 9']);
+  });
+
+  it('with commit metadata (kafkajs) the row is neither read nor noted, even when one exists', async () => {
+    const h = harness({ inflight: '100' });
+    await h.run(messages(5, 2));
+    expect(h.log).toEqual(['commit 5 {"end":"6"}', 'batch 5,6', 'resolve 6', 'commit 7']);
   });
 });
