@@ -7,6 +7,8 @@ import {
   type GroupAssignment,
   type MessagesStream,
   murmur2,
+  offsetCommitV8,
+  offsetCommitV9,
   Producer,
   type ProducerOptions,
 } from '@platformatic/kafka';
@@ -490,11 +492,22 @@ class PlatformaticGroupConsumer implements GroupConsumer {
   }
 
   /**
-   * Commits `next`. The offsets are read each time the library builds the request, its retry after
-   * a rejoin included: once the partition is revoked the request carries nothing for it, and the
-   * commit rejects as revoked instead of resolving.
+   * Commits `next`, only while `owned()`.
+   *
+   * Classic protocol: one OffsetCommit with the member's current generation, sent here (the
+   * library's own `commit` answers a generation error by rejoining and committing again; a
+   * rejoin of the group's leader starts another rebalance, so under churn the commits of a leader
+   * kept the group rebalancing). A generation error rejects; the heartbeat rejoins, as kafkajs does.
+   *
+   * KIP-848: the library's `commit` (its rejoin is a no-op there; the member epoch is its own). The
+   * offsets are read each time it builds the request, its retries included: once the partition is
+   * revoked the request carries nothing for it, and the commit rejects as revoked.
    */
   async #commit(topic: string, partition: number, next: bigint, owned: () => boolean): Promise<void> {
+    if (!this.#kip848) {
+      await this.#commitClassic(topic, partition, next, owned);
+      return;
+    }
     let sentEmpty = false;
     const request = {
       get offsets() {
@@ -508,6 +521,39 @@ class PlatformaticGroupConsumer implements GroupConsumer {
     };
     await this.#consumer.commit(request);
     if (sentEmpty) throw new PartitionRevokedError(topic, partition);
+  }
+
+  #offsetCommitApi: Promise<typeof offsetCommitV8.api> | undefined;
+
+  async #commitClassic(topic: string, partition: number, next: bigint, owned: () => boolean): Promise<void> {
+    const consumer = this.#consumer;
+    this.#offsetCommitApi ??= consumer.listApis().then((apis) => {
+      const v = apis.find((a) => a.name === 'OffsetCommit');
+      if (!v || v.maxVersion < 8) throw new Error('the broker does not speak OffsetCommit v8 or later');
+      return v.maxVersion >= 9 ? offsetCommitV9.api : offsetCommitV8.api;
+    });
+    this.#offsetCommitApi.catch(() => {
+      this.#offsetCommitApi = undefined;
+    });
+    const api = await this.#offsetCommitApi;
+    const coordinator = await consumer.findGroupCoordinator();
+    const connection = (await consumer.connectToBrokers([coordinator])).get(coordinator);
+    if (!connection) throw new Error(`no connection to the group coordinator ${coordinator}`);
+    const memberId = consumer.memberId;
+    if (!owned() || memberId === null) throw new PartitionRevokedError(topic, partition);
+    await api.async(connection, consumer.groupId, consumer.generationId, memberId, consumer.groupInstanceId, [
+      {
+        name: topic,
+        partitions: [
+          {
+            partitionIndex: partition,
+            committedOffset: next,
+            committedLeaderEpoch: -1,
+            committedMetadata: null,
+          },
+        ],
+      },
+    ]);
   }
 }
 
