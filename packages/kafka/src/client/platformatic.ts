@@ -194,6 +194,8 @@ class PlatformaticGroupConsumer implements GroupConsumer {
   readonly #config: GroupConsumerConfig;
   readonly #kip848: boolean;
   readonly #groupTimeouts: boolean;
+  /** Classic: the generation of the current assignment (-1: none). */
+  #generation = -1;
 
   constructor(
     options: PlatformaticOptions,
@@ -264,6 +266,10 @@ class PlatformaticGroupConsumer implements GroupConsumer {
         (x, y) => x - y,
       );
     }
+    // Classic: the generation this assignment belongs to. The library takes a new generation id
+    // from the JoinGroup response, before SyncGroup says which partitions stay; a commit in between
+    // must carry the old one (and be refused), since the eager protocol revoked everything at the join.
+    this.#generation = value === null ? -1 : this.#consumer.generationId;
     this.#fetcher.setAssignment(assignment);
     if (value === null) return;
     const memberId = this.#consumer.memberId ?? '';
@@ -541,7 +547,7 @@ class PlatformaticGroupConsumer implements GroupConsumer {
     if (!connection) throw new Error(`no connection to the group coordinator ${coordinator}`);
     const memberId = consumer.memberId;
     if (!owned() || memberId === null) throw new PartitionRevokedError(topic, partition);
-    await api.async(connection, consumer.groupId, consumer.generationId, memberId, consumer.groupInstanceId, [
+    await api.async(connection, consumer.groupId, this.#generation, memberId, consumer.groupInstanceId, [
       {
         name: topic,
         partitions: [
