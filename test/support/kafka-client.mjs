@@ -52,5 +52,14 @@ export async function onceKafka(clientId, brokers = testBrokers()) {
       }),
     );
   }
+  if (name === 'platformatic') {
+    const { platformatic } = await import('@once/kafka/platformatic');
+    return platformatic(
+      { clientId, bootstrapBrokers: [...brokers], retries: 8, retryDelay: 100 },
+      kafkaGroupProtocol() === 'consumer'
+        ? { consumer: { groupProtocol: 'consumer' }, groupTimeouts: true }
+        : {},
+    );
+  }
   throw new Error(`ONCE_KAFKA_CLIENT=${name}: @once/kafka has no ${name} client yet`);
 }
