@@ -211,8 +211,13 @@ describe('@confluentinc/kafka-javascript traps', () => {
         if (id === slow && run === 1) await sleep(16_000);
       },
     );
+    const joins: number[][] = [];
+    c.on('group:joined', (e) => joins.push(e.assignment[topic] ?? []));
     await c.start();
     await waitForCommitted(admin, groupId, topic, 150_000);
+    // The trap did spring: the member overran the poll interval, lost its partitions and rejoined.
+    console.log(`[confluent max.poll] assignments seen: ${JSON.stringify(joins)}`);
+    expect(joins.some((a) => a.length === 0)).toBe(true);
     const more = await produceIds(topic, 20, 4, 60);
     await waitForCommitted(admin, groupId, topic, 60_000);
     await c.stop();
