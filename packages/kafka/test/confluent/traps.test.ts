@@ -14,7 +14,7 @@ import {
   waitFor,
   waitForCommitted,
 } from '../../../../test/support/index.js';
-import { testBrokers } from '../../../../test/support/kafka-client.mjs';
+import { kafkaGroupProtocol, testBrokers } from '../../../../test/support/kafka-client.mjs';
 import { confluent } from '../../src/confluent.js';
 import { createKafkaConsumer, type KafkaConsumer, type KafkaConsumerOptions } from '../../src/index.js';
 
@@ -58,8 +58,14 @@ afterAll(async () => {
   await db?.close();
 });
 
-/** A once client on Confluent; `consumer`: its consumer defaults (librdkafka properties). */
-function client(name: string, consumer: Record<string, unknown> = {}) {
+/**
+ * A once client on Confluent; `consumer`: its consumer defaults (librdkafka properties), the run's
+ * group protocol (ONCE_KAFKA_GROUP_PROTOCOL) unless they name one.
+ */
+function client(
+  name: string,
+  consumer: Record<string, unknown> = { 'group.protocol': kafkaGroupProtocol() },
+) {
   return confluent(
     new lib.KafkaJS.Kafka({
       log_level: 3,
