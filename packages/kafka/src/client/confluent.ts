@@ -379,7 +379,9 @@ function confluentProducer(kafka: ConfluentKafkaLike, settings: ConfluentConfig)
         await sent;
         return;
       }
-      // The library takes no per-send timeout (its message.timeout.ms is per producer).
+      // The library takes no per-send timeout (its message.timeout.ms is per producer). A send
+      // that fails after the timeout already answered must not become an unhandled rejection.
+      sent.catch(() => undefined);
       let timer: NodeJS.Timeout | undefined;
       try {
         await Promise.race([

@@ -3,13 +3,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createTopicsReady,
   fetchOffsetsReady,
+  header,
   kafkaClient,
+  readTopic,
   uniqueName,
   waitFor,
 } from '../../../../test/support/index.js';
 import { testBrokers } from '../../../../test/support/kafka-client.mjs';
 import { confluent } from '../../src/confluent.js';
-import type { KafkaClient } from '../../src/index.js';
+import { createKafkaPublisher, type KafkaClient } from '../../src/index.js';
 import { decodeMarker, encodeMarker } from '../../src/replay-marker.js';
 
 // The Confluent client's producing side and offset metadata, against the real broker: keyed
@@ -97,6 +99,30 @@ describe('@once/kafka/confluent client', () => {
     );
     expect(keys.map((_, k) => got.get(k))).toEqual(want);
     expect(new Set(want).size).toBeGreaterThan(3);
+  });
+
+  it('createKafkaPublisher on it writes each message once, in order, with its id header, key and body', {
+    timeout: 60_000,
+  }, async () => {
+    const topic = uniqueName('cf-publisher');
+    await createTopicsReady(admin, { [topic]: 1 });
+    const publisher = createKafkaPublisher({ kafka: client, ackTimeoutMs: 10_000 });
+    const messages = Array.from({ length: 20 }, (_, k) => ({
+      id: `${topic}-${k}`,
+      destination: topic,
+      key: `k${k % 3}`,
+      body: JSON.stringify({ k, text: 'é\u0000' }),
+      headers: { trace: `t${k}` },
+    }));
+    const results = await publisher.publish(messages.slice(0, 10));
+    results.push(...(await publisher.publish(messages.slice(10))));
+    await publisher.stop();
+    expect(results.every((r) => r.ok)).toBe(true);
+    const got = await readTopic(kafka, topic, 20);
+    expect(got.map((m) => header(m, 'message-id'))).toEqual(messages.map((m) => m.id));
+    expect(got.map((m) => m.key?.toString())).toEqual(messages.map((m) => m.key));
+    expect(got.map((m) => m.value?.toString())).toEqual(messages.map((m) => m.body));
+    expect(got.map((m) => header(m, 'trace'))).toEqual(messages.map((m) => m.headers.trace));
   });
 
   it('the replay marker round-trips through a batch commit and the client admin (trailing NUL stripped)', {
