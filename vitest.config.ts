@@ -57,6 +57,11 @@ export default defineConfig({
       ...(process.env.ONCE_SERVICES === 'testcontainers'
         ? [services('containers', 2, ['test/containers/**/*.test.ts', 'test/integration/smoke-*.test.ts'])]
         : []),
+      // The @confluentinc/kafka-javascript client's own traps (ONCE_KAFKA_CLIENT=confluent, after
+      // scripts/confluent-install): defined only in that mode, since a fresh clone has no addon.
+      ...(process.env.ONCE_KAFKA_CLIENT === 'confluent'
+        ? [services('kafka-confluent', 3, ['packages/kafka/test/confluent/**/*.test.ts'])]
+        : []),
     ],
   },
 });

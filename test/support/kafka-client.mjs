@@ -61,5 +61,30 @@ export async function onceKafka(clientId, brokers = testBrokers()) {
         : {},
     );
   }
+  if (name === 'confluent') {
+    let KafkaJS;
+    try {
+      ({ KafkaJS } = await import('@confluentinc/kafka-javascript'));
+    } catch (err) {
+      throw new Error(
+        'ONCE_KAFKA_CLIENT=confluent: @confluentinc/kafka-javascript is not installed here ' +
+          `(${err?.code ?? err}): run scripts/confluent-install (it builds the addon once and links it)`,
+      );
+    }
+    const { confluent } = await import('@once/kafka/confluent');
+    const consumer = kafkaGroupProtocol() === 'consumer' ? { 'group.protocol': 'consumer' } : {};
+    return confluent(
+      new KafkaJS.Kafka({
+        // librdkafka's own log lines (syslog levels): errors only unless KAFKAJS_LOG is set.
+        log_level: process.env.KAFKAJS_LOG ? 6 : 3,
+        kafkaJS: {
+          clientId,
+          brokers: [...brokers],
+          logLevel: process.env.KAFKAJS_LOG ? KafkaJS.logLevel.INFO : KafkaJS.logLevel.NOTHING,
+        },
+      }),
+      { consumer },
+    );
+  }
   throw new Error(`ONCE_KAFKA_CLIENT=${name}: @once/kafka has no ${name} client yet`);
 }
