@@ -218,7 +218,10 @@ export interface KafkaClientCapabilities {
  */
 export interface KafkaLike {
   /** kafkajs' `Kafka.consumer`. */
-  consumer(config: { groupId: string }): object;
+  consumer(config: {
+    /** The consumer group. */
+    groupId: string;
+  }): object;
   /** kafkajs' `Kafka.producer`. */
   producer(config?: object): object;
   /** kafkajs' `Kafka.admin`. */
