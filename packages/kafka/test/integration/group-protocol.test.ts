@@ -1,3 +1,4 @@
+// fixed clients: @platformatic/kafka and kafkajs members in one group, whatever ONCE_KAFKA_CLIENT says.
 import { Admin as PlatformaticAdmin } from '@platformatic/kafka';
 import type { Admin, Kafka } from 'kafkajs';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';

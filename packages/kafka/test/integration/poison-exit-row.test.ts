@@ -1,3 +1,5 @@
+// fixed clients: kafkajs told it carries no commit metadata (the path @platformatic/kafka takes),
+// whatever ONCE_KAFKA_CLIENT says.
 import { fileURLToPath } from 'node:url';
 import { DEAD_LETTER_RECORD, decodeDeadLetterRecord } from '@once/core/adapter';
 import type { Admin, Kafka } from 'kafkajs';
