@@ -207,7 +207,7 @@ const onRoot = () => {
     const echo = await echoOn(lab.hostAddress('a'));
     lab.redirect('a', '127.0.0.1:9', echo.port);
     // Only what is asked is rewritten, only in that slot, never in root.
-    expect(() => lab.redirect('a', '10.0.0.1:9', echo.port)).toThrow(/loopback host:port/);
+    expect(() => lab.redirect('a', 'nowhere.invalid:9', echo.port)).toThrow(/loopback host:port/);
     expect(rootRules()).toBe(before);
     const c = clientIn(lab, 'a', 9, undefined, '127.0.0.1');
     await until(() => c.events.some((e) => e.t === 'connected'), 10_000);
