@@ -29,7 +29,8 @@ export async function checkTopics(
 /**
  * Warns when a topic keeps messages longer than the inbox keeps ids: a group whose offsets are
  * reset reads them again.
- * Best effort: a failed read of the topic configs is only logged at debug level.
+ * Best effort: a failed read of the topic configs is only logged at debug level; a client library
+ * that cannot read them at all (Confluent's) is said at info level.
  */
 async function checkRetention(
   admin: ClientAdmin,
@@ -39,6 +40,13 @@ async function checkRetention(
   const logger = inbox.logger;
   try {
     const res = await admin.retentionMs(o.topics);
+    if (res === undefined) {
+      logger.info(
+        { consumer: inbox.consumer, topics: o.topics, retentionMs: inbox.retentionMs },
+        "once kafka: this client library cannot read topic configurations, so the retention check did not run: keep retentionMs longer than the topics' retention.ms",
+      );
+      return;
+    }
     for (const [topic, ms] of res) {
       warnIfRetentionShort(logger, {
         consumer: inbox.consumer,

@@ -14,7 +14,8 @@
  * - `pause()` marks the partition's running batch stale and, with `seek()`, runs between its
  *   batches; a batch returning with unresolved messages is sought back by the library itself;
  * - committed metadata reads back with a trailing NUL byte (`admin.fetchOffsets`), stripped here;
- * - the KafkaJS admin has no `describeConfigs`: `retentionMs` answers nothing (no retention warning);
+ * - the KafkaJS admin has no `describeConfigs`: `retentionMs` answers `undefined` (start() says the
+ *   retention check could not run);
  * - the producer cannot take a partitioner function: librdkafka's `murmur2_random` maps keyed
  *   messages like kafkajs' DefaultPartitioner and Java's client.
  */
@@ -403,8 +404,8 @@ function confluentAdmin(kafka: ConfluentKafkaLike): ClientAdmin {
   return {
     connect: () => admin.connect(),
     listTopics: () => admin.listTopics(),
-    // The library's KafkaJS admin has no describeConfigs: no retention is known, none is warned about.
-    retentionMs: async () => new Map(),
+    // The library's KafkaJS admin has no describeConfigs: the check says it cannot run.
+    retentionMs: async () => undefined,
     committedMetadata: async (groupId, topic) => {
       const res = await admin.fetchOffsets({ groupId, topics: [topic] });
       const map = new Map<number, string | null>();

@@ -197,8 +197,11 @@ export interface ClientAdmin {
   connect(): Promise<void>;
   /** Names of the topics that exist. */
   listTopics(): Promise<string[]>;
-  /** `retention.ms` of each topic (negative: unlimited); a topic the broker did not describe is absent. */
-  retentionMs(topics: readonly string[]): Promise<Map<string, number>>;
+  /**
+   * `retention.ms` of each topic (negative: unlimited); a topic the broker did not describe is
+   * absent. `undefined`: the client library cannot read topic configurations at all.
+   */
+  retentionMs(topics: readonly string[]): Promise<Map<string, number> | undefined>;
   /** The group's committed offset metadata of a topic, by partition (null when none). */
   committedMetadata(groupId: string, topic: string): Promise<Map<number, string | null>>;
   /** Closes the admin client. */
