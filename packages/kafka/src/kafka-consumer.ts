@@ -147,6 +147,7 @@ export class KafkaConsumer<R = unknown> extends ConsumerBase<R, KafkaConsumerEve
               owns: (topic, partition) => this.#assignment[topic]?.includes(partition) ?? false,
               isStopping: () => this.life.stopping,
               isFetching: () => this.life.fetching,
+              holdForDatabase: (err) => this.life.holdIfUnavailable(err),
               committedMetadata: (topic, partition) => this.#committedMetadata(topic, partition),
               deadLetter: (topic, partition, message, plan) =>
                 this.#deadLetter(topic, partition, message, plan),

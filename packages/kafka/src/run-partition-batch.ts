@@ -57,6 +57,14 @@ export interface PartitionBatchDeps {
   isStopping(): boolean;
   /** False while the database or once's schema cannot be used: take nothing, hold the partition. */
   isFetching(): boolean;
+  /**
+   * The consumer's database hold, decided once for every path (the adapter kit's lifecycle,
+   * `holdIfUnavailable`): `err`, from a statement of once's own before a slice (the replay
+   * marker's note), says the database or once's schema cannot be used. True: the consumer now
+   * holds every partition ({@link PartitionBatchDeps.isFetching} is false) and probes until it is
+   * back. False: `err` is another fault.
+   */
+  holdForDatabase(err: unknown): boolean;
   /** The group's committed offset metadata for a partition (read once per assignment). */
   committedMetadata(topic: string, partition: number): Promise<string | null>;
   /** Sends a dead-letter copy; resolves once Kafka acknowledged it (or when dead-lettering is off). */
@@ -292,9 +300,14 @@ class BatchRun {
       // No commit metadata: the slice's first offset is committed first (the progress so far; a
       // member whose generation is over is refused there and notes nothing), then the range is
       // noted in PostgreSQL, durable before it runs. A crash leaves [committed offset .. noted
-      // end], exactly this slice, for the next owner.
+      // end], exactly this slice, for the next owner. Nothing runs unnoted: a note the database
+      // refused holds the consumer as a message the inbox could not run does (the consumer no
+      // longer fetches, so #runMessages seeks back to this slice, read again once the hold ends:
+      // no backoff, no attempt counted); any other failure backs the partition off.
       if (!(await this.#commit(slice[0]!.offset, null))) return this.#commitFailed(slice[0]!);
-      if (!(await this.#noteInflight(last.offset))) return this.#commitFailed(slice[0]!);
+      const noted = await this.#noteInflight(last.offset);
+      if (noted === 'held') return 'paused';
+      if (noted === 'failed') return this.#commitFailed(slice[0]!);
     }
     let mapped = slice.map((m) => this.#mapFresh(m));
     let settled = 0;
@@ -502,18 +515,27 @@ class BatchRun {
     }
   }
 
-  /** Notes the range's end in PostgreSQL (no commit metadata); false if it did not happen. */
-  async #noteInflight(end: string): Promise<boolean> {
+  /**
+   * Notes the range's end in PostgreSQL (no commit metadata). `held`: it did not happen because
+   * the database or once's schema cannot be used, and the consumer holds for it (the same hold as
+   * a message the inbox could not run); `failed`: it did not happen for another reason.
+   */
+  async #noteInflight(end: string): Promise<'noted' | 'held' | 'failed'> {
     try {
       await this.#deps.inbox.noteInflight(this.#topic, this.#partition, end);
-      return true;
+      return 'noted';
     } catch (err) {
+      // The hold reports itself (consumer:paused, health's lastError); anything else is an error.
+      if (this.#deps.holdForDatabase(err)) return 'held';
       this.#emitError('note-replay-marker', err);
-      return false;
+      return 'failed';
     }
   }
 
-  /** A commit (or the note of a range) before a run failed: nothing ran, read from `message` again after a backoff. */
+  /**
+   * A commit (or the note of a range, for another reason than the database hold) before a run
+   * failed: nothing ran, read from `message` again after a backoff.
+   */
   #commitFailed(message: ClientMessage): Step {
     if (this.#lost || !this.#deps.owns(this.#topic, this.#partition)) return 'lost';
     this.#backoff(message.offset);

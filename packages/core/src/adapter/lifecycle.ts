@@ -3,6 +3,7 @@ import type { Inbox } from '../inbox.js';
 import type { Logger } from '../logger.js';
 import type { EnvelopeSource } from '../message/envelope.js';
 import { TypedEmitter } from '../message/events.js';
+import { classifyDbError, isEnvironmental } from '../pg/sqlstate.js';
 import { checkSchema } from '../schema/check-schema.js';
 import type { ConsumerEventMap, ConsumerHealth, ConsumerState } from './consumer.js';
 
@@ -56,8 +57,9 @@ function probeDelayMs(attempt: number): number {
  *   `CLOSED` error. It fails only for the broker's sake: when PostgreSQL is down or once's schema
  *   is missing or too new, the consumer still starts, fetches nothing and reports unhealthy.
  * - Whenever the inbox answers `not-run` / `unavailable` (the database or the schema cannot be
- *   used), the broker is told to stop handing over messages (`pause`), and the schema is checked
- *   with backoff until it passes; then `resume`. Nothing is dead-lettered or spent meanwhile.
+ *   used), or a statement of once's own before a run met the same (`holdIfUnavailable`), the
+ *   broker is told to stop handing over messages (`pause`), and the schema is checked with
+ *   backoff until it passes; then `resume`. Nothing is dead-lettered or spent meanwhile.
  * - `stop()` drains within `stopTimeoutMs`, then closes whatever is left; idempotent.
  */
 export class ConsumerLifecycle<R, M extends ConsumerEventMap = ConsumerEventMap> {
@@ -260,6 +262,22 @@ export class ConsumerLifecycle<R, M extends ConsumerEventMap = ConsumerEventMap>
       this.noteError('close', err);
     }
     this.#move('stopped');
+  }
+
+  /**
+   * A statement of once's own that runs outside any message's transaction, before the messages it
+   * guards (a replay marker noted in PostgreSQL: `Inbox.noteInflight`), failed with `err`. When the
+   * one SQLSTATE classifier calls it a fault of the environment other than a rival's lock (`busy`),
+   * which is what the engine makes `unavailable` of a statement of its own before a handler
+   * started, the consumer holds exactly as for an `unavailable` outcome: the broker is told to
+   * pause, the schema is checked with backoff, nothing is spent or dead-lettered; returns true.
+   * Otherwise returns false: the failure is the caller's to handle.
+   */
+  holdIfUnavailable(err: unknown): boolean {
+    const kind = classifyDbError(err);
+    if (!isEnvironmental(kind) || kind === 'busy') return false;
+    this.#trip(serializeError(err));
+    return true;
   }
 
   /** The database or the schema cannot be used: hold the broker, check the schema with backoff. */

@@ -144,6 +144,41 @@ describe('ConsumerLifecycle', () => {
     await l.stop();
   });
 
+  it("holds for a statement of once's own that the database refused (holdIfUnavailable), as for an unavailable outcome; other errors are the caller's", async () => {
+    const { inbox, state } = fakeInbox();
+    const log: string[] = [];
+    const l = lifecycle(inbox);
+    l.attach(hooks(log));
+    await l.start();
+    const pg = (code: string) => Object.assign(new Error(`sqlstate ${code}`), { code });
+    // Not the database being unusable: a rival's lock (55P03), refused data (23505), anything
+    // that is no database error. The consumer goes on fetching.
+    for (const err of [pg('55P03'), pg('23505'), new Error('not a database fault'), 'text'])
+      expect(l.holdIfUnavailable(err)).toBe(false);
+    expect(l.fetching).toBe(true);
+    expect(log).toEqual(['open']);
+
+    state.down = true;
+    const paused = new Promise<{ error: { message: string } }>((r) => l.events.on('consumer:paused', r));
+    const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+    expect(l.holdIfUnavailable(refused)).toBe(true);
+    // At once, before the broker is told: the caller reads `fetching` right after.
+    expect(l.fetching).toBe(false);
+    expect((await paused).error.message).toContain('ECONNREFUSED');
+    expect(log).toEqual(['open', 'pause']);
+    expect(l.health(true)).toMatchObject({ healthy: false, available: false });
+    expect(l.health(true).lastError?.where).toBe('database');
+    // Held already: more of the same (a missing table, a statement timeout) is held, told once.
+    expect(l.holdIfUnavailable(pg('42P01'))).toBe(true);
+    expect(l.holdIfUnavailable(pg('57014'))).toBe(true);
+    const resumed = new Promise((r) => l.events.on('consumer:resumed', r));
+    state.down = false;
+    await resumed;
+    expect(log).toEqual(['open', 'pause', 'resume']);
+    expect(l.fetching).toBe(true);
+    await l.stop();
+  });
+
   it('does not hang start() on a database that never answers', async () => {
     const { inbox } = fakeInbox();
     const silent = { ...inbox, ready: () => new Promise<void>(() => {}) };

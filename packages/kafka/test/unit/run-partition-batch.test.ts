@@ -41,6 +41,12 @@ function harness(
     inflight?: string | null | Error;
     /** `noteInflight` rejects with this. */
     noteFails?: Error;
+    /**
+     * The consumer's database hold (core's lifecycle, `holdIfUnavailable`), as a fake: true for
+     * the errors it holds for, after which the consumer no longer fetches. Holds for nothing by
+     * default.
+     */
+    holdsFor?: (err: unknown) => boolean;
   } = {},
 ) {
   const log: string[] = [];
@@ -125,6 +131,7 @@ function harness(
     },
   };
   const state = newPartitionState();
+  let fetching = true;
   const deps: PartitionBatchDeps = {
     options: resolveKafkaConsumerOptions({
       kafka,
@@ -144,7 +151,13 @@ function harness(
     generation: () => 1,
     owns: () => true,
     isStopping: () => false,
-    isFetching: () => true,
+    isFetching: () => fetching,
+    holdForDatabase: (err) => {
+      if (!opts.holdsFor?.(err)) return false;
+      log.push('hold');
+      fetching = false;
+      return true;
+    },
     committedMetadata: async () => opts.metadata ?? null,
     deadLetter: async (_t, _p, m) => {
       log.push(`dlq ${m.offset}`);
@@ -175,6 +188,10 @@ function harness(
     deps,
     state,
     doomed,
+    /** The hold ends: the consumer fetches again. */
+    resume: () => {
+      fetching = true;
+    },
     run: (msgs: KafkaMessage[]) => runPartitionBatch(deps, payloadOf(msgs)),
   };
 }
@@ -509,16 +526,67 @@ describe('a client without offset-commit metadata (capabilities.commitMetadata f
     ]);
   });
 
-  it('noteInflight failing: nothing of that slice runs, the partition backs off from its first offset', async () => {
-    const h = plain({ noteFails: new Error('connection terminated') });
+  /** What the database hold is asked about; `down` is the error it holds for. */
+  const down = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+  const holdsForDown = (err: unknown) => err === down;
+
+  it('noteInflight failing for another reason than the database hold: nothing of that slice runs, the partition backs off from its first offset', async () => {
+    const h = plain({ noteFails: new Error('not a database fault'), holdsFor: holdsForDown });
     await h.run(messages(5, 3));
     expect(h.log).toEqual(['read t/0', 'commit 5', 'note t/0 7', 'retryLater 5 11']);
     expect(h.errors).toEqual(['note-replay-marker']);
     expect(h.state.replay).toBeUndefined();
+    expect(h.state.faults).toBe(1);
+  });
+
+  it('noteInflight failing because the database cannot be used: the consumer holds, nothing of the slice runs, it is read again after the hold with no backoff and no attempt counted', async () => {
+    const h = plain({ noteFails: down, holdsFor: holdsForDown });
+    await h.run(messages(5, 3));
+    // retryLater without a delay: the partition waits for the resume after the hold, not a timer.
+    expect(h.log).toEqual(['read t/0', 'commit 5', 'note t/0 7', 'hold', 'retryLater 5 undefined']);
+    // The hold reports itself (consumer:paused); no error event, no fault, no retry state.
+    expect(h.errors).toEqual([]);
+    expect(h.state.faults).toBe(0);
+    expect(h.state.retry).toBeUndefined();
+    expect(h.state.replay).toBeUndefined();
+    // The database is back: the slice is noted and runs, as its first attempt.
+    h.resume();
+    h.log.length = 0;
+    h.deps.inbox.noteInflight = async () => void h.log.push('note t/0 7');
+    await h.run(messages(5, 3));
+    expect(h.log).toEqual(['commit 5', 'note t/0 7', 'batch 5,6,7', 'resolve 7', 'commit 8']);
+  });
+
+  it('noteInflight failing for the database after a slice ran: its progress is committed, the next slice waits for the hold', async () => {
+    const h = plain({ holdsFor: holdsForDown });
+    const note = h.deps.inbox.noteInflight.bind(h.deps.inbox);
+    let calls = 0;
+    h.deps.inbox.noteInflight = async (...a) => {
+      calls += 1;
+      if (calls === 2) {
+        h.log.push(`note ${a[0]}/${a[1]} ${a[2]} (fails)`);
+        throw down;
+      }
+      return note(...a);
+    };
+    await h.run(messages(5, 6));
+    expect(h.log).toEqual([
+      'read t/0',
+      'commit 5',
+      'note t/0 7',
+      'batch 5,6,7',
+      'resolve 7',
+      'commit 8',
+      'note t/0 10 (fails)',
+      'hold',
+      'retryLater 8 undefined',
+    ]);
+    expect(h.errors).toEqual([]);
+    expect(h.state.faults).toBe(0);
   });
 
   it('noteInflight failing after a slice ran: its progress is committed, the next slice does not run', async () => {
-    const h = plain();
+    const h = plain({ holdsFor: holdsForDown });
     const note = h.deps.inbox.noteInflight.bind(h.deps.inbox);
     let calls = 0;
     h.deps.inbox.noteInflight = async (...a) => {
