@@ -6,7 +6,7 @@
  * - A partition is fetched only while it is assigned, not paused, has a position and has no batch
  *   queued or running: its next batch waits until the previous `eachBatch` for it returned.
  * - Fetches go one at a time per broker (a fetch session and a connection are per broker), each
- *   carrying every ready partition that broker leads; one that has not settled after
+ *   carrying every ready partition that broker leads. A fetch or lookup that has not settled after
  *   `fetchTimeoutMs` is abandoned, so a lost response cannot hold the broker's partitions forever.
  * - At most `concurrency` `eachBatch` calls run at once.
  * - After a batch the position is the offset after the last resolved one, or the batch's first
@@ -68,7 +68,10 @@ export interface FetcherDeps {
   isOwnershipLost(error: unknown): boolean;
   /** Wait after a failed fetch or lookup, ms. */
   retryDelayMs: number;
-  /** A fetch not settled after this long is abandoned (its broker fetched again; its late result dropped), ms. */
+  /**
+   * A fetch, leader or position lookup not settled after this long is abandoned (a failure: tried
+   * again after `retryDelayMs`; its late result dropped), ms.
+   */
   fetchTimeoutMs: number;
 }
 
@@ -295,7 +298,7 @@ export class PartitionFetcher {
         }
         let node: number;
         try {
-          node = await this.#d.nodeOf(part.topic, part.partition);
+          node = await this.#bounded('a leader lookup', this.#d.nodeOf(part.topic, part.partition));
         } catch (err) {
           this.#d.onError('metadata', err);
           this.#later(() => this.#wake());
@@ -322,16 +325,38 @@ export class PartitionFetcher {
    * Looks up where the partition goes on: its starting position when it has none, else (kept
    * across a new assignment) its committed offset, taken only when it is further than the position.
    */
+  /** `promise`, or a rejection once it has not settled in `fetchTimeoutMs` (the pump must never wait forever). */
+  #bounded<T>(what: string, promise: Promise<T>): Promise<T> {
+    const ms = this.#d.fetchTimeoutMs;
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`${what} did not settle in ${ms} ms`)), ms);
+      timer.unref?.();
+      promise.then(
+        (value) => {
+          clearTimeout(timer);
+          resolve(value);
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          reject(err);
+        },
+      );
+    });
+  }
+
   #resolve(part: Part): void {
     part.resolving = true;
     const recheck = part.position !== undefined;
     const seeks = part.seeks;
     part.recheck = false;
-    const lookup: Promise<bigint | undefined> = recheck
-      ? this.#d.committed(part.topic, part.partition)
-      : part.resetNeeded
-        ? this.#d.reset(part.topic, part.partition)
-        : this.#d.position(part.topic, part.partition);
+    const lookup: Promise<bigint | undefined> = this.#bounded(
+      'a position lookup',
+      recheck
+        ? this.#d.committed(part.topic, part.partition)
+        : part.resetNeeded
+          ? this.#d.reset(part.topic, part.partition)
+          : this.#d.position(part.topic, part.partition),
+    );
     lookup.then(
       (offset) => {
         part.resolving = false;

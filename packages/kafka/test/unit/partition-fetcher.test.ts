@@ -367,6 +367,38 @@ describe('PartitionFetcher', () => {
     expect(firsts).toEqual(['0', '4']);
   });
 
+  it('a leader or position lookup that never settles is abandoned after fetchTimeoutMs and made again', async () => {
+    const log = fakeLog({ partitions: { 't/0': 8, 't/1': 8 }, perFetch: 8 });
+    const errors: string[] = [];
+    const hung = new Set<string>();
+    const hangOnce = <T>(key: string, call: () => Promise<T>): Promise<T> => {
+      if (hung.has(key)) return call();
+      hung.add(key);
+      return new Promise<T>(() => {});
+    };
+    const f = new PartitionFetcher({
+      ...log.deps,
+      fetchTimeoutMs: 20,
+      onError: (where, err) => errors.push(`${where}: ${(err as Error).message}`),
+      position: (t, p) =>
+        p === 0 ? hangOnce('position', () => log.deps.position(t, p)) : log.deps.position(t, p),
+      nodeOf: (t, p) => (p === 1 ? hangOnce('nodeOf', () => log.deps.nodeOf(t, p)) : log.deps.nodeOf(t, p)),
+    });
+    const firsts: string[] = [];
+    f.start(2, async (b) => {
+      firsts.push(`${b.partition}@${b.messages[0]!.offset}`);
+      b.resolveOffset(b.lastOffset());
+    });
+    f.setAssignment({ t: [0, 1] });
+    await until(() => firsts.length === 2);
+    await f.stop();
+    expect(firsts.sort()).toEqual(['0@0', '1@0']);
+    expect(errors.sort()).toEqual([
+      'metadata: a leader lookup did not settle in 20 ms',
+      'position: a position lookup did not settle in 20 ms',
+    ]);
+  });
+
   it('stop() waits for the running eachBatch calls and starts no new one', async () => {
     const log = fakeLog({ partitions: { 't/0': 100 } });
     const f = new PartitionFetcher(log.deps);
