@@ -6,13 +6,18 @@
  * - A partition is fetched only while it is assigned, not paused, has a position and has no batch
  *   queued or running: its next batch waits until the previous `eachBatch` for it returned.
  * - Fetches go one at a time per broker (a fetch session and a connection are per broker), each
- *   carrying every ready partition that broker leads.
+ *   carrying every ready partition that broker leads. A fetch or lookup that has not settled after
+ *   `fetchTimeoutMs` is abandoned, so a lost response cannot hold the broker's partitions forever.
  * - At most `concurrency` `eachBatch` calls run at once.
  * - After a batch the position is the offset after the last resolved one, or the batch's first
  *   offset when none was resolved; a seek during the batch wins.
  * - A revocation is known synchronously ({@link PartitionFetcher.setAssignment}): from then on the
  *   partition's batches are stale, their heartbeat and commit reject with {@link PartitionRevokedError},
  *   and a commit already in the library's retry loop sends nothing for it.
+ * - A partition kept across a new assignment is never fetched below its committed offset: the
+ *   member may have missed a generation (a rejoin whose SyncGroup failed and was retried) in which
+ *   another member owned it and committed further, so its committed offset is read again before
+ *   its next fetch and the position moved up to it.
  */
 import type { ClientMessage, PartitionBatch } from './types.js';
 
@@ -48,6 +53,8 @@ export interface FetcherDeps {
   fetch(node: number, parts: readonly FetchPart[]): Promise<FetchedPart[]>;
   /** The starting position of a newly assigned partition: its committed offset, else the reset policy's. */
   position(topic: string, partition: number): Promise<bigint>;
+  /** The group's committed offset of the partition; undefined when it has none. */
+  committed(topic: string, partition: number): Promise<bigint | undefined>;
   /** The reset policy's offset (the earliest or the end of the log). */
   reset(topic: string, partition: number): Promise<bigint>;
   /**
@@ -61,6 +68,11 @@ export interface FetcherDeps {
   isOwnershipLost(error: unknown): boolean;
   /** Wait after a failed fetch or lookup, ms. */
   retryDelayMs: number;
+  /**
+   * A fetch, leader or position lookup not settled after this long is abandoned (a failure: tried
+   * again after `retryDelayMs`; its late result dropped), ms.
+   */
+  fetchTimeoutMs: number;
 }
 
 /** The partition was revoked from this member: no heartbeat or commit for it from this batch. */
@@ -110,6 +122,11 @@ interface Part {
   position: bigint | undefined;
   /** The next lookup uses the reset policy, not the committed offset. */
   resetNeeded: boolean;
+  /**
+   * Kept across a new assignment: before the next fetch the committed offset is read again and
+   * the position moved up to it when it is further (another member may have owned it meanwhile).
+   */
+  recheck: boolean;
   resolving: boolean;
   fetching: boolean;
   /** A batch is queued or running. */
@@ -164,7 +181,8 @@ export class PartitionFetcher {
 
   /**
    * The member's full new assignment. Dropped partitions are revoked at once (their batches go
-   * stale, their commits stop); added ones start from their committed offset.
+   * stale, their commits stop); added ones start from their committed offset; kept ones go on from
+   * their position, or from their committed offset if that is further (read before their next fetch).
    */
   setAssignment(assignment: Readonly<Record<string, readonly number[]>>): void {
     const { added, revoked } = diffAssignment(this.#assignment, assignment);
@@ -175,12 +193,15 @@ export class PartitionFetcher {
       this.#parts.delete(key);
       this.#pausedParts.delete(key);
     }
+    // Kept: the member may have missed a generation in which another member committed further.
+    for (const part of this.#parts.values()) part.recheck = true;
     for (const [topic, partition] of added) {
       this.#parts.set(keyOf(topic, partition), {
         topic,
         partition,
         position: undefined,
         resetNeeded: false,
+        recheck: false,
         resolving: false,
         fetching: false,
         busy: false,
@@ -271,13 +292,13 @@ export class PartitionFetcher {
       for (const part of [...this.#parts.values()]) {
         if (this.#stopping) return;
         if (part.revoked || part.busy || part.fetching || part.resolving || this.#paused(part)) continue;
-        if (part.position === undefined) {
+        if (part.position === undefined || part.recheck) {
           this.#resolve(part);
           continue;
         }
         let node: number;
         try {
-          node = await this.#d.nodeOf(part.topic, part.partition);
+          node = await this.#bounded('a leader lookup', this.#d.nodeOf(part.topic, part.partition));
         } catch (err) {
           this.#d.onError('metadata', err);
           this.#later(() => this.#wake());
@@ -300,21 +321,56 @@ export class PartitionFetcher {
     }
   }
 
+  /**
+   * Looks up where the partition goes on: its starting position when it has none, else (kept
+   * across a new assignment) its committed offset, taken only when it is further than the position.
+   */
+  /** `promise`, or a rejection once it has not settled in `fetchTimeoutMs` (the pump must never wait forever). */
+  #bounded<T>(what: string, promise: Promise<T>): Promise<T> {
+    const ms = this.#d.fetchTimeoutMs;
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`${what} did not settle in ${ms} ms`)), ms);
+      timer.unref?.();
+      promise.then(
+        (value) => {
+          clearTimeout(timer);
+          resolve(value);
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          reject(err);
+        },
+      );
+    });
+  }
+
   #resolve(part: Part): void {
     part.resolving = true;
-    const lookup = part.resetNeeded
-      ? this.#d.reset(part.topic, part.partition)
-      : this.#d.position(part.topic, part.partition);
+    const recheck = part.position !== undefined;
+    const seeks = part.seeks;
+    part.recheck = false;
+    const lookup: Promise<bigint | undefined> = this.#bounded(
+      'a position lookup',
+      recheck
+        ? this.#d.committed(part.topic, part.partition)
+        : part.resetNeeded
+          ? this.#d.reset(part.topic, part.partition)
+          : this.#d.position(part.topic, part.partition),
+    );
     lookup.then(
       (offset) => {
         part.resolving = false;
         // A seek during the lookup wins.
-        if (part.position === undefined) part.position = offset;
-        part.resetNeeded = false;
+        if (part.position === undefined) {
+          if (offset !== undefined) part.position = offset;
+          part.resetNeeded = false;
+        } else if (recheck && part.seeks === seeks && offset !== undefined && offset > part.position)
+          part.position = offset;
         this.#wake();
       },
       (err) => {
         part.resolving = false;
+        if (recheck) part.recheck = true;
         this.#d.onError('position', err);
         this.#later(() => this.#wake());
       },
@@ -326,6 +382,27 @@ export class PartitionFetcher {
     const sent = parts.map((part) => ({ part, offset: part.position!, seeks: part.seeks }));
     for (const s of sent) s.part.fetching = true;
     let failed = false;
+    let settled = false;
+    const finish = () => {
+      settled = true;
+      clearTimeout(timer);
+      this.#inflight.delete(node);
+      for (const s of sent) s.part.fetching = false;
+      if (failed) this.#later(() => this.#wake());
+      else this.#wake();
+    };
+    // A fetch whose promise never settles (its connection replaced under it) must not hold the
+    // broker's fetches forever: it is abandoned, and what it brings back later is dropped.
+    const timer = setTimeout(() => {
+      if (settled) return;
+      failed = true;
+      this.#d.onError(
+        'fetch',
+        new Error(`a fetch from broker ${node} did not settle in ${this.#d.fetchTimeoutMs} ms`),
+      );
+      finish();
+    }, this.#d.fetchTimeoutMs);
+    timer.unref?.();
     this.#d
       .fetch(
         node,
@@ -333,6 +410,7 @@ export class PartitionFetcher {
       )
       .then(
         (results) => {
+          if (settled) return;
           for (const r of results) {
             const s = sent.find((x) => x.part.topic === r.topic && x.part.partition === r.partition);
             if (!s) continue;
@@ -351,15 +429,13 @@ export class PartitionFetcher {
           }
         },
         (err) => {
+          if (settled) return;
           failed = true;
           this.#d.onError('fetch', err);
         },
       )
       .finally(() => {
-        this.#inflight.delete(node);
-        for (const s of sent) s.part.fetching = false;
-        if (failed) this.#later(() => this.#wake());
-        else this.#wake();
+        if (!settled) finish();
       });
   }
 

@@ -144,6 +144,60 @@ export function platformaticClient(
   };
 }
 
+/** What {@link superviseGroup} needs: where the library reports a group error, and once's side. */
+export interface GroupSupervisorDeps {
+  /** The library's consumer: it emits `error` when a rejoin after a failed heartbeat failed too. */
+  emitter: { on(event: 'error', listener: (error: unknown) => void): unknown };
+  /** KIP-848: the library's heartbeat goes on by itself after an error; nothing to rejoin. */
+  kip848: boolean;
+  /** Drops the member's whole assignment at once (its membership is over). */
+  revokeAll(): void;
+  /** Joins the group again (the classic protocol's `joinGroup`); resolves once joined. */
+  rejoin(): Promise<void>;
+  /** Tells once's crash listeners; `restart`: the client rejoins by itself. */
+  report(error: unknown, restart: boolean): void;
+  /** True once the consumer is closing: no rejoin then. */
+  closing(): boolean;
+  /** Wait before rejoin attempt `attempt` (1 for the first), ms. */
+  delayMs(attempt: number): number;
+}
+
+/**
+ * Listens for the library's consumer `error` (unheard, it would crash the process) and recovers.
+ * Under the classic protocol the library emits it when the rejoin after a failed heartbeat failed
+ * (e.g. `joinGroup failed N times`, SyncGroup's REBALANCE_IN_PROGRESS each time) and then gives
+ * up: no heartbeat follows, the coordinator drops the member, and its old assignment is stale.
+ * Each error is reported (restart: true); the assignment is revoked at once and the group joined
+ * again, after `delayMs`, until a join succeeds or the consumer closes (each failure reported).
+ */
+export function superviseGroup(deps: GroupSupervisorDeps): void {
+  let rejoining = false;
+  const rejoin = async () => {
+    rejoining = true;
+    try {
+      for (let attempt = 1; !deps.closing(); attempt++) {
+        await new Promise((r) => setTimeout(r, deps.delayMs(attempt)).unref?.());
+        if (deps.closing()) return;
+        try {
+          await deps.rejoin();
+          return;
+        } catch (error) {
+          if (!deps.closing()) deps.report(error, true);
+        }
+      }
+    } finally {
+      rejoining = false;
+    }
+  };
+  deps.emitter.on('error', (error) => {
+    if (deps.closing()) return;
+    deps.report(error, true);
+    if (deps.kip848 || rejoining) return;
+    deps.revokeAll();
+    void rejoin();
+  });
+}
+
 /** The `@platformatic/kafka` Consumer fields this module reads (typed once). */
 type PltConsumer = Consumer<Buffer, Buffer, Buffer, Buffer>;
 
@@ -229,14 +283,33 @@ class PlatformaticGroupConsumer implements GroupConsumer {
       nodeOf: (topic, partition) => this.#nodeOf(topic, partition),
       fetch: (node, parts) => this.#fetch(node, parts),
       position: (topic, partition) => this.#position(topic, partition),
+      committed: (topic, partition) => this.#committed(topic, partition),
       reset: (topic, partition) => this.#reset(topic, partition),
       commit: (topic, partition, next, owned) => this.#commit(topic, partition, next, owned),
       // Fetch and lookup faults are retried by the loop; the adapter hears of them no other way.
       onError: () => {},
       isOwnershipLost: isPlatformaticOwnershipLost,
       retryDelayMs: 250,
+      // Past the long poll and two of the library's request timeouts (30 s each by default).
+      fetchTimeoutMs: this.#maxWaitTime + 60_000,
     });
     this.#watchAssignments();
+    superviseGroup({
+      emitter: this.#consumer,
+      kip848: this.#kip848,
+      revokeAll: () => {
+        this.#generation = -1;
+        this.#fetcher.setAssignment({});
+      },
+      rejoin: async () => {
+        await this.#consumer.joinGroup({});
+      },
+      report: (error, restart) => {
+        for (const l of this.#crashListeners) l({ error, restart });
+      },
+      closing: () => this.#closing,
+      delayMs: (attempt) => Math.min(10_000, 500 * 2 ** (attempt - 1)),
+    });
   }
 
   /**
@@ -477,12 +550,15 @@ class PlatformaticGroupConsumer implements GroupConsumer {
   }
 
   async #position(topic: string, partition: number): Promise<bigint> {
+    return (await this.#committed(topic, partition)) ?? this.#reset(topic, partition);
+  }
+
+  async #committed(topic: string, partition: number): Promise<bigint | undefined> {
     const committed = await this.#consumer.listCommittedOffsets({
       topics: [{ topic, partitions: [partition] }],
     });
     const offset = committed.get(topic)?.[partition];
-    if (offset !== undefined && offset >= 0n) return offset;
-    return this.#reset(topic, partition);
+    return offset !== undefined && offset >= 0n ? offset : undefined;
   }
 
   async #reset(topic: string, partition: number): Promise<bigint> {

@@ -46,6 +46,7 @@ function fakeLog(opts: {
       });
     },
     position: async (t, p) => opts.committed?.[`${t}/${p}`] ?? 0n,
+    committed: async (t, p) => opts.committed?.[`${t}/${p}`],
     reset: async () => 0n,
     commit: async (t, p, next, owned) => {
       await new Promise((r) => setTimeout(r, 1));
@@ -54,6 +55,7 @@ function fakeLog(opts: {
     onError: () => {},
     isOwnershipLost: (err) => isPartitionRevoked(err),
     retryDelayMs: 5,
+    fetchTimeoutMs: 1_000,
   };
   return { deps, fetches, commits, logs, maxInflight: () => maxInflightPerNode };
 }
@@ -281,6 +283,120 @@ describe('PartitionFetcher', () => {
     await until(() => firsts.includes('9'));
     await f.stop();
     expect(firsts).toContain('9');
+  });
+
+  it('a partition kept across a new assignment is never fetched below the committed offset another member reached meanwhile', async () => {
+    // The member kept t/0 from one assignment to the next but missed the generation in between
+    // (its SyncGroup failed and was retried), in which another member owned t/0 and committed 40.
+    const committed: Record<string, bigint> = { 't/0': 0n };
+    const log = fakeLog({ partitions: { 't/0': 60, 't/1': 60 }, committed, perFetch: 4 });
+    const f = new PartitionFetcher(log.deps);
+    const firsts: bigint[] = [];
+    let hold = true;
+    f.start(1, async (b) => {
+      if (b.partition === 0) firsts.push(BigInt(b.messages[0]!.offset));
+      b.resolveOffset(b.lastOffset());
+      await b.commit((BigInt(b.lastOffset()) + 1n).toString(), null);
+      while (hold) await new Promise((r) => setTimeout(r, 2));
+    });
+    f.setAssignment({ t: [0] });
+    await until(() => firsts.length === 1);
+    committed['t/0'] = 40n;
+    f.setAssignment({ t: [0, 1] });
+    hold = false;
+    await until(
+      () => firsts.some((o) => o >= 40n) && log.fetches.some((x) => x.parts.some((p) => p.partition === 1)),
+    );
+    await f.stop();
+    const fetched = log.fetches.flatMap((x) => x.parts).filter((p) => p.partition === 0);
+    // The first fetch read from 0; every one after the new assignment from 40 on, never from 4.
+    expect(fetched[0]!.offset).toBe(0n);
+    expect(fetched.slice(1).every((p) => p.offset >= 40n)).toBe(true);
+    expect(firsts.filter((o) => o > 0n && o < 40n)).toEqual([]);
+  });
+
+  it('a kept partition whose position is past its committed offset keeps its position', async () => {
+    const committed: Record<string, bigint> = {};
+    const log = fakeLog({ partitions: { 't/0': 20 }, committed, perFetch: 4 });
+    const f = new PartitionFetcher(log.deps);
+    const firsts: bigint[] = [];
+    f.start(1, async (b) => {
+      firsts.push(BigInt(b.messages[0]!.offset));
+      b.resolveOffset(b.lastOffset());
+    });
+    f.setAssignment({ t: [0] });
+    await until(() => firsts.length >= 2);
+    // Nothing committed (this fake's commit is never called): no offset to move to, none below.
+    f.setAssignment({ t: [0] });
+    await until(() => firsts.includes(16n));
+    await f.stop();
+    expect(firsts).toEqual([0n, 4n, 8n, 12n, 16n]);
+  });
+
+  it('a fetch that never settles is abandoned after fetchTimeoutMs: the broker is fetched again, its late answer dropped', async () => {
+    const log = fakeLog({ partitions: { 't/0': 8 }, perFetch: 4 });
+    let lost: ((parts: FetchedPart[]) => void) | undefined;
+    const fetch = log.deps.fetch;
+    const errors: string[] = [];
+    const f = new PartitionFetcher({
+      ...log.deps,
+      fetchTimeoutMs: 20,
+      onError: (where, err) => errors.push(`${where}: ${(err as Error).message}`),
+      // The first fetch's promise is kept pending (a response lost with its connection).
+      fetch: (node, parts) =>
+        lost === undefined && errors.length === 0
+          ? new Promise((resolve) => {
+              lost = resolve;
+            })
+          : fetch(node, parts),
+    });
+    const firsts: string[] = [];
+    f.start(1, async (b) => {
+      firsts.push(b.messages[0]!.offset);
+      b.resolveOffset(b.lastOffset());
+    });
+    f.setAssignment({ t: [0] });
+    await until(() => firsts.includes('4'));
+    // The abandoned fetch answers at last, with offset 0 again: nothing is delivered twice.
+    lost!([
+      { topic: 't', partition: 0, messages: [{ offset: '0', key: null, value: null, timestamp: '0' }] },
+    ]);
+    await new Promise((r) => setTimeout(r, 20));
+    await f.stop();
+    expect(errors).toEqual(['fetch: a fetch from broker 0 did not settle in 20 ms']);
+    expect(firsts).toEqual(['0', '4']);
+  });
+
+  it('a leader or position lookup that never settles is abandoned after fetchTimeoutMs and made again', async () => {
+    const log = fakeLog({ partitions: { 't/0': 8, 't/1': 8 }, perFetch: 8 });
+    const errors: string[] = [];
+    const hung = new Set<string>();
+    const hangOnce = <T>(key: string, call: () => Promise<T>): Promise<T> => {
+      if (hung.has(key)) return call();
+      hung.add(key);
+      return new Promise<T>(() => {});
+    };
+    const f = new PartitionFetcher({
+      ...log.deps,
+      fetchTimeoutMs: 20,
+      onError: (where, err) => errors.push(`${where}: ${(err as Error).message}`),
+      position: (t, p) =>
+        p === 0 ? hangOnce('position', () => log.deps.position(t, p)) : log.deps.position(t, p),
+      nodeOf: (t, p) => (p === 1 ? hangOnce('nodeOf', () => log.deps.nodeOf(t, p)) : log.deps.nodeOf(t, p)),
+    });
+    const firsts: string[] = [];
+    f.start(2, async (b) => {
+      firsts.push(`${b.partition}@${b.messages[0]!.offset}`);
+      b.resolveOffset(b.lastOffset());
+    });
+    f.setAssignment({ t: [0, 1] });
+    await until(() => firsts.length === 2);
+    await f.stop();
+    expect(firsts.sort()).toEqual(['0@0', '1@0']);
+    expect(errors.sort()).toEqual([
+      'metadata: a leader lookup did not settle in 20 ms',
+      'position: a position lookup did not settle in 20 ms',
+    ]);
   });
 
   it('stop() waits for the running eachBatch calls and starts no new one', async () => {

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { EventEmitter } from 'node:events';
 import { ErrorCode, OnceError } from '@once/core';
 import {
   MultipleErrors,
@@ -8,7 +9,12 @@ import {
 import { Partitioners } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
 import { PartitionRevokedError } from '../../src/client/partition-fetcher.js';
-import { compatiblePartitioner, isPlatformaticOwnershipLost } from '../../src/client/platformatic.js';
+import {
+  compatiblePartitioner,
+  type GroupSupervisorDeps,
+  isPlatformaticOwnershipLost,
+  superviseGroup,
+} from '../../src/client/platformatic.js';
 import { platformatic } from '../../src/platformatic.js';
 
 /** kafkajs' DefaultPartitioner for a topic of `n` partitions (Java's choice for a keyed message). */
@@ -141,5 +147,75 @@ describe('platformatic(options, defaults)', () => {
     const client = platformatic({ clientId: 'c', bootstrapBrokers: ['127.0.0.1:9092'] }, { consumer: {} });
     expect(client.name).toBe('platformatic');
     expect(client.capabilities.commitMetadata).toBe(false);
+  });
+});
+
+describe("superviseGroup: the library consumer's error", () => {
+  /** Our seam with a plain EventEmitter for the library's consumer: what the supervisor did. */
+  function supervised(opts: { kip848?: boolean; failJoins?: number } = {}) {
+    const emitter = new EventEmitter();
+    const log: string[] = [];
+    let failJoins = opts.failJoins ?? 0;
+    let closing = false;
+    const deps: GroupSupervisorDeps = {
+      emitter,
+      kip848: opts.kip848 ?? false,
+      revokeAll: () => log.push('revoke'),
+      rejoin: async () => {
+        log.push('join');
+        if (failJoins-- > 0) throw new Error('joinGroup failed 4 times.');
+      },
+      report: (error, restart) => log.push(`report ${(error as Error).message} ${restart}`),
+      closing: () => closing,
+      delayMs: () => 1,
+    };
+    superviseGroup(deps);
+    return { emitter, log, close: () => (closing = true) };
+  }
+  const settle = () => new Promise((r) => setTimeout(r, 30));
+  const groupError = () =>
+    new MultipleErrors('joinGroup failed 4 times.', [new ProtocolError('REBALANCE_IN_PROGRESS')]);
+
+  it('is heard (no crash), reported, the assignment revoked and the group joined again', async () => {
+    const s = supervised();
+    expect(() => s.emitter.emit('error', groupError())).not.toThrow();
+    await settle();
+    expect(s.log).toEqual(['report joinGroup failed 4 times. true', 'revoke', 'join']);
+  });
+
+  it('a failed rejoin is reported and tried again until one succeeds', async () => {
+    const s = supervised({ failJoins: 2 });
+    s.emitter.emit('error', groupError());
+    await settle();
+    expect(s.log).toEqual([
+      'report joinGroup failed 4 times. true',
+      'revoke',
+      'join',
+      'report joinGroup failed 4 times. true',
+      'join',
+      'report joinGroup failed 4 times. true',
+      'join',
+    ]);
+  });
+
+  it('another error while rejoining starts no second rejoin', async () => {
+    const s = supervised({ failJoins: 1 });
+    s.emitter.emit('error', groupError());
+    s.emitter.emit('error', groupError());
+    await settle();
+    expect(s.log.filter((l) => l === 'revoke')).toHaveLength(1);
+    expect(s.log.filter((l) => l === 'join')).toHaveLength(2);
+  });
+
+  it('KIP-848: reported only (the library heartbeats on); closing: nothing at all', async () => {
+    const k = supervised({ kip848: true });
+    k.emitter.emit('error', groupError());
+    await settle();
+    expect(k.log).toEqual(['report joinGroup failed 4 times. true']);
+    const c = supervised();
+    c.close();
+    expect(() => c.emitter.emit('error', groupError())).not.toThrow();
+    await settle();
+    expect(c.log).toEqual([]);
   });
 });
