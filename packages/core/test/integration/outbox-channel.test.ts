@@ -24,7 +24,9 @@ afterAll(async () => {
   await pool.end();
 });
 
-async function until(what: string, ok: () => boolean, ms = 5_000): Promise<void> {
+// Every wait is far shorter than the relay's poll interval (POLL_MS, 10 minutes): a row published
+// within it was published because the NOTIFY woke the relay, however slow a busy machine is.
+async function until(what: string, ok: () => boolean, ms = 30_000): Promise<void> {
   const t0 = Date.now();
   while (!ok()) {
     if (Date.now() - t0 > ms) throw new Error(`timed out waiting for ${what}`);
@@ -33,7 +35,7 @@ async function until(what: string, ok: () => boolean, ms = 5_000): Promise<void>
 }
 
 it('with a 63-character schema name, NOTIFY wakes the relay (from Outbox.wake and from the admin API)', {
-  timeout: 30_000,
+  timeout: 150_000,
 }, async () => {
   expect(Buffer.byteLength(outboxChannel(schema))).toBeLessThanOrEqual(63);
   const sent: OutboxMessage[] = [];
@@ -71,10 +73,8 @@ it('with a 63-character schema name, NOTIFY wakes the relay (from Outbox.wake an
   } finally {
     client.release();
   }
-  const t0 = Date.now();
   outbox.wake();
   await until('the relay to publish m1', () => sent.length === 1);
-  expect(Date.now() - t0).toBeLessThan(POLL_MS / 100);
   expect(sent[0]?.id).toBe('m1');
 
   // A row parked by the publisher, then put back by the admin API, which notifies the same channel.
