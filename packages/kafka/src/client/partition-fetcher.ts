@@ -321,10 +321,6 @@ export class PartitionFetcher {
     }
   }
 
-  /**
-   * Looks up where the partition goes on: its starting position when it has none, else (kept
-   * across a new assignment) its committed offset, taken only when it is further than the position.
-   */
   /** `promise`, or a rejection once it has not settled in `fetchTimeoutMs` (the pump must never wait forever). */
   #bounded<T>(what: string, promise: Promise<T>): Promise<T> {
     const ms = this.#d.fetchTimeoutMs;
@@ -344,6 +340,10 @@ export class PartitionFetcher {
     });
   }
 
+  /**
+   * Looks up where the partition goes on: its starting position when it has none, else (kept
+   * across a new assignment) its committed offset, taken only when it is further than the position.
+   */
   #resolve(part: Part): void {
     part.resolving = true;
     const recheck = part.position !== undefined;
@@ -382,35 +382,17 @@ export class PartitionFetcher {
     const sent = parts.map((part) => ({ part, offset: part.position!, seeks: part.seeks }));
     for (const s of sent) s.part.fetching = true;
     let failed = false;
-    let settled = false;
-    const finish = () => {
-      settled = true;
-      clearTimeout(timer);
-      this.#inflight.delete(node);
-      for (const s of sent) s.part.fetching = false;
-      if (failed) this.#later(() => this.#wake());
-      else this.#wake();
-    };
     // A fetch whose promise never settles (its connection replaced under it) must not hold the
     // broker's fetches forever: it is abandoned, and what it brings back later is dropped.
-    const timer = setTimeout(() => {
-      if (settled) return;
-      failed = true;
-      this.#d.onError(
-        'fetch',
-        new Error(`a fetch from broker ${node} did not settle in ${this.#d.fetchTimeoutMs} ms`),
-      );
-      finish();
-    }, this.#d.fetchTimeoutMs);
-    timer.unref?.();
-    this.#d
-      .fetch(
+    this.#bounded(
+      `a fetch from broker ${node}`,
+      this.#d.fetch(
         node,
         sent.map((s) => ({ topic: s.part.topic, partition: s.part.partition, offset: s.offset })),
-      )
+      ),
+    )
       .then(
         (results) => {
-          if (settled) return;
           for (const r of results) {
             const s = sent.find((x) => x.part.topic === r.topic && x.part.partition === r.partition);
             if (!s) continue;
@@ -429,13 +411,15 @@ export class PartitionFetcher {
           }
         },
         (err) => {
-          if (settled) return;
           failed = true;
           this.#d.onError('fetch', err);
         },
       )
       .finally(() => {
-        if (!settled) finish();
+        this.#inflight.delete(node);
+        for (const s of sent) s.part.fetching = false;
+        if (failed) this.#later(() => this.#wake());
+        else this.#wake();
       });
   }
 
