@@ -1,9 +1,9 @@
 import { ErrorCode, OnceError, serializeError } from '../errors.js';
+import { isEnvironmentVerdict, outsideMessage } from '../handler/verdict.js';
 import type { Inbox } from '../inbox.js';
 import type { Logger } from '../logger.js';
 import type { EnvelopeSource } from '../message/envelope.js';
 import { TypedEmitter } from '../message/events.js';
-import { classifyDbError, isEnvironmental } from '../pg/sqlstate.js';
 import { checkSchema } from '../schema/check-schema.js';
 import type { ConsumerEventMap, ConsumerHealth, ConsumerState } from './consumer.js';
 
@@ -267,15 +267,14 @@ export class ConsumerLifecycle<R, M extends ConsumerEventMap = ConsumerEventMap>
   /**
    * A statement of once's own that runs outside any message's transaction, before the messages it
    * guards (a replay marker noted in PostgreSQL: `Inbox.noteInflight`), failed with `err`. When the
-   * one SQLSTATE classifier calls it a fault of the environment other than a rival's lock (`busy`),
-   * which is what the engine makes `unavailable` of a statement of its own before a handler
-   * started, the consumer holds exactly as for an `unavailable` outcome: the broker is told to
+   * engine's one verdict calls it the environment's (`isEnvironmentVerdict`: what the engine makes
+   * an `unavailable` outcome of, before a handler started; a rival's lock is not), the consumer
+   * holds exactly as for an `unavailable` outcome: the broker is told to
    * pause, the schema is checked with backoff, nothing is spent or dead-lettered; returns true.
    * Otherwise returns false: the failure is the caller's to handle.
    */
   holdIfUnavailable(err: unknown): boolean {
-    const kind = classifyDbError(err);
-    if (!isEnvironmental(kind) || kind === 'busy') return false;
+    if (!isEnvironmentVerdict(outsideMessage(err))) return false;
     this.#trip(serializeError(err));
     return true;
   }

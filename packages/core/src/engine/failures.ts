@@ -5,7 +5,7 @@
  * a `failed` record).
  */
 
-import { type Verdict, verdictOf } from '../handler/verdict.js';
+import { isEnvironmentVerdict, type Verdict, verdictOf } from '../handler/verdict.js';
 import type { Outcome } from '../message/outcome.js';
 import type { Connection } from '../pg/connection.js';
 import { rollback } from '../pg/transaction.js';
@@ -110,7 +110,7 @@ export async function afterBatchStatementError<R>(
   const verdict = verdictFor(ctx, items[0]!, cause, 'statement');
   const out = ctx.out;
   if (verdict.kind === 'busy') return items.map((it) => out.busy(it.envelope, it.id, ctx.o.busyDelayMs));
-  if (verdict.kind === 'unavailable' || (verdict.kind === 'retry' && !verdict.spent)) {
+  if (isEnvironmentVerdict(verdict)) {
     if (verdict.kind === 'unavailable') ctx.setupFault(cause);
     return items.map((it) =>
       started && verdict.kind === 'retry'

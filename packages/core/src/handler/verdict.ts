@@ -66,3 +66,30 @@ export function verdictOf(error: unknown, where: 'handler' | 'statement', c: Ver
   if (c.attempt >= c.maxAttempts) return { kind: 'fail', reason: 'max-attempts' };
   return { kind: 'retry', spent: true };
 }
+
+/**
+ * The verdict is the environment's, not the message's: once's schema is missing, or a fault of the
+ * environment that spends nothing (a lost connection, a timeout, a lost race under READ
+ * COMMITTED). A statement of once's own that failed so before any handler started makes the
+ * consumer hold (an `unavailable` outcome): the engine's claim, and the adapters' statements that
+ * run outside any message's transaction (`outsideMessage`).
+ */
+export function isEnvironmentVerdict(v: Verdict): boolean {
+  return v.kind === 'unavailable' || (v.kind === 'retry' && !v.spent);
+}
+
+/**
+ * The verdict of a statement of once's own that ran outside any message's transaction, before the
+ * messages it guards (a replay marker noted in PostgreSQL): no attempt is at stake, and no
+ * transaction of a message set its isolation level.
+ */
+export function outsideMessage(error: unknown): Verdict {
+  return verdictOf(error, 'statement', OUTSIDE_MESSAGE);
+}
+
+const OUTSIDE_MESSAGE: VerdictContext = {
+  attempt: 0,
+  maxAttempts: 1,
+  classify: () => 'transient',
+  isolation: 'read committed',
+};

@@ -1,6 +1,12 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { DeadlineError, PermanentError } from '../../src/errors.js';
-import { type VerdictContext, verdictOf } from '../../src/handler/verdict.js';
+import {
+  isEnvironmentVerdict,
+  outsideMessage,
+  type VerdictContext,
+  verdictOf,
+} from '../../src/handler/verdict.js';
 
 const pg = (code: string) => Object.assign(new Error(`sqlstate ${code}`), { code });
 const at = (attempt: number, over: Partial<VerdictContext> = {}): VerdictContext => ({
@@ -79,5 +85,79 @@ describe('verdictOf: the one decision on a failed message', () => {
       kind: 'fail',
       reason: 'max-attempts',
     });
+  });
+});
+
+describe('outsideMessage: a statement of once’s own outside any message', () => {
+  // Written from PostgreSQL's SQLSTATE appendix, not from the classifier: what the database or
+  // the network refusing looks like, against a rival's lock (55P03) and the message's own faults.
+  const holds = (code: string) =>
+    code.startsWith('08') ||
+    code.startsWith('53') ||
+    ['57P01', '57P02', '57P03', '25006', '57014', '42P01', '3F000', '40001', '40P01'].includes(code) ||
+    ['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND'].includes(code);
+  const known = [
+    '08006',
+    '08001',
+    '53300',
+    '57P01',
+    '57P03',
+    '25006',
+    '57014',
+    '42P01',
+    '3F000',
+    '40001',
+    '40P01',
+    '55P03',
+    '23505',
+    '22P02',
+    '54000',
+    '25P02',
+    '42703',
+    'ECONNREFUSED',
+    'EPIPE',
+  ];
+  const sqlstate = fc.oneof(
+    fc.constantFrom(...known),
+    fc.stringMatching(/^[0-9A-Z]{5}$/),
+    fc
+      .constantFrom('08', '53', '22', '23')
+      .chain((c) => fc.stringMatching(/^[0-9A-Z]{3}$/).map((r) => c + r)),
+  );
+
+  it('is the environment’s exactly for the database, the network or the schema refusing, never a rival’s lock', () => {
+    fc.assert(
+      fc.property(sqlstate, (code) => {
+        expect(isEnvironmentVerdict(outsideMessage(pg(code)))).toBe(holds(code));
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('agrees with the engine’s claim before a handler, whatever the attempt and isolation', () => {
+    fc.assert(
+      fc.property(
+        sqlstate,
+        fc.integer({ min: 1, max: 10 }),
+        fc.constantFrom('read committed' as const, 'repeatable read' as const),
+        (code, attempt, isolation) => {
+          // The claim's verdict under READ COMMITTED; a stricter level makes a lost race `busy`.
+          const claim = verdictOf(pg(code), 'statement', at(attempt, { maxAttempts: 10, isolation }));
+          const conflict = code === '40001' || code === '40P01';
+          if (isolation === 'read committed' || !conflict) {
+            expect(isEnvironmentVerdict(claim)).toBe(isEnvironmentVerdict(outsideMessage(pg(code))));
+          } else {
+            expect(claim).toEqual({ kind: 'busy' });
+          }
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it('a connection dropped without a code holds; a plain error does not', () => {
+    expect(isEnvironmentVerdict(outsideMessage(new Error('Connection terminated unexpectedly')))).toBe(true);
+    expect(isEnvironmentVerdict(outsideMessage(new Error('boom')))).toBe(false);
+    expect(isEnvironmentVerdict(outsideMessage(undefined))).toBe(false);
   });
 });
