@@ -12,6 +12,7 @@
  */
 
 export { MAX_ID_BYTES, MAX_ID_LENGTH } from '../message/envelope.js';
+export { nearest } from '../nearest.js';
 export { classifyDbError, type DbErrorClass } from '../pg/sqlstate.js';
 export { checkSchema } from '../schema/check-schema.js';
 export { type PurgeDatabasesOptions, purgeDatabases } from '../schema/databases.js';
