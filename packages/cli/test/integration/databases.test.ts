@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LATEST_SCHEMA_VERSION } from '@once/core/admin';
+import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabases, type TestDatabases } from '../../../../test/support/index.js';
 import { migrateWith } from '../../../core/src/schema/migrate.js';
@@ -327,5 +328,61 @@ describe('usage errors', () => {
       code: 'INVALID_DATABASES_FILE',
       message: expect.stringContaining('(ENOENT)'),
     });
+  });
+});
+
+describe('no output shows a password of the databases file', () => {
+  // As password-leak.test.ts does for --database-url: every piece of the password that is not a
+  // delimiter holds a marker, so a leak of any piece, however a parser cut the URL, shows one.
+  const MARKERS = ['zQmk', 'pWxv', 'tRjy'] as const;
+  const printable = fc.string({ unit: 'grapheme', maxLength: 3 }).filter((t) => !/\p{Cc}/u.test(t));
+  const password = fc
+    .array(
+      fc.oneof(
+        { weight: 3, arbitrary: fc.constantFrom(...MARKERS) },
+        { weight: 3, arbitrary: fc.constantFrom('/', '@', ':', '?', '#', '%', ' ', '%2F', '%ff', '"', '\\') },
+        { weight: 2, arbitrary: printable },
+      ),
+      { maxLength: 8 },
+    )
+    .map((parts) => `${parts.join('')}${MARKERS[0]}`);
+
+  it('whatever the password, the command, the database picked, text or --json', async () => {
+    const real = new URL(dbs.urls[0]!);
+    await fc.assert(
+      fc.asyncProperty(
+        fc.record({
+          password,
+          closed: fc.boolean(),
+          pick: fc.constantFrom('all', 'x', 'y', 'nosuch'),
+          command: fc.constantFrom(
+            ['status'],
+            ['migrate'],
+            ['purge'],
+            ['inspect', 'c', 'id'],
+            ['failed', 'list'],
+          ),
+          json: fc.boolean(),
+        }),
+        async (c) => {
+          const url = `postgres://postgres:${c.password}@127.0.0.1:${c.closed ? '1' : real.port || '5432'}${real.pathname}`;
+          const path = writeFile('leak.json', { x: url, y: url });
+          const r = await cli(
+            [...(c.json ? ['--json'] : []), '--databases', path, '--database', c.pick, ...c.command],
+            {
+              env: {},
+            },
+          );
+          const all = `${r.stdout}\n${r.stderr}`;
+          const label = `${JSON.stringify(c)}\n${all}`;
+          expect(all.includes(c.password), label).toBe(false);
+          expect(
+            MARKERS.find((m) => all.includes(m)),
+            label,
+          ).toBeUndefined();
+        },
+      ),
+      { numRuns: 150 },
+    );
   });
 });
