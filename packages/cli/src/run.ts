@@ -164,7 +164,8 @@ async function runOnEach(
   json: boolean,
   redact: Redactor,
 ): Promise<ExitCode> {
-  const data: Record<string, unknown> = {};
+  // Entries, not assignments: a database may be named `__proto__`.
+  const data: [string, unknown][] = [];
   const sections: string[] = [];
   let worst: ExitCode = ExitCode.Ok;
   for (const database of databases) {
@@ -172,19 +173,19 @@ async function runOnEach(
     let code: ExitCode;
     try {
       const report = await runOn(openNamed(database, globals), body, globals);
-      data[database.name] = report.data;
+      data.push([database.name, report.data]);
       sections.push(`database ${database.name}\n${report.text}`);
       code = report.exitCode ?? ExitCode.Ok;
     } catch (err) {
       const report = exitOf(err);
       const error = { code: report.code, exitCode: report.exitCode, message: redact(report.message) };
-      data[database.name] = { error };
+      data.push([database.name, { error }]);
       sections.push(`database ${database.name}\nerror: ${escapeText(error.message)} (${error.code})`);
       code = report.exitCode;
     }
     if (code > worst) worst = code;
   }
-  print(io, json, { data, text: sections.join('\n\n') }, redact);
+  print(io, json, { data: Object.fromEntries(data), text: sections.join('\n\n') }, redact);
   return worst;
 }
 

@@ -166,6 +166,38 @@ describe('--database all', () => {
     const p = purged.json<Record<string, { deleted: number; expiredBefore: number }>>();
     expect(NAMES.map((n) => [p[n]?.deleted, p[n]?.expiredBefore])).toEqual(expired.map((e) => [e, e]));
 
+    // A name that is a property of every object in JavaScript is a name like any other.
+    const proto = writeFile(
+      'proto.json',
+      `{"__proto__": ${JSON.stringify(withPassword(dbs.urls[0]!))}, "constructor": ${JSON.stringify(withPassword(dbs.urls[2]!))}}`,
+    );
+    const odd = await once([
+      '--json',
+      '--databases',
+      proto,
+      '--database',
+      'all',
+      '--schema',
+      schema,
+      'status',
+    ]);
+    expect(odd.code).toBe(0);
+    expect(Object.keys(odd.json())).toEqual(['__proto__', 'constructor']);
+    expect(
+      (
+        await once([
+          '--json',
+          '--databases',
+          proto,
+          '--database',
+          'constructor',
+          '--schema',
+          schema,
+          'status',
+        ])
+      ).code,
+    ).toBe(0);
+
     const text = await once(['--databases', file, '--database', 'all', '--schema', schema, 'status']);
     expect(text.code).toBe(0);
     for (const n of NAMES) expect(text.stdout).toContain(`database ${n}\nschema ${schema}: version`);
