@@ -169,7 +169,12 @@ async function runOnEach(
   const sections: string[] = [];
   let worst: ExitCode = ExitCode.Ok;
   for (const database of databases) {
-    if (interruptedExit(io.signal) !== undefined) break;
+    const stopped = interruptedExit(io.signal);
+    if (stopped !== undefined) {
+      // The databases not reached are left out; the exit code says the run is not whole.
+      if (stopped > worst) worst = stopped;
+      break;
+    }
     let code: ExitCode;
     try {
       const report = await runOn(openNamed(database, globals), body, globals);

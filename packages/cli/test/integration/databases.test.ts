@@ -203,6 +203,50 @@ describe('--database all', () => {
     for (const n of NAMES) expect(text.stdout).toContain(`database ${n}\nschema ${schema}: version`);
   });
 
+  it('purge: Ctrl-C stops between batches and leaves the databases after it out; exit 130', async () => {
+    const schema = 'once_p';
+    for (const [i, n] of [
+      [0, 30],
+      [2, 12],
+    ] as const) {
+      await dbs.pool(i).query(
+        `INSERT INTO ${schema}.inbox (consumer, message_id, fingerprint, status, expires_at)
+         SELECT 'stop', 'old' || g, '\\x00', 'done', now() - interval '1 hour' FROM generate_series(1, $1::int) AS g`,
+        [n],
+      );
+    }
+    const stop = new AbortController();
+    const r = await cli(
+      ['--databases', file, '--database', 'all', '--schema', schema, 'purge', '--batch-size', '10'],
+      {
+        env: {},
+        signal: stop.signal,
+        onStderr: () => stop.abort('SIGINT'),
+      },
+    );
+    expect(r.code).toBe(130);
+    expect(`${r.stdout}${r.stderr}`).not.toContain(SECRET);
+    expect(r.stdout.trim()).toBe(`database tenant-a\nstopped: purged 10 expired rows from schema ${schema}`);
+    const left = async (i: number) =>
+      (await dbs.pool(i).query(`SELECT count(*)::int AS n FROM ${schema}.inbox WHERE consumer = 'stop'`))
+        .rows[0].n;
+    expect([await left(0), await left(2)]).toEqual([20, 12]);
+    const rest = await once([
+      '--json',
+      '--databases',
+      file,
+      '--database',
+      'all',
+      '--schema',
+      schema,
+      'purge',
+    ]);
+    expect(rest.code).toBe(0);
+    expect(Object.values(rest.json<Record<string, { deleted: number }>>()).map((p) => p.deleted)).toEqual([
+      20, 0, 12,
+    ]);
+  });
+
   it('an unreachable database: its section says so, the others run, exit 3, no password printed', async () => {
     const withDown = writeFile('with-down.json', {
       'tenant-a': withPassword(dbs.urls[0]!),
