@@ -3,6 +3,7 @@
 // global-setup.ts is not re-exported: vitest loads it by path, in the main process.
 export * from './child.js';
 export * from './core-builds.js';
+export * from './databases.js';
 export * from './db.js';
 export * from './env.js';
 export * from './fault-proxy.js';

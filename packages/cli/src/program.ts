@@ -13,6 +13,7 @@ import { checkOutboxRetryOptions, outboxRetryCommand, outboxStatusCommand } from
 import { purgeCommand } from './commands/purge.js';
 import { statusCommand } from './commands/status.js';
 import type { Database } from './database.js';
+import { ALL_DATABASES_COMMANDS } from './databases-file.js';
 import { escapeLines } from './escape-text.js';
 import { EXIT_CODES_HELP } from './exit-codes.js';
 import type { CliIo } from './io.js';
@@ -24,6 +25,10 @@ import type { Report } from './report.js';
 export interface GlobalOptions {
   /** @default the DATABASE_URL environment variable */
   readonly databaseUrl?: string;
+  /** A JSON file of database name → URL. @default the ONCE_DATABASES environment variable */
+  readonly databases?: string;
+  /** Which database of the `databases` file: a name, or `all` (migrate, purge, status). */
+  readonly database?: string;
   /** @default 'once' */
   readonly schema: string;
   /** @default false */
@@ -59,6 +64,18 @@ export function buildProgram(
     .version(version, '-V, --version')
     .addOption(
       new Option('--database-url <url>', 'PostgreSQL URL (default: the DATABASE_URL environment variable)'),
+    )
+    .addOption(
+      new Option(
+        '--databases <file>',
+        'JSON file of named databases, {"<name>": "<postgres url>", ...} (default: the ONCE_DATABASES environment variable)',
+      ),
+    )
+    .addOption(
+      new Option(
+        '--database <name>',
+        `a database of the --databases file, or all (${ALL_DATABASES_COMMANDS.join(', ')}: each in turn)`,
+      ),
     )
     .option('--schema <name>', "once's schema (lower-case letters, digits, _)", 'once')
     .option('--json', 'print machine-readable JSON (errors too, on stderr)')

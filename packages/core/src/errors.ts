@@ -33,6 +33,10 @@ export const ErrorCode = {
   StepNeedsLease: 'STEP_NEEDS_LEASE',
   /** Relay: a publisher call outlived `publishTimeoutMs`: aborted, its rows left pending, attempts unchanged. */
   PublishTimeout: 'PUBLISH_TIMEOUT',
+  /** `migrateDatabases`: migrate failed in one or more of the databases (the error's `results` say which). */
+  MigrateFailed: 'MIGRATE_FAILED',
+  /** `purgeDatabases`: purge failed in one or more of the databases (the error's `results` say which). */
+  PurgeFailed: 'PURGE_FAILED',
 } as const;
 /** One of {@link ErrorCode}'s values. */
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];

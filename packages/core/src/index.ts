@@ -51,4 +51,15 @@ export { createRelay, Relay } from './outbox/relay.js';
 export type { RelayHealth, RelayOptions } from './outbox/relay-options.js';
 export type { CallerTransactions } from './pg/caller-transactions.js';
 export type { PgClientLike, PgPoolLike, Queryable, QueryConfigLike, QueryResultLike } from './pg/pg-like.js';
+export {
+  DATABASE_NAME_PATTERN,
+  type DatabaseFailure,
+  type DatabaseMigrated,
+  type DatabasePurged,
+  DatabasesError,
+  migrateDatabases,
+  type NamedDatabases,
+  type PurgeDatabasesOptions,
+  purgeDatabases,
+} from './schema/databases.js';
 export { type MigrateOptions, type MigrateResult, migrate } from './schema/migrate.js';

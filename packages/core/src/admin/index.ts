@@ -12,8 +12,10 @@
  */
 
 export { MAX_ID_BYTES, MAX_ID_LENGTH } from '../message/envelope.js';
+export { nearest } from '../nearest.js';
 export { classifyDbError, type DbErrorClass } from '../pg/sqlstate.js';
 export { checkSchema } from '../schema/check-schema.js';
+export { type PurgeDatabasesOptions, purgeDatabases } from '../schema/databases.js';
 export { schemaSql } from '../schema/migrate.js';
 export { compatibleFrom, LATEST_SCHEMA_VERSION, MIGRATIONS, type Migration } from '../schema/migrations.js';
 export { type PurgeOptions, purge } from '../schema/purge.js';
