@@ -14,10 +14,14 @@
  * - A revocation is known synchronously ({@link PartitionFetcher.setAssignment}): from then on the
  *   partition's batches are stale, their heartbeat and commit reject with {@link PartitionRevokedError},
  *   and a commit already in the library's retry loop sends nothing for it.
- * - A partition kept across a new assignment is never fetched below its committed offset: the
- *   member may have missed a generation (a rejoin whose SyncGroup failed and was retried) in which
- *   another member owned it and committed further, so its committed offset is read again before
- *   its next fetch and the position moved up to it.
+ * - A partition kept across a new assignment goes on from the group's committed offset, read again
+ *   before its next fetch, as a newly assigned one does (and as kafkajs does after every
+ *   rebalance). The committed offset may be further than the position: the member missed a
+ *   generation (a rejoin whose SyncGroup failed and was retried) in which another member owned the
+ *   partition and committed further. It may be behind: the member's last commit was refused as
+ *   its generation ended, after the batch's messages were resolved; going on from the position
+ *   would never commit them, and with no newer message the group would stay behind for good. The
+ *   messages read again are answered by the inbox as duplicates, and committed.
  */
 import type { ClientMessage, PartitionBatch } from './types.js';
 
@@ -124,7 +128,8 @@ interface Part {
   resetNeeded: boolean;
   /**
    * Kept across a new assignment: before the next fetch the committed offset is read again and
-   * the position moved up to it when it is further (another member may have owned it meanwhile).
+   * the position set to it (another member may have committed further meanwhile, or this member's
+   * last commit may have been refused).
    */
   recheck: boolean;
   resolving: boolean;
@@ -182,7 +187,8 @@ export class PartitionFetcher {
   /**
    * The member's full new assignment. Dropped partitions are revoked at once (their batches go
    * stale, their commits stop); added ones start from their committed offset; kept ones go on from
-   * their position, or from their committed offset if that is further (read before their next fetch).
+   * their committed offset too (read before their next fetch), or from their position when the
+   * group has none.
    */
   setAssignment(assignment: Readonly<Record<string, readonly number[]>>): void {
     const { added, revoked } = diffAssignment(this.#assignment, assignment);
@@ -193,7 +199,8 @@ export class PartitionFetcher {
       this.#parts.delete(key);
       this.#pausedParts.delete(key);
     }
-    // Kept: the member may have missed a generation in which another member committed further.
+    // Kept: another member may have committed further in a generation this one missed, or this
+    // member's last commit may have been refused as its generation ended.
     for (const part of this.#parts.values()) part.recheck = true;
     for (const [topic, partition] of added) {
       this.#parts.set(keyOf(topic, partition), {
@@ -342,7 +349,7 @@ export class PartitionFetcher {
 
   /**
    * Looks up where the partition goes on: its starting position when it has none, else (kept
-   * across a new assignment) its committed offset, taken only when it is further than the position.
+   * across a new assignment) its committed offset, when the group has one.
    */
   #resolve(part: Part): void {
     part.resolving = true;
@@ -364,8 +371,7 @@ export class PartitionFetcher {
         if (part.position === undefined) {
           if (offset !== undefined) part.position = offset;
           part.resetNeeded = false;
-        } else if (recheck && part.seeks === seeks && offset !== undefined && offset > part.position)
-          part.position = offset;
+        } else if (recheck && part.seeks === seeks && offset !== undefined) part.position = offset;
         this.#wake();
       },
       (err) => {

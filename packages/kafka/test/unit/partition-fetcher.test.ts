@@ -315,6 +315,40 @@ describe('PartitionFetcher', () => {
     expect(firsts.filter((o) => o > 0n && o < 40n)).toEqual([]);
   });
 
+  it('a kept partition whose last commit was refused as its generation ended is read again from its committed offset, and committed to the end', async () => {
+    // The batch's messages were resolved (processed), then its commit was refused: the generation
+    // had ended. The member keeps the partition in the next one. Going on from its position would
+    // never commit 0..3 again (no newer message comes): the group would stay 4 behind for good.
+    const committed: Record<string, bigint> = { 't/0': 0n };
+    const log = fakeLog({ partitions: { 't/0': 4 }, committed, perFetch: 4 });
+    let refuse = true;
+    const f = new PartitionFetcher({
+      ...log.deps,
+      commit: async (t, p, next, owned) => {
+        if (refuse) throw new PartitionRevokedError(t, p);
+        await log.deps.commit(t, p, next, owned);
+        committed[`${t}/${p}`] = next;
+      },
+    });
+    const firsts: bigint[] = [];
+    f.start(1, async (b) => {
+      firsts.push(BigInt(b.messages[0]!.offset));
+      b.resolveOffset(b.lastOffset());
+      await b.commit((BigInt(b.lastOffset()) + 1n).toString(), null);
+    });
+    f.setAssignment({ t: [0] });
+    await until(() => firsts.length === 1);
+    // Long polls at the end of the log, nothing committed: the stall.
+    await new Promise((r) => setTimeout(r, 30));
+    expect(firsts).toEqual([0n]);
+    refuse = false;
+    f.setAssignment({ t: [0] });
+    await until(() => committed['t/0'] === 4n);
+    await f.stop();
+    expect(firsts).toEqual([0n, 0n]);
+    expect(log.commits).toEqual([{ key: 't/0', next: 4n, sent: true }]);
+  });
+
   it('a kept partition whose position is past its committed offset keeps its position', async () => {
     const committed: Record<string, bigint> = {};
     const log = fakeLog({ partitions: { 't/0': 20 }, committed, perFetch: 4 });
