@@ -1,7 +1,7 @@
 import { ErrorCode, OnceError } from '../errors.js';
 import { checkDurationMs, invalidOption } from '../option-check.js';
 import type { PgPoolLike } from '../pg/pg-like.js';
-import { classifyDbError } from '../pg/sqlstate.js';
+import { classifyDbError, isEnvironmental } from '../pg/sqlstate.js';
 import { sleep } from '../sleep.js';
 import { type MigrateOptions, type MigrateResult, migrate } from './migrate.js';
 import { type PurgeOptions, purge } from './purge.js';
@@ -69,11 +69,14 @@ export class DatabasesError<
   }
 }
 
-/** A OnceError's own flag; a driver's error when it is a fault of the connection or a lost race. */
+/**
+ * A OnceError's own flag; a driver's error when the one SQLSTATE classifier calls it a fault of
+ * the environment, except a missing schema (migrate installs it; anything else waits for that).
+ */
 function retryable(err: unknown): boolean {
   if (OnceError.is(err)) return err.retryable;
   const kind = classifyDbError(err);
-  return kind === 'connection' || kind === 'timeout' || kind === 'busy' || kind === 'conflict-retry';
+  return isEnvironmental(kind) && kind !== 'schema-missing';
 }
 
 function isFailure(outcome: { name: string }): outcome is DatabaseFailure {
