@@ -51,6 +51,11 @@ export function readDatabasesFile(path: string, source: string, onSecret: (url: 
         `${source}: databases.${name} is not a database name: 1 to 63 characters of [A-Za-z0-9_.-], got ${quote(name)}`,
       );
     }
+    if (name === 'all') {
+      throw invalid(
+        `${source}: databases.all: "all" cannot name a database, since --database all means every one of them; rename it`,
+      );
+    }
     if (typeof url !== 'string') {
       throw invalid(`${source}: databases.${name} must be a postgres:// URL string, got ${kind(url)}`);
     }

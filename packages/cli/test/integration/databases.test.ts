@@ -363,6 +363,11 @@ describe('usage errors', () => {
       ],
       [{ a: 5432 }, 'INVALID_DATABASES_FILE', /databases\.a must be a postgres:\/\/ URL string, got number$/],
       [
+        { all: `postgres://u:${SECRET}@127.0.0.1/db` },
+        'INVALID_DATABASES_FILE',
+        /databases\.all: "all" cannot name a database, since --database all means every one of them; rename it$/,
+      ],
+      [
         { a: `mysql://u:${SECRET}@127.0.0.1/db` },
         'INVALID_DATABASE_URL',
         /^databases\.a must be a postgres:\/\/ URL, got "mysql:\/\/u:\*\*\*@127\.0\.0\.1\/db"$/,
