@@ -4,8 +4,9 @@ import { freshDb } from '../../../../test/support/index.js';
 import { createInbox, type Handler } from '../../src/index.js';
 import { DATABASE_URL, envelope } from './fixtures/db.js';
 
-// The claim pins the message transaction's settings itself (no SET LOCAL statements of their own
-// since issue #14): synchronous_commit on whatever the session's default, and the lock timeout.
+// The message transaction's settings are pinned in the claim's round trip (SET LOCAL after BEGIN,
+// before the claim can wait): synchronous_commit on whatever the session's default, and the lock
+// timeout.
 // The handler reads them inside its own transaction, single and batched, on a pool whose
 // sessions default to asynchronous commit and no lock timeout.
 let db: Awaited<ReturnType<typeof freshDb>>;
