@@ -80,6 +80,11 @@ function pinSettings(lockTimeoutMs: number): string {
   return `(SELECT set_config('synchronous_commit', 'on', true), set_config('lock_timeout', '${Math.floor(lockTimeoutMs)}', true)) AS pin`;
 }
 
+/** BEGIN at `isolation`, then the message transaction's settings pinned with SET LOCAL. */
+function beginPinned(isolation: IsolationLevel, lockTimeoutMs: number): string {
+  return `BEGIN ISOLATION LEVEL ${isolation.toUpperCase()}; SET LOCAL synchronous_commit = on; SET LOCAL lock_timeout = ${Math.floor(lockTimeoutMs)}`;
+}
+
 /**
  * Every statement core runs against the inbox, built once per schema. The schema is the only
  * identifier spliced in, and it has been validated and quoted by `quoteIdentifier`; all values
@@ -93,8 +98,7 @@ export function inboxSql(schema: string) {
      * One round trip opens the transaction and pins its settings. synchronous_commit=on: a
      * user's asynchronous-commit default must never let us settle on an unflushed commit.
      */
-    begin: (isolation: IsolationLevel, lockTimeoutMs: number) =>
-      `BEGIN ISOLATION LEVEL ${isolation.toUpperCase()}; SET LOCAL synchronous_commit = on; SET LOCAL lock_timeout = ${Math.floor(lockTimeoutMs)}`,
+    begin: beginPinned,
     /**
      * BEGIN, the transaction's settings (synchronous_commit on, the lock timeout: SET LOCAL, before
      * the insert can wait) and the single-message claim in one round trip (a simple query, so the
@@ -104,7 +108,7 @@ export function inboxSql(schema: string) {
      * interleaved; docs/benchmarks.md). The last result's rowCount is 1 when claimed.
      */
     beginAndClaim: (isolation: IsolationLevel, lockTimeoutMs: number) => {
-      const begin = `BEGIN ISOLATION LEVEL ${isolation.toUpperCase()}; SET LOCAL synchronous_commit = on; SET LOCAL lock_timeout = ${Math.floor(lockTimeoutMs)}`;
+      const begin = beginPinned(isolation, lockTimeoutMs);
       return (consumer: string, id: string, fpHex: FingerprintHex, retentionMs: number): string =>
         `${begin}; INSERT INTO ${inbox} (consumer, message_id, fingerprint, status, expires_at) VALUES (${quoteLiteral(consumer)}, ${quoteLiteral(id)}, ${byteaHexLiteral(fpHex)}, 'done', now() + ${Math.floor(retentionMs)} * interval '1 millisecond') ON CONFLICT DO NOTHING`;
     },
