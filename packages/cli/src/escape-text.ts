@@ -39,3 +39,19 @@ export function escapeText(text: string): string {
 export function escapeLines(text: string): string {
   return text.replace(CONTROL_BUT_NEWLINE, escapeControl);
 }
+
+/** Where escaped text would hide or blur its edges: empty, a blank at either end, or a leading quote. */
+const AMBIGUOUS_EDGE = /^$|^[\s"]|\s$/u;
+
+/**
+ * A name an operator may type back (a message id, a consumer, a step, a destination, a lease
+ * owner), for one cell of text output. As {@link escapeText}, but a name that, escaped, is empty,
+ * begins or ends with a blank (any Unicode white space), or begins with `"` is written as a JSON string
+ * literal instead: a table line drops trailing blanks and a terminal shows none, so `p- ` would
+ * read as `p-`, another id. The quoted form has no control character either; `--json` shows
+ * every name exactly.
+ */
+export function showName(name: string): string {
+  const escaped = escapeText(name);
+  return AMBIGUOUS_EDGE.test(escaped) ? JSON.stringify(name).replace(CONTROL, escapeControl) : escaped;
+}

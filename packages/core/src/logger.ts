@@ -22,11 +22,33 @@ const noop = (): void => {};
 /** A logger that drops everything. */
 export const silentLogger: Logger = Object.freeze({ debug: noop, info: noop, warn: noop, error: noop });
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g;
+const NAMED: Readonly<Record<string, string>> = {
+  '\b': '\\b',
+  '\t': '\\t',
+  '\n': '\\n',
+  '\f': '\\f',
+  '\r': '\\r',
+};
+
+/**
+ * Text for one console line: every C0 control, DEL and C1 control written as JSON writes it
+ * (`\n`, `\u001b`, `\u009b`). Ids and error messages come from producers: raw, a newline would
+ * forge a log line and an ESC or C1 sequence would rewrite an operator's terminal.
+ */
+function escapeControls(text: string): string {
+  return text.replace(
+    CONTROL,
+    (c) => NAMED[c] ?? `\\u${(c.codePointAt(0) ?? 0).toString(16).padStart(4, '0')}`,
+  );
+}
+
 function line(fields: Record<string, unknown>, message: string): string {
   const parts = Object.entries(fields)
     .filter(([, v]) => v !== undefined)
     .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`);
-  return parts.length > 0 ? `${message} ${parts.join(' ')}` : message;
+  return escapeControls(parts.length > 0 ? `${message} ${parts.join(' ')}` : message);
 }
 
 /**

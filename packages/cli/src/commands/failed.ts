@@ -3,7 +3,7 @@ import { ErrorCode, OnceError } from '@once/core';
 import { discardFailed, listFailed, RepublishDedup, retryFailed } from '@once/core/admin';
 import { CliError } from '../cli-error.js';
 import { type Database, requireSchema } from '../database.js';
-import { escapeLines } from '../escape-text.js';
+import { escapeLines, showName } from '../escape-text.js';
 import { ExitCode } from '../exit-codes.js';
 import { formatBytes, formatTable, formatTime } from '../format.js';
 import type { CliIo } from '../io.js';
@@ -32,8 +32,8 @@ export async function failedListCommand(db: Database, options: FailedListOptions
   const table = formatTable(
     ['consumer', 'message id', 'attempts', 'failed at', 'body', 'error'],
     rows.map((r) => [
-      r.consumer,
-      r.messageId,
+      showName(r.consumer),
+      showName(r.messageId),
       String(r.attempts),
       formatTime(r.failedAt),
       r.bodyBytes === null ? '-' : `${formatBytes(r.bodyBytes)}${r.bodyTruncated ? ' (cut)' : ''}`,

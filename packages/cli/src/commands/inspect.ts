@@ -1,7 +1,7 @@
 import { getInboxRow, type InboxRecord, readSteps, type StepRecord } from '@once/core/admin';
 import type { Database } from '../database.js';
 import { requireSchema } from '../database.js';
-import { escapeText } from '../escape-text.js';
+import { escapeText, showName } from '../escape-text.js';
 import { formatBytes, formatTable, formatTime, hex, oneLine, previewBody } from '../format.js';
 import type { Report } from '../report.js';
 
@@ -81,8 +81,8 @@ function inspectText(
   steps: readonly StepRecord[],
 ): string {
   const fields: [string, string][] = [
-    ['consumer', row.consumer],
-    ['message id', row.messageId],
+    ['consumer', showName(row.consumer)],
+    ['message id', showName(row.messageId)],
     ['status', discarded ? 'done (a failure discarded by `once failed discard`)' : row.status],
     ['fingerprint', `sha256:${hex(row.fingerprint)}`],
     ['attempts', String(row.attempts)],
@@ -90,7 +90,12 @@ function inspectText(
     ['expires', formatTime(row.expiresAt)],
     ...(row.status === 'in_progress'
       ? ([
-          ['lease owner', row.owner ?? '- (released: the next delivery takes it over)'],
+          [
+            'lease owner',
+            row.owner === undefined || row.owner === null
+              ? '- (released: the next delivery takes it over)'
+              : showName(row.owner),
+          ],
           ['lease until', formatTime(row.leaseUntil)],
         ] as [string, string][])
       : []),
@@ -124,7 +129,7 @@ function inspectText(
         ['seq', 'step', 'attempt', 'recorded', 'result'],
         steps.map((st) => [
           String(st.seq),
-          st.step,
+          showName(st.step),
           String(st.attempt),
           formatTime(st.recordedAt),
           oneLine(st.result),

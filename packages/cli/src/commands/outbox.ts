@@ -1,7 +1,7 @@
 import { type DestinationStats, MAX_ID_LENGTH, outboxStats, retryOutbox } from '@once/core/admin';
 import { CliError } from '../cli-error.js';
 import { type Database, requireSchema } from '../database.js';
-import { escapeText } from '../escape-text.js';
+import { escapeText, showName } from '../escape-text.js';
 import { ExitCode } from '../exit-codes.js';
 import { formatDuration, formatTable, formatTime } from '../format.js';
 import type { Report } from '../report.js';
@@ -95,7 +95,7 @@ export function outboxTable(rows: readonly DestinationStats[]): string {
     ['destination', 'pending', 'sent', 'failed', 'oldest pending'],
     [
       ...rows.map((r) => [
-        r.destination,
+        showName(r.destination),
         String(r.pending),
         String(r.sent),
         String(r.failed),

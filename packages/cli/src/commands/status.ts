@@ -6,6 +6,7 @@ import {
   outboxStats,
 } from '@once/core/admin';
 import { type Database, migrateCommandLine, schemaState } from '../database.js';
+import { showName } from '../escape-text.js';
 import { formatDuration, formatTable, formatTime } from '../format.js';
 import type { Report } from '../report.js';
 import { outboxSummary, outboxTable } from './outbox.js';
@@ -65,7 +66,7 @@ function statusText(
       : formatTable(
           ['consumer', 'rows', 'done', 'failed', 'in progress', 'expired', 'oldest row'],
           inbox.map((r) => [
-            r.consumer,
+            showName(r.consumer),
             String(r.rows),
             String(r.done),
             String(r.failed),

@@ -49,6 +49,18 @@ function shown(s: string): string {
   return out;
 }
 
+/**
+ * How a name cell (id, consumer, step, destination, owner) must show `s`: as {@link shown}, but a
+ * name whose shown edges a terminal would not show (empty, a blank first or last, as `trim` sees
+ * blanks) or that starts with a quote is a JSON string literal.
+ */
+function shownName(s: string): string {
+  const chars = [...shown(s)];
+  const blank = (ch: string | undefined) => ch !== undefined && ch.trim() === '';
+  const edgy = chars.length === 0 || blank(chars[0]) || blank(chars.at(-1)) || chars[0] === '"';
+  return edgy ? shown(JSON.stringify(s)) : shown(s);
+}
+
 function expectSafe(r: CliResult, label: string): void {
   for (const [name, text] of [
     ['stdout', r.stdout],
@@ -261,6 +273,27 @@ describe('every command that prints stored text escapes C0, DEL and C1', () => {
   });
 });
 
+describe('names a terminal would blur', () => {
+  it('ids that differ only by blanks at their edges or a quote stay told apart, in list and inspect', async () => {
+    const names = ['e-1', 'e-1 ', ' e-1', 'e-1\u00a0', '"e-1"', 'e-1\u3000'];
+    for (const id of names) await db.process('edges', failing('no'), [envelope(id)]);
+    const r = await cli(at('failed', 'list', '--consumer', 'edges'));
+    expect(r.code).toBe(0);
+    const [head = '', ...rows] = r.stdout.trimEnd().split('\n');
+    const from = head.indexOf('message id');
+    const to = head.indexOf('attempts');
+    const cells = rows.map((l) => l.slice(from, to).trimEnd());
+    expect(new Set(cells).size).toBe(names.length);
+    expect(cells.sort()).toEqual(
+      ['"\\"e-1\\""', '" e-1"', '"e-1 "', '"e-1\u00a0"', '"e-1\u3000"', 'e-1'].sort(),
+    );
+    for (const id of names) {
+      const one = await cli(at('inspect', 'edges', id));
+      expect(one.stdout).toContain(`message id   ${shownName(id)}\n`);
+    }
+  });
+});
+
 describe('property: whatever text a producer stores, failed list and inspect stay on their lines', () => {
   it('ids and error messages of any characters', async () => {
     // Any code point PostgreSQL text can hold (no NUL), weighted towards the controls.
@@ -274,6 +307,8 @@ describe('property: whatever text a producer stores, failed list and inspect sta
           control,
           fc.string({ unit: 'grapheme', maxLength: 3 }),
           fc.constantFrom(...Object.values(ATTACKS)),
+          // Blanks and quotes, which a name may start or end with.
+          fc.constantFrom(' ', '  ', '\u00a0', '\u3000', '\u2028', '"'),
         ),
         {
           minLength: 1,
@@ -291,11 +326,11 @@ describe('property: whatever text a producer stores, failed list and inspect sta
         const list = await cli(at('failed', 'list', '--consumer', consumer));
         expectSafe(list, 'failed list');
         expect(list.stdout.trimEnd().split('\n')).toHaveLength(2);
-        expect(list.stdout).toContain(shown(id));
+        expect(list.stdout).toContain(shownName(id));
         const one = await cli(at('inspect', consumer, id));
         expect(one.code).toBe(0);
         expectSafe(one, 'inspect');
-        expect(one.stdout).toContain(`message id   ${shown(id)}\n`);
+        expect(one.stdout).toContain(`message id   ${shownName(id)}\n`);
         const j = await cli(at('--json', 'inspect', consumer, id));
         expectSafe(j, 'inspect --json');
         expect(j.json()).toMatchObject({ messageId: id, error: { message } });

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { escapeLines, escapeText } from '../../src/escape-text.js';
+import { escapeLines, escapeText, showName } from '../../src/escape-text.js';
 import { formatTable } from '../../src/format.js';
 import { jsonText, quote } from '../../src/json-text.js';
 
@@ -104,6 +104,60 @@ describe('escapeLines', () => {
       }),
       { numRuns: 1000 },
     );
+  });
+});
+
+describe('showName', () => {
+  // Blanks as String.prototype.trim sees them, the test's own way of finding an edge a terminal hides.
+  const blank = (ch: string | undefined) => ch !== undefined && ch.length > 0 && ch.trim() === '';
+  const edgy = (shown: string) => {
+    const chars = [...shown];
+    return chars.length === 0 || blank(chars[0]) || blank(chars.at(-1)) || chars[0] === '"';
+  };
+  const names = fc
+    .array(fc.oneof(anyText, fc.constantFrom(' ', '\u00a0', '\u2003', '\u3000', '\ufeff', '\u2028', '"')), {
+      maxLength: 4,
+    })
+    .map((parts) => parts.join(''));
+
+  it('is escapeText where the edges show, and a JSON string literal of the name where they would not', () => {
+    fc.assert(
+      fc.property(names, (s) => {
+        const out = showName(s);
+        expect(hasControl(out)).toBe(false);
+        if (edgy(reference(s))) expect(JSON.parse(out)).toBe(s);
+        else expect(out).toBe(reference(s));
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  it('two names that differ only at their edges never print alike, and no printed name ends in a blank', () => {
+    fc.assert(
+      fc.property(
+        printable.filter((s) => !s.includes('"')),
+        fc.constantFrom('', ' ', '\u00a0', '\u3000', '"'),
+        fc.constantFrom('', ' ', '\u00a0', '\u3000'),
+        (core, before, after) => {
+          const a = showName(core);
+          const b = showName(`${before}${core}${after}`);
+          if (before !== '' || after !== '') expect(a).not.toBe(b);
+          expect(blank([...b].at(-1))).toBe(false);
+        },
+      ),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('examples', () => {
+    expect(showName('m-1')).toBe('m-1');
+    expect(showName('m-1 ')).toBe('"m-1 "');
+    expect(showName(' m-1')).toBe('" m-1"');
+    expect(showName('"m-1"')).toBe('"\\"m-1\\""');
+    expect(showName('m-"1"')).toBe('m-"1"');
+    expect(showName('')).toBe('""');
+    expect(showName('m-1\r')).toBe('m-1\\r');
+    expect(showName('m-1\u0085 ')).toBe('"m-1\\u0085 "');
   });
 });
 

@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { afterEach, describe, expect, expectTypeOf, it, vi } from 'vitest';
 import { silentLogger } from '../../src/adapter/index.js';
 import { resolveInboxOptions } from '../../src/engine/options.js';
@@ -47,5 +48,51 @@ describe('Logger', () => {
     const spy = vi.spyOn(console, 'warn').mockImplementation(() => {});
     consoleFailureLogger.warn({ id: 'a b', reason: 'conflict', n: 2, gone: undefined }, 'once: x');
     expect(spy.mock.calls).toEqual([['once: x id=a b reason=conflict n=2']]);
+  });
+
+  it('the console failure line holds no control character, whatever a producer put in an id or an error', () => {
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+    const error = vi.spyOn(console, 'error').mockImplementation(() => {});
+    const control = fc.integer({ min: 0, max: 0x9f }).filter((c) => c < 0x20 || c >= 0x7f);
+    const text = fc
+      .array(
+        fc.oneof(
+          control.map((c) => String.fromCodePoint(c)),
+          fc.string({ maxLength: 3 }),
+        ),
+        { maxLength: 8 },
+      )
+      .map((parts) => parts.join(''));
+    // The test's own reference: code point by code point, JSON.stringify's escapes for C0, \u00XX for DEL and C1.
+    const reference = (s: string) =>
+      [...s]
+        .map((ch) => {
+          const c = ch.codePointAt(0) ?? 0;
+          if (c < 0x20) return JSON.stringify(ch).slice(1, -1);
+          return c >= 0x7f && c <= 0x9f ? `\\u00${c.toString(16)}` : ch;
+        })
+        .join('');
+    fc.assert(
+      fc.property(text, text, (id, message) => {
+        warn.mockClear();
+        error.mockClear();
+        consoleFailureLogger.warn({ id, error: message, where: { queue: id } }, 'once: handler failed');
+        consoleFailureLogger.error({ id }, `once: ${message}`);
+        const [[w], [e]] = [warn.mock.calls[0] ?? [], error.mock.calls[0] ?? []];
+        expect(w).toBe(
+          `once: handler failed id=${reference(id)} error=${reference(message)} where=${reference(JSON.stringify({ queue: id }))}`,
+        );
+        expect(e).toBe(`once: ${reference(message)} id=${reference(id)}`);
+      }),
+      { numRuns: 1000 },
+    );
+    warn.mockClear();
+    consoleFailureLogger.warn(
+      { id: 'm-1\nonce: message dead-lettered id=forged', code: '\u001b[2K\u009b1A' },
+      'once: x',
+    );
+    expect(warn.mock.calls).toEqual([
+      ['once: x id=m-1\\nonce: message dead-lettered id=forged code=\\u001b[2K\\u009b1A'],
+    ]);
   });
 });
