@@ -37,6 +37,8 @@ export const ErrorCode = {
   MigrateFailed: 'MIGRATE_FAILED',
   /** `purgeDatabases`: purge failed in one or more of the databases (the error's `results` say which). */
   PurgeFailed: 'PURGE_FAILED',
+  /** An inbox over several databases: `route()` threw, named no database of the set, or sent an id or key to a second database. */
+  Unroutable: 'UNROUTABLE',
 } as const;
 /** One of {@link ErrorCode}'s values. */
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];

@@ -20,15 +20,17 @@ import { planRuns, type Run, runInOrder } from './engine/plan-runs.js';
 import type { ProcessOptions } from './engine/process-options.js';
 import { Readiness } from './engine/readiness.js';
 import { recordFailed } from './engine/record-failure.js';
+import { Router, type UnroutableError } from './engine/routing.js';
 import { SingleTx } from './engine/single-tx.js';
 import { settleStarts } from './engine/start-budget.js';
 import { LeaseProcessor } from './lease/lease-processor.js';
-import type { Envelope } from './message/envelope.js';
+import { type Envelope, resolveId } from './message/envelope.js';
 import { Events, ONCE_EVENT_NAMES, type OnceEventMap } from './message/events.js';
 import type { Outcome } from './message/outcome.js';
 import { namingFactory } from './option-check.js';
 import { warnPoolSettings } from './pg/bounded-pool.js';
 import { guardNewClients } from './pg/connection.js';
+import { checkSchema } from './schema/check-schema.js';
 
 /**
  * Processes envelopes effectively once: the id's claim and the handler's writes commit or roll
@@ -63,6 +65,12 @@ export class Inbox<R = unknown> {
   readonly #failureLog: FailureLog;
   /** Who logs this inbox's failure lines: the inbox (`engine`) or the consumer that made it (`adapter`). */
   readonly failureLines: 'engine' | 'adapter';
+  /**
+   * With `databases`: the router, and one inbox per database that runs what is routed there
+   * (its own claims, batches, readiness and failure records). This inbox places envelopes and
+   * answers for the ones it cannot place; the replay markers stay in the home database's.
+   */
+  readonly #routed: { readonly router: Router; readonly inboxes: ReadonlyMap<string, Inbox<R>> } | undefined;
 
   /**
    * `setup.failureLines`: who logs the failure lines (dead letters, conflicts, invalid ids,
@@ -80,8 +88,24 @@ export class Inbox<R = unknown> {
       consumer: options.consumer,
       prefix: setup.name ?? 'once',
     });
-    guardNewClients(options.pool, options.logger);
-    warnPoolSettings(options.pool, options.logger);
+    const routing = options.routing;
+    if (routing) {
+      const inboxes = new Map<string, Inbox<R>>();
+      for (const [name, pool] of routing.pools) {
+        const own: ResolvedInboxOptions<R> = Object.freeze({
+          ...options,
+          pool,
+          routing: undefined,
+          outbox: options.outbox?.forPool(pool),
+        });
+        inboxes.set(name, new Inbox<R>(own, setup));
+      }
+      this.#routed = { router: new Router(routing, options.idOf), inboxes };
+    } else {
+      this.#routed = undefined;
+      guardNewClients(options.pool, options.logger);
+      warnPoolSettings(options.pool, options.logger);
+    }
     this.#events = new Events(options.logger, { owner: 'Inbox', names: ONCE_EVENT_NAMES });
     this.#readiness = new Readiness(options);
     this.#ctx = engineContext(options, this.#events, this.#readiness.fault);
@@ -108,7 +132,63 @@ export class Inbox<R = unknown> {
    * message reaches the database. Adapters fold it into their `health()`.
    */
   get available(): boolean {
+    if (this.#routed) return [...this.#routed.inboxes.values()].every((inbox) => inbox.available);
     return this.#readiness.available;
+  }
+
+  /**
+   * The names of the databases this inbox serves, in the order given: `databases`' names, or
+   * none for an inbox over one `pool`.
+   */
+  get databases(): string[] {
+    return this.#routed ? this.#routed.router.names : [];
+  }
+
+  /**
+   * With `databases`: the names of the databases whose last message found them unusable
+   * (unreachable, schema missing or too new). Empty otherwise.
+   */
+  get unavailableDatabases(): string[] {
+    if (!this.#routed) return [];
+    return [...this.#routed.inboxes].filter(([, inbox]) => !inbox.available).map(([name]) => name);
+  }
+
+  /**
+   * The database `envelope` is routed to, or an {@link UnroutableError} saying why it has none;
+   * undefined for an inbox over one `pool`. Adapters use it to hold only what goes to a database
+   * that cannot be used. Never throws.
+   */
+  databaseOf(envelope: Envelope): string | UnroutableError | undefined {
+    if (!this.#routed) return undefined;
+    const placed = this.#routed.router.place(envelope);
+    return 'error' in placed ? placed.error : placed.database;
+  }
+
+  /**
+   * {@link Inbox.ready} that resolves as soon as one database is ready, with `databases`; rejects
+   * with the first database's error when none is. The same as `ready()` over one `pool`.
+   */
+  readyAny(): Promise<void> {
+    if (!this.#routed) return this.ready();
+    return Promise.any([...this.#routed.inboxes.values()].map((i) => i.ready())).catch((err: unknown) => {
+      throw err instanceof AggregateError && err.errors.length > 0 ? err.errors[0] : err;
+    });
+  }
+
+  /**
+   * Checks once's schema in the database now, whatever was seen before; with `databases`, in
+   * every database (`all`, throws the first failure) or until one passes (`any`). The adapter kit's lifecycle calls it while a consumer holds.
+   */
+  async checkNow(which: 'all' | 'any' = 'all'): Promise<void> {
+    if (!this.#routed) return checkSchema(this.options.pool, this.options.schema);
+    const checks = [...this.#routed.inboxes.values()].map((inbox) => inbox.checkNow());
+    if (which === 'all') {
+      await Promise.all(checks);
+      return;
+    }
+    await Promise.any(checks).catch((err: unknown) => {
+      throw err instanceof AggregateError && err.errors.length > 0 ? err.errors[0] : err;
+    });
   }
 
   /** The consumer name effects are recorded under. */
@@ -118,7 +198,12 @@ export class Inbox<R = unknown> {
 
   /** Subscribe to an event; returns an unsubscribe function. */
   on<E extends keyof OnceEventMap>(name: E, listener: (event: OnceEventMap[E]) => void): () => void {
-    return this.#events.on(name, listener);
+    if (!this.#routed) return this.#events.on(name, listener);
+    const offs = [this.#events.on(name, listener)];
+    for (const inbox of this.#routed.inboxes.values()) offs.push(inbox.on(name, listener));
+    return () => {
+      for (const off of offs) off();
+    };
   }
 
   /**
@@ -132,6 +217,8 @@ export class Inbox<R = unknown> {
    * call `checkSchema(pool, schema)`, as the adapter kit's lifecycle does while a consumer holds.
    */
   ready(): Promise<void> {
+    if (this.#routed)
+      return Promise.all([...this.#routed.inboxes.values()].map((i) => i.ready())).then(() => {});
     return this.#readiness.ready();
   }
 
@@ -142,6 +229,7 @@ export class Inbox<R = unknown> {
    * and database errors as they are.
    */
   noteStart(envelope: Envelope): Promise<number> {
+    if (this.#routed) return this.#routedTo(envelope).then((inbox) => inbox.noteStart(envelope));
     return noteStart(this.#ctx, envelope);
   }
 
@@ -151,7 +239,15 @@ export class Inbox<R = unknown> {
    * that of runs that were the message's own. Throws database errors as they are.
    */
   forgetStart(envelope: Envelope): Promise<void> {
+    if (this.#routed) return this.#routedTo(envelope).then((inbox) => inbox.forgetStart(envelope));
     return forgetStart(this.#ctx, envelope);
+  }
+
+  /** The inbox of the database `envelope` is routed to; rejects with its UnroutableError. */
+  async #routedTo(envelope: Envelope): Promise<Inbox<R>> {
+    const placed = this.#routed!.router.place(envelope);
+    if ('error' in placed) throw placed.error;
+    return this.#routed!.inboxes.get(placed.database)!;
   }
 
   /**
@@ -184,6 +280,13 @@ export class Inbox<R = unknown> {
    */
   async process(envelope: Envelope, options?: ProcessOptions<R>): Promise<Outcome<R>> {
     const started = performance.now();
+    if (this.#routed) {
+      const placed = this.#routed.router.place(envelope);
+      if ('database' in placed) return this.#routed.inboxes.get(placed.database)!.process(envelope, options);
+      const outcome = this.#unroutable(envelope, placed.error);
+      this.#emit(outcome, started);
+      return outcome;
+    }
     const outcome = await this.#processOne(envelope, options);
     this.#emit(outcome, started);
     return outcome;
@@ -200,6 +303,7 @@ export class Inbox<R = unknown> {
    */
   async processBatch(envelopes: readonly Envelope[], options?: ProcessOptions<R>): Promise<Outcome<R>[]> {
     const started = performance.now();
+    if (this.#routed) return this.#processRouted(envelopes, options, started);
     const outcomes = await this.#processAll(envelopes, true, options);
     for (const o of outcomes) this.#emit(o, started);
     return outcomes;
@@ -273,6 +377,61 @@ export class Inbox<R = unknown> {
       if (settles.length > 0) await Promise.all(settles);
     }
     return outcomes;
+  }
+
+  /**
+   * A batch over several databases: each database's envelopes, in their order, form one batch of
+   * that database's inbox, and the databases run side by side. A stop in one database (a retry,
+   * `busy`, the database unusable) makes only its own later envelopes `not-run`; the others run.
+   * Outcomes come back in input order.
+   */
+  async #processRouted(
+    envelopes: readonly Envelope[],
+    call: ProcessOptions<R> | undefined,
+    started: number,
+  ): Promise<Outcome<R>[]> {
+    const { router, inboxes } = this.#routed!;
+    const outcomes = new Array<Outcome<R>>(envelopes.length);
+    const groups = new Map<string, { at: number[]; envelopes: Envelope[] }>();
+    envelopes.forEach((envelope, i) => {
+      const placed = router.place(envelope);
+      if ('error' in placed) {
+        outcomes[i] = this.#unroutable(envelope, placed.error);
+        this.#emit(outcomes[i]!, started);
+        return;
+      }
+      let group = groups.get(placed.database);
+      if (!group) {
+        group = { at: [], envelopes: [] };
+        groups.set(placed.database, group);
+      }
+      group.at.push(i);
+      group.envelopes.push(envelope);
+    });
+    await Promise.all(
+      [...groups].map(async ([name, group]) => {
+        const inbox = inboxes.get(name)!;
+        const got =
+          group.envelopes.length === 1
+            ? [await inbox.process(group.envelopes[0]!, call)]
+            : await inbox.processBatch(group.envelopes, call);
+        got.forEach((o, j) => {
+          outcomes[group.at[j]!] = o;
+        });
+      }),
+    );
+    return outcomes;
+  }
+
+  /** The `failed` (`unroutable`) outcome of an envelope the router could not place: not recorded. */
+  #unroutable(envelope: Envelope, error: UnroutableError): Outcome<R> {
+    let id: string | undefined;
+    try {
+      id = resolveId(envelope, this.options.idOf);
+    } catch {
+      id = undefined;
+    }
+    return this.#ctx.out.failed(envelope, id, 'unroutable', error);
   }
 
   readonly #notRun = (envelope: Envelope, id: string | undefined): Outcome<R> =>

@@ -29,6 +29,7 @@
 export type { StoredHttpResponse } from '../engine/http-response-store.js';
 export type { ResolvedInboxOptions } from '../engine/options.js';
 export { runsAlone } from '../engine/plan-runs.js';
+export type { ResolvedRouting } from '../engine/routing.js';
 export { UnclaimedTx } from '../engine/unclaimed-tx.js';
 export { serializeError } from '../errors.js';
 export { silentLogger } from '../logger.js';

@@ -4,7 +4,6 @@ import type { Inbox } from '../inbox.js';
 import type { Logger } from '../logger.js';
 import type { EnvelopeSource } from '../message/envelope.js';
 import { TypedEmitter } from '../message/events.js';
-import { checkSchema } from '../schema/check-schema.js';
 import type { ConsumerEventMap, ConsumerHealth, ConsumerState } from './consumer.js';
 
 /** What a broker adapter does at each step of its consumer's life. */
@@ -59,7 +58,9 @@ function probeDelayMs(attempt: number): number {
  * - Whenever the inbox answers `not-run` / `unavailable` (the database or the schema cannot be
  *   used), or a statement of once's own before a run met the same (`holdIfUnavailable`), the
  *   broker is told to stop handing over messages (`pause`), and the schema is checked with
- *   backoff until it passes; then `resume`. Nothing is dead-lettered or spent meanwhile.
+ *   backoff until it passes; then `resume`. Nothing is dead-lettered or spent meanwhile. An
+ *   inbox over several databases holds this way only when none of them can be used: while one
+ *   can, only the messages of the others wait, each given back unspent.
  * - `stop()` drains within `stopTimeoutMs`, then closes whatever is left; idempotent.
  */
 export class ConsumerLifecycle<R, M extends ConsumerEventMap = ConsumerEventMap> {
@@ -87,7 +88,7 @@ export class ConsumerLifecycle<R, M extends ConsumerEventMap = ConsumerEventMap>
       this.#lastError = { ...e.error, where: e.where, at: Date.now() };
     });
     spec.inbox.on('message:not-run', (e) => {
-      if (e.why === 'unavailable') this.#trip(e.error);
+      if (e.why === 'unavailable' && !this.#othersUsable()) this.#trip(e.error);
     });
     this.#failureLines(spec.inbox);
   }
@@ -195,7 +196,8 @@ export class ConsumerLifecycle<R, M extends ConsumerEventMap = ConsumerEventMap>
     let timer: NodeJS.Timeout | undefined;
     try {
       await Promise.race([
-        this.#spec.inbox.ready(),
+        // Over several databases, one usable database is enough to start fetching (see #othersUsable).
+        this.#spec.inbox.databases.length > 0 ? this.#spec.inbox.readyAny() : this.#spec.inbox.ready(),
         new Promise((_, reject) => {
           timer = setTimeout(
             () => reject(new OnceError(ErrorCode.Database, `no answer from PostgreSQL within ${waitMs} ms`)),
@@ -279,6 +281,19 @@ export class ConsumerLifecycle<R, M extends ConsumerEventMap = ConsumerEventMap>
     return true;
   }
 
+  /**
+   * An inbox over several databases (`databases`) with one of them still usable: the consumer
+   * keeps fetching. What goes to an unusable database comes back `not-run` (`unavailable`), its
+   * attempt not spent, and the broker gives it again after its delay, so only those messages
+   * wait (and on an ordered broker, what is behind them in their partition); the other
+   * databases' messages run. Only when every database is unusable does the whole consumer hold.
+   */
+  #othersUsable(): boolean {
+    const { inbox } = this.#spec;
+    const all = inbox.databases.length;
+    return all > 0 && inbox.unavailableDatabases.length < all;
+  }
+
   /** The database or the schema cannot be used: hold the broker, check the schema with backoff. */
   #trip(error: ReturnType<typeof serializeError>): void {
     if (!this.#available || this.stopping) return;
@@ -303,10 +318,10 @@ export class ConsumerLifecycle<R, M extends ConsumerEventMap = ConsumerEventMap>
   }
 
   async #check(): Promise<void> {
-    const { pool, schema } = this.#spec.inbox.options;
     try {
       // Not inbox.ready(): it keeps its first success, and the database may have gone since.
-      await checkSchema(pool, schema);
+      // Over several databases, one usable database is enough to fetch again (see #othersUsable).
+      await this.#spec.inbox.checkNow('any');
     } catch (err) {
       this.#lastError = { ...serializeError(err), where: 'database', at: Date.now() };
       this.#scheduleProbe();

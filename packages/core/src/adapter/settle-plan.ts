@@ -120,7 +120,8 @@ export function settlePlanOf(
         // A redelivery of an id recorded failed found that row, whatever recordFailed says now.
         recorded:
           outcome.id !== undefined &&
-          (outcome.reason === 'previously-failed' || (inbox.recordFailed && outcome.reason !== 'invalid-id')),
+          (outcome.reason === 'previously-failed' ||
+            (inbox.recordFailed && outcome.reason !== 'invalid-id' && outcome.reason !== 'unroutable')),
         source: outcome.envelope.source,
       };
     case 'not-run':

@@ -7,6 +7,8 @@ import { retiredOption } from './retired-options.js';
 // and this list does not, so an adapter never rejects a real inbox option as unknown.
 const INBOX_KEY_SET: Record<keyof InboxOptions, true> = {
   pool: true,
+  databases: true,
+  route: true,
   consumer: true,
   handler: true,
   schema: true,

@@ -27,6 +27,17 @@ export function logFailureOutcome(logger: Logger, consumer: string, o: Outcome, 
       { consumer, id: o.id, reason: 'conflict', destination: 'not recorded (the id is processed)' },
       'once: same message id, different payload',
     );
+  } else if (o.status === 'failed' && o.reason === 'unroutable') {
+    logger.warn(
+      {
+        consumer,
+        id: o.id,
+        reason: o.reason,
+        destination: 'not recorded (no database)',
+        error: o.error.message,
+      },
+      'once: message the router could not place in a database',
+    );
   } else if (o.status === 'failed' && (o.reason === 'invalid-id' || o.reason === 'max-attempts')) {
     logger.warn(
       {

@@ -17,6 +17,7 @@ import { type CallerTransactions, isCallerTransactions } from '../pg/caller-tran
 import type { PgPoolLike } from '../pg/pg-like.js';
 import { quoteIdentifier } from '../sql/identifier.js';
 import type { IsolationLevel } from '../sql/isolation.js';
+import { type ResolvedRouting, resolveRouting } from './routing.js';
 
 /** How a same-id, different-payload delivery is treated. */
 export type ConflictPolicy = NonNullable<InboxOptions['conflictPolicy']>;
@@ -79,8 +80,26 @@ export interface LeaseSettings {
 
 /** Options of {@link createInbox}. */
 export interface InboxOptions<R = unknown> {
-  /** The pool the inbox and the handler's transaction use (`new pg.Pool(...)`). */
-  pool: PgPoolLike;
+  /**
+   * The pool the inbox and the handler's transaction use (`new pg.Pool(...)`). Give `pool`, or
+   * `databases` and `route` for messages spread over several databases.
+   */
+  pool?: PgPoolLike | undefined;
+  /**
+   * Several databases, name → pool (names of 1 to 63 characters of `[A-Za-z0-9_.-]`), instead of
+   * one `pool`: a database per tenant, or shards. Each message is claimed, handled, recorded and
+   * settled in the one database `route` names; a batch runs per database, and a database that
+   * cannot be used holds only its own messages. Every database needs once's schema (`migrateDatabases`).
+   * The first one named is the home database, which keeps the consumer's replay markers.
+   */
+  databases?: Readonly<Record<string, PgPoolLike>> | undefined;
+  /**
+   * With `databases`: the name of the database an envelope belongs in. It must send one message
+   * id, and one ordering key (Kafka's key, SQS's message group), to one database: a second answer
+   * for either within this process is refused. A message it cannot place (it throws, or names no
+   * database of the set) ends `failed` with reason `unroutable`: dead-lettered, not recorded.
+   */
+  route?: ((envelope: Envelope) => string) | undefined;
   /** The name effects are recorded under: one per logical consumer (e.g. `billing.orders`). At most 200 bytes of UTF-8. */
   consumer: string;
   /** The message handler. */
@@ -174,8 +193,15 @@ export type ResolvedMode =
 /** The inbox's options after defaults, frozen, as `Inbox.options` holds them: what adapters read (the consumer name, the loggers, the retry delays, the mode). */
 export interface ResolvedInboxOptions<R = unknown>
   extends Defined<
-    Omit<InboxOptions<R>, 'idOf' | 'fingerprintOf' | 'classify' | 'outbox' | 'logger' | 'mode'>
+    Omit<
+      InboxOptions<R>,
+      'idOf' | 'fingerprintOf' | 'classify' | 'outbox' | 'logger' | 'mode' | 'pool' | 'databases' | 'route'
+    >
   > {
+  /** The pool, bounded; with `databases`, the home database's (the first named). */
+  readonly pool: PgPoolLike;
+  /** With `databases` and `route`: every database, bounded, and the router; undefined with one `pool`. */
+  readonly routing: ResolvedRouting | undefined;
   /** The claim mode; read it with {@link leaseOf} and {@link callerTransactionsOf}. */
   readonly mode: ResolvedMode;
   /**
@@ -257,7 +283,12 @@ export function resolveInboxOptions<R>(options: InboxOptions<R>): ResolvedInboxO
     }
   }
   const o = { ...DEFAULT_INBOX_OPTIONS, ...stripUndefined(options) };
-  const pool = o.pool as PgPoolLike | undefined;
+  // Resolved options passed back in (`createInbox({ ...inbox.options })`) carry their routing.
+  const carried = (options as { routing?: ResolvedRouting }).routing;
+  const routing = carried !== undefined && o.databases === undefined ? carried : resolveRouting(o);
+  const pool = routing
+    ? (routing.pools.values().next().value as PgPoolLike)
+    : (o.pool as PgPoolLike | undefined);
   if (!pool || typeof pool.connect !== 'function' || typeof pool.query !== 'function') {
     throw invalidOption('pool', 'must be a pg Pool (an object with connect() and query())');
   }
@@ -293,9 +324,21 @@ export function resolveInboxOptions<R>(options: InboxOptions<R>): ResolvedInboxO
       throw invalidOption('isolation', "is the data library's to set with mode: { transactions }");
     }
   }
+  if (routing && typeof mode === 'object' && mode.transactions) {
+    throw invalidOption(
+      'databases',
+      "cannot be combined with mode: { transactions }, whose library transactions run in one database: use once's own transactions or lease mode",
+    );
+  }
   return Object.freeze({
     // Every statement and connect of once's own goes through the bounds (bounded-pool.ts).
     pool: boundPool(pool, bounds),
+    routing: routing
+      ? Object.freeze({
+          pools: new Map([...routing.pools].map(([name, p]) => [name, boundPool(p, bounds)] as const)),
+          route: routing.route,
+        })
+      : undefined,
     consumer: o.consumer,
     handler: o.handler as Handler<R>,
     schema: o.schema as string,

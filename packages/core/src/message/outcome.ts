@@ -9,6 +9,12 @@ export type FailReason =
   | 'max-attempts'
   /** The message has no usable id. Nothing is recorded: there is no id to record it under. */
   | 'invalid-id'
+  /**
+   * An inbox over several databases could not place the message in one (`route()` threw, gave
+   * an unknown name, or sent its id or key to a second database). Nothing is recorded: it has no
+   * database to be recorded in.
+   */
+  | 'unroutable'
   /** The id was recorded `failed` earlier; dead-lettering is at least once, so do it again. */
   | 'previously-failed';
 

@@ -88,6 +88,7 @@ export class Outbox {
   /** Once's schema, whose outbox table the rows go into. */
   readonly schema: string;
   readonly #pool: PgPoolLike;
+  readonly #options: OutboxOptions;
   readonly #sql: ReturnType<typeof outboxSql>;
   readonly #limits: ReadonlyMap<string, number>;
   readonly #channel: string;
@@ -101,6 +102,7 @@ export class Outbox {
     this.schema = options.schema ?? 'once';
     this.#sql = outboxSql(quoteIdentifier(this.schema, "option 'schema'"));
     this.#pool = options.pool;
+    this.#options = options;
     this.#channel = outboxChannel(this.schema);
     this.#debounceMs = checkNumber('notifyDebounceMs', options.notifyDebounceMs ?? 10, 0);
     const d = options.destinations;
@@ -129,6 +131,15 @@ export class Outbox {
       }
     }
     this.#limits = new Map(entries);
+  }
+
+  /**
+   * The same outbox (schema, destinations, limits) whose wake-ups go to `pool`'s database: an
+   * inbox over several databases (`databases`) gives each database's handlers one of these, so a
+   * relay listening on that database hears of rows written there.
+   */
+  forPool(pool: PgPoolLike): Outbox {
+    return new Outbox({ ...this.#options, pool });
   }
 
   /** The destinations this outbox accepts. */

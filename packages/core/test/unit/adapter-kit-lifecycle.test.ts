@@ -21,6 +21,8 @@ function fakeInbox() {
   };
   const inbox = {
     consumer: 'c',
+    databases: [] as string[],
+    unavailableDatabases: [] as string[],
     options: { pool, schema: 'once' },
     on: (_: string, l: (e: { why: string; error: { name: string; message: string } }) => void) => {
       listeners.add(l);
@@ -28,6 +30,9 @@ function fakeInbox() {
     },
     ready: async () => {
       state.readyCalls++;
+      await pool.query();
+    },
+    checkNow: async () => {
       await pool.query();
     },
     noteStart: async (e: Envelope) => {
