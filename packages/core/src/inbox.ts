@@ -65,6 +65,8 @@ export class Inbox<R = unknown> {
   readonly #failureLog: FailureLog;
   /** Who logs this inbox's failure lines: the inbox (`engine`) or the consumer that made it (`adapter`). */
   readonly failureLines: 'engine' | 'adapter';
+  /** The name of this inbox's database, when it is one of a routed inbox's (its events carry it). */
+  readonly #database: string | undefined;
   /**
    * With `databases`: the router, and one inbox per database that runs what is routed there
    * (its own claims, batches, readiness and failure records). This inbox places envelopes and
@@ -76,13 +78,15 @@ export class Inbox<R = unknown> {
    * `setup.failureLines`: who logs the failure lines (dead letters, conflicts, invalid ids,
    * exhausted attempts). `engine` (the default) for a bare inbox; a broker consumer that logs
    * them where it settles, with the destination, makes its inbox with `adapter`.
+   * `setup.database`: set by a routed inbox on the inbox of each of its databases.
    */
   constructor(
     options: ResolvedInboxOptions<R>,
-    setup: { failureLines?: 'engine' | 'adapter'; name?: string } = {},
+    setup: { failureLines?: 'engine' | 'adapter'; name?: string; database?: string } = {},
   ) {
     this.options = options;
     this.failureLines = setup.failureLines ?? 'engine';
+    this.#database = setup.database;
     this.#failureLog = new FailureLog({
       logger: options.failureLogger,
       consumer: options.consumer,
@@ -98,7 +102,7 @@ export class Inbox<R = unknown> {
           routing: undefined,
           outbox: options.outbox?.forPool(pool),
         });
-        inboxes.set(name, new Inbox<R>(own, setup));
+        inboxes.set(name, new Inbox<R>(own, { ...setup, database: name }));
       }
       this.#routed = { router: new Router(routing, options.idOf), inboxes };
     } else {
@@ -452,7 +456,7 @@ export class Inbox<R = unknown> {
 
   #emit(o: Outcome<R>, started: number): void {
     this.#readiness.note(o);
-    emitOutcome(this.#events, this.options.consumer, o, started);
+    emitOutcome(this.#events, this.options.consumer, o, started, this.#database);
     this.#failureLog.note(o, this.options.maxAttempts, this.failureLines === 'engine');
     // Only a conflict or a failure has a line (see failure-lines.ts).
     if ((o.status === 'conflict' || o.status === 'failed') && this.failureLines === 'engine')

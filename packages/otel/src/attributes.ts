@@ -24,6 +24,8 @@ export const Attr = {
   operationName: 'messaging.operation.name',
   messageId: 'messaging.message.id',
   errorType: 'error.type',
+  /** The database a message was routed to, or a gauge read from (an inbox over several `databases`). */
+  dbNamespace: 'db.namespace',
 } as const;
 
 /** once's broker names mapped to the semantic conventions' `messaging.system` values. */

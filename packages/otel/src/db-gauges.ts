@@ -12,6 +12,8 @@ export interface GaugeSpec {
   /** Validated by the caller. */
   schema: string;
   logger: Logger;
+  /** The database's name in an inbox over several `databases`: the gauges carry it as `db.namespace`. */
+  database?: string | undefined;
 }
 
 /**
@@ -26,7 +28,10 @@ function register<Row>(
   read: () => Promise<Row | undefined>,
   observe: (row: Row, result: Parameters<BatchObservableCallback>[0], attrs: Attributes) => void,
 ): () => void {
-  const attrs: Attributes = { [Attr.schema]: spec.schema };
+  const attrs: Attributes = {
+    [Attr.schema]: spec.schema,
+    ...(spec.database === undefined ? {} : { [Attr.dbNamespace]: spec.database }),
+  };
   let inflight: Promise<Row | undefined> | undefined;
   const callback: BatchObservableCallback = async (result) => {
     inflight ??= read().finally(() => {
@@ -39,6 +44,7 @@ function register<Row>(
       spec.logger.warn(
         {
           schema: spec.schema,
+          database: spec.database,
           error: serializeError(err).message,
         },
         'once/otel: a gauge read failed; nothing observed',

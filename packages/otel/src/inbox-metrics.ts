@@ -20,7 +20,12 @@ export function subscribeInbox(inbox: InboxLike, m: EventInstruments): () => voi
     errorOf?: (e: OutcomeEvent<O>) => string,
   ) => {
     return inbox.on(`message:${status}`, (e: OutcomeEvent<O>) => {
-      const attrs = { ...messageAttributes(e.consumer, e.source), [Attr.outcome]: status, ...extra?.(e) };
+      const attrs = {
+        ...messageAttributes(e.consumer, e.source),
+        [Attr.outcome]: status,
+        ...(e.database === undefined ? {} : { [Attr.dbNamespace]: e.database }),
+        ...extra?.(e),
+      };
       const seconds = e.durationMs / 1000;
       m.messages.add(1, attrs);
       m.processDuration.record(seconds, attrs);

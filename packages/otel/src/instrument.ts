@@ -76,7 +76,11 @@ export function instrument(target: InstrumentTarget, options: InstrumentOptions 
       schema,
       logger: o.logger === false ? silentLogger : (o.logger ?? inbox?.options.logger ?? silentLogger),
     };
-    if (inbox) off.push(observeInbox(spec));
+    const routing = o.pool === undefined ? inbox?.options.routing : undefined;
+    if (inbox && routing) {
+      // An inbox over several databases: its gauges per database, each tagged with its name.
+      for (const [database, p] of routing.pools) off.push(observeInbox({ ...spec, pool: p, database }));
+    } else if (inbox) off.push(observeInbox(spec));
     else off.push(observeOutbox(spec, o.outboxPendingLimit ?? DEFAULT_INSTRUMENT_OPTIONS.outboxPendingLimit));
   }
   return {

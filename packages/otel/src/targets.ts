@@ -17,6 +17,11 @@ export interface InboxLike {
     readonly schema: string;
     /** Where a failed gauge read is reported, unless the `logger` option is given. */
     readonly logger: Logger;
+    /**
+     * An inbox over several databases: each database's pool by name. The gauges are read from
+     * each, tagged `db.namespace`, unless the `pool` option is given. Absent in older cores.
+     */
+    readonly routing?: { readonly pools: ReadonlyMap<string, PgPoolLike> } | undefined;
   };
   /** Subscribes to an event; returns an unsubscribe function. */
   on<E extends keyof OnceEventMap>(name: E, listener: (event: OnceEventMap[E]) => void): () => void;

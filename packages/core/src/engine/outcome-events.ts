@@ -17,10 +17,21 @@ const EVENT_OF = {
   busy: 'message:busy',
 } as const satisfies Record<Outcome['status'], `message:${Outcome['status']}`>;
 
-/** Emits `o`'s event; `started` is when processing began (performance.now() ms). */
-export function emitOutcome(events: Events, consumer: string, o: Outcome, started: number): void {
+/** Emits `o`'s event; `started` is when processing began (performance.now() ms); `database`: the routed database's name, if any. */
+export function emitOutcome(
+  events: Events,
+  consumer: string,
+  o: Outcome,
+  started: number,
+  database?: string,
+): void {
   if (!events.has(EVENT_OF[o.status])) return;
-  const base = { consumer, source: o.envelope.source, durationMs: performance.now() - started };
+  const base = {
+    consumer,
+    source: o.envelope.source,
+    durationMs: performance.now() - started,
+    ...(database === undefined ? {} : { database }),
+  };
   if (o.status === 'processed') events.emit('message:processed', { ...base, id: o.id });
   else if (o.status === 'duplicate') events.emit('message:duplicate', { ...base, id: o.id });
   else if (o.status === 'conflict') events.emit('message:conflict', { ...base, id: o.id, action: o.action });

@@ -14,6 +14,11 @@ export interface MessageEventBase {
   source: EnvelopeSource;
   /** Time from the start of processing to the outcome, in milliseconds. */
   durationMs: number;
+  /**
+   * With `databases`: the name of the database the message was routed to. Absent for an inbox
+   * over one `pool`, and for a message that could not be routed.
+   */
+  database?: string;
 }
 
 /** Every event once emits, keyed by name. Events about a message fire after COMMIT and before the adapter settles. */
