@@ -2,7 +2,9 @@
 // Each prints its own table with its baselines, run side by side in the same process.
 // Opt-in long modes, never part of the default run: `--scale` (bench/core/scale.mjs, a
 // 10-million-row inbox and its purge; about half an hour), `--shapes` (bench/core/scale-shapes.mjs,
-// three inbox table shapes on a 10-million-row inbox with the floor's SQL) and `--soak [broker ...]`
+// three inbox table shapes on a 10-million-row inbox with the floor's SQL), `--databases`
+// (bench/core/databases.mjs, one inbox over 1, 4 and 16 databases against one over a single pool)
+// and `--soak [broker ...]`
 // (bench/soak/soak.mjs, a long run per broker measuring the consumer's memory).
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
@@ -13,6 +15,7 @@ const args = process.argv.slice(2);
 const long = {
   '--scale': 'core/scale.mjs',
   '--shapes': 'core/scale-shapes.mjs',
+  '--databases': 'core/databases.mjs',
   '--soak': 'soak/soak.mjs',
 }[args[0]];
 if (long) {
