@@ -39,6 +39,8 @@ export const ErrorCode = {
   PurgeFailed: 'PURGE_FAILED',
   /** An inbox over several databases: `route()` threw, named no database of the set, or sent an id or key to a second database. */
   Unroutable: 'UNROUTABLE',
+  /** `copyInboxRows`: the two databases' once schemas are at different versions. */
+  SchemaMismatch: 'SCHEMA_MISMATCH',
 } as const;
 /** One of {@link ErrorCode}'s values. */
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];

@@ -20,9 +20,10 @@ import { planRuns, type Run, runInOrder } from './engine/plan-runs.js';
 import type { ProcessOptions } from './engine/process-options.js';
 import { Readiness } from './engine/readiness.js';
 import { recordFailed } from './engine/record-failure.js';
-import { Router, type UnroutableError } from './engine/routing.js';
+import { HOLD, Router, type UnroutableError } from './engine/routing.js';
 import { SingleTx } from './engine/single-tx.js';
 import { settleStarts } from './engine/start-budget.js';
+import { ErrorCode, OnceError } from './errors.js';
 import { LeaseProcessor } from './lease/lease-processor.js';
 import { type Envelope, resolveId } from './message/envelope.js';
 import { Events, ONCE_EVENT_NAMES, type OnceEventMap } from './message/events.js';
@@ -162,10 +163,20 @@ export class Inbox<R = unknown> {
    * undefined for an inbox over one `pool`. Adapters use it to hold only what goes to a database
    * that cannot be used. Never throws.
    */
-  databaseOf(envelope: Envelope): string | UnroutableError | undefined {
+  databaseOf(envelope: Envelope): string | typeof HOLD | UnroutableError | undefined {
     if (!this.#routed) return undefined;
     const placed = this.#routed.router.place(envelope);
-    return 'error' in placed ? placed.error : placed.database;
+    return 'error' in placed ? placed.error : 'hold' in placed ? HOLD : placed.database;
+  }
+
+  /**
+   * With `databases`: forgets which database the ids and ordering keys routed to `database` (or
+   * to any) went to, so that `route` may send them elsewhere without `unroutable`. A step of
+   * moving a tenant (docs/operations.md): hold it, copy its data and inbox rows, switch the
+   * router, call this in every process that routes, release the tenant.
+   */
+  forgetRoutes(database?: string): void {
+    this.#routed?.router.forget(database);
   }
 
   /**
@@ -251,6 +262,7 @@ export class Inbox<R = unknown> {
   async #routedTo(envelope: Envelope): Promise<Inbox<R>> {
     const placed = this.#routed!.router.place(envelope);
     if ('error' in placed) throw placed.error;
+    if ('hold' in placed) throw new OnceError(ErrorCode.Unroutable, 'route() holds this message (HOLD)');
     return this.#routed!.inboxes.get(placed.database)!;
   }
 
@@ -287,7 +299,10 @@ export class Inbox<R = unknown> {
     if (this.#routed) {
       const placed = this.#routed.router.place(envelope);
       if ('database' in placed) return this.#routed.inboxes.get(placed.database)!.process(envelope, options);
-      const outcome = this.#unroutable(envelope, placed.error);
+      const outcome =
+        'hold' in placed
+          ? this.#ctx.out.held(envelope, this.#idOrUndefined(envelope))
+          : this.#unroutable(envelope, placed.error);
       this.#emit(outcome, started);
       return outcome;
     }
@@ -399,8 +414,11 @@ export class Inbox<R = unknown> {
     const groups = new Map<string, { at: number[]; envelopes: Envelope[] }>();
     envelopes.forEach((envelope, i) => {
       const placed = router.place(envelope);
-      if ('error' in placed) {
-        outcomes[i] = this.#unroutable(envelope, placed.error);
+      if (!('database' in placed)) {
+        outcomes[i] =
+          'hold' in placed
+            ? this.#ctx.out.held(envelope, this.#idOrUndefined(envelope))
+            : this.#unroutable(envelope, placed.error);
         this.#emit(outcomes[i]!, started);
         return;
       }
@@ -429,13 +447,16 @@ export class Inbox<R = unknown> {
 
   /** The `failed` (`unroutable`) outcome of an envelope the router could not place: not recorded. */
   #unroutable(envelope: Envelope, error: UnroutableError): Outcome<R> {
-    let id: string | undefined;
+    return this.#ctx.out.failed(envelope, this.#idOrUndefined(envelope), 'unroutable', error);
+  }
+
+  /** The envelope's id after `idOf`, or undefined when it has no usable one. */
+  #idOrUndefined(envelope: Envelope): string | undefined {
     try {
-      id = resolveId(envelope, this.options.idOf);
+      return resolveId(envelope, this.options.idOf);
     } catch {
-      id = undefined;
+      return undefined;
     }
-    return this.#ctx.out.failed(envelope, id, 'unroutable', error);
   }
 
   readonly #notRun = (envelope: Envelope, id: string | undefined): Outcome<R> =>

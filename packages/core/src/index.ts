@@ -15,7 +15,7 @@
 
 export type { InboxMode, InboxOptions, LeaseSettings } from './engine/options.js';
 export type { ProcessOptions } from './engine/process-options.js';
-export { type RouteFn, UnroutableError } from './engine/routing.js';
+export { HOLD, type RouteFn, UnroutableError } from './engine/routing.js';
 export { ErrorCode, OnceError, PermanentError, type SerializedError } from './errors.js';
 export type { Handler, HandlerContext, StepFn, Tx } from './handler/handler.js';
 export { createInbox, Inbox } from './inbox.js';

@@ -24,6 +24,7 @@ export { quoteIdentifier } from '../sql/identifier.js';
 export { outboxChannel } from '../sql/outbox.js';
 export { AdminError, AdminErrorCode, type AdminErrorDetail } from './admin-error.js';
 export type { MessageKey } from './admin-sql.js';
+export { type CopyInboxOptions, type CopyInboxResult, copyInboxRows } from './copy-inbox.js';
 export {
   discardFailed,
   type FailedBody,

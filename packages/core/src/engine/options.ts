@@ -17,7 +17,7 @@ import { type CallerTransactions, isCallerTransactions } from '../pg/caller-tran
 import type { PgPoolLike } from '../pg/pg-like.js';
 import { quoteIdentifier } from '../sql/identifier.js';
 import type { IsolationLevel } from '../sql/isolation.js';
-import { type ResolvedRouting, resolveRouting } from './routing.js';
+import { type HOLD, type ResolvedRouting, resolveRouting } from './routing.js';
 
 /** How a same-id, different-payload delivery is treated. */
 export type ConflictPolicy = NonNullable<InboxOptions['conflictPolicy']>;
@@ -98,8 +98,10 @@ export interface InboxOptions<R = unknown> {
    * id, and one ordering key (Kafka's key, SQS's message group), to one database: a second answer
    * for either within this process is refused. A message it cannot place (it throws, or names no
    * database of the set) ends `failed` with reason `unroutable`: dead-lettered, not recorded.
+   * `HOLD` keeps a message waiting (`not-run`, `held`, its attempt unspent), as while its tenant
+   * moves to another database.
    */
-  route?: ((envelope: Envelope) => string) | undefined;
+  route?: ((envelope: Envelope) => string | typeof HOLD) | undefined;
   /** The name effects are recorded under: one per logical consumer (e.g. `billing.orders`). At most 200 bytes of UTF-8. */
   consumer: string;
   /** The message handler. */

@@ -59,6 +59,21 @@ export class Outcomes<R> {
     };
   }
 
+  /** A message of a tenant its router holds (`HOLD`): not run, its attempt unspent, given back after the delay. */
+  held(envelope: Envelope, id: string | undefined): Outcome<R> {
+    return {
+      status: 'not-run',
+      id,
+      envelope,
+      why: 'held',
+      error: {
+        name: 'Error',
+        message: 'not run: route() holds this message (HOLD), as while its tenant moves',
+      },
+      delayMs: this.#delay(envelope),
+    };
+  }
+
   #delay(envelope: Envelope): number {
     return Math.max(0, Math.floor(this.#o.retryDelayMs(Math.max(1, envelope.attempt))));
   }

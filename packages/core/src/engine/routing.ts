@@ -17,8 +17,17 @@ import { invalidOption } from '../option-check.js';
 import type { PgPoolLike } from '../pg/pg-like.js';
 import { checkDatabases } from '../schema/databases.js';
 
-/** The user's router: the name of the database an envelope belongs in, one of `databases`' names. */
-export type RouteFn = (envelope: Envelope) => string;
+/**
+ * What `route` answers for a tenant that is being moved to another database: its messages wait
+ * (`not-run`, `held`, their attempts unspent) until `route` names a database for them again.
+ */
+export const HOLD: unique symbol = Symbol.for('once.route.hold');
+
+/**
+ * The user's router: the name of the database an envelope belongs in, one of `databases`' names,
+ * or {@link HOLD} to keep it waiting.
+ */
+export type RouteFn = (envelope: Envelope) => string | typeof HOLD;
 
 /** A message the router could not place in one database. Dead-lettered with reason `unroutable`, not recorded. */
 export class UnroutableError extends OnceError {
@@ -34,8 +43,8 @@ export class UnroutableError extends OnceError {
 /** How many recent ids and keys the consistency check remembers, each. */
 export const ROUTE_MEMORY = 100_000;
 
-/** Where an envelope goes: a database, or the reason it has none. */
-export type Placement = { database: string } | { error: UnroutableError };
+/** Where an envelope goes: a database, nowhere yet (`route` answered {@link HOLD}), or the reason it has none. */
+export type Placement = { database: string } | { hold: true } | { error: UnroutableError };
 
 /** The resolved `databases` and `route` of an inbox. */
 export interface ResolvedRouting {
@@ -86,8 +95,13 @@ class Recent {
     this.#map.set(key, value);
     if (this.#map.size > this.#max) this.#map.delete(this.#map.keys().next().value as string);
   }
-  clear(): void {
-    this.#map.clear();
+  /** Forgets every entry whose value is `value`, or every entry. */
+  forget(value?: string): void {
+    if (value === undefined) {
+      this.#map.clear();
+      return;
+    }
+    for (const [k, v] of this.#map) if (v === value) this.#map.delete(k);
   }
 }
 
@@ -135,6 +149,7 @@ export class Router {
         ),
       };
     }
+    if (name === HOLD) return { hold: true };
     if (typeof name !== 'string' || !this.#routing.pools.has(name)) {
       return {
         error: new UnroutableError(
@@ -180,12 +195,12 @@ export class Router {
   }
 
   /**
-   * Forgets what was placed, so a tenant moved to another database (held, copied, switched:
-   * docs/operations.md) can be routed there.
+   * Forgets which database the ids and keys placed in `database` (or in any) went to, so that a
+   * tenant moved from it (held, copied, switched: docs/operations.md) can be routed elsewhere.
    */
-  forget(): void {
-    this.#ids.clear();
-    this.#keys.clear();
+  forget(database?: string): void {
+    this.#ids.forget(database);
+    this.#keys.forget(database);
   }
 }
 

@@ -60,9 +60,10 @@ export interface OnceEventMap {
   'message:not-run': MessageEventBase & {
     /**
      * `behind`: an earlier message in its batch, partition or group must be retried first;
-     * `unavailable`: the database cannot be reached, or once's schema is missing or too new.
+     * `unavailable`: the database cannot be reached, or once's schema is missing or too new;
+     * `held`: a routed inbox's `route` answered `HOLD`.
      */
-    why: 'behind' | 'unavailable';
+    why: 'behind' | 'unavailable' | 'held';
     /** The error that kept the handler from starting. */
     error: SerializedError;
     /** How long the adapter waits before the redelivery, in milliseconds. */

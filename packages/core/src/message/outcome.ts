@@ -135,8 +135,9 @@ export interface NotRunOutcome {
   /**
    * `behind`: an earlier message in its batch, partition or group must be retried first.
    * `unavailable`: the database cannot be reached, or once's schema is missing or too new.
+   * `held`: an inbox over several databases, whose `route` answered `HOLD` (a tenant being moved).
    */
-  why: 'behind' | 'unavailable';
+  why: 'behind' | 'unavailable' | 'held';
   /** What went wrong, serialised for logs and dead letters. */
   error: SerializedError;
   /** Redeliver after this many milliseconds. */

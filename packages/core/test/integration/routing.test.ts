@@ -1,12 +1,14 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabases, serviceEnv, type TestDatabases } from '../../../../test/support/index.js';
+import { copyInboxRows } from '../../src/admin/index.js';
 import {
   createInbox,
   createOutbox,
   type Envelope,
   ErrorCode,
   type Handler,
+  HOLD,
   type Inbox,
   migrateDatabases,
   type Outcome,
@@ -228,7 +230,7 @@ describe('an inbox over three databases', () => {
     const c = 'publish';
     const outbox = createOutbox({ pool: dbs.pool(0), destinations: ['out'] });
     const handler: Handler = async (e, ctx) => {
-      await ctx.publish('out', Buffer.from(e.id), { messageId: `pub-${e.id}` });
+      await ctx.publish('out', String(e.id), { messageId: `pub-${e.id}` });
     };
     const ib = inbox(c, { handler, outbox });
     await ib.processBatch([envelope(`${c}-0`, 't1'), envelope(`${c}-1`, 't2')]);
@@ -281,6 +283,54 @@ describe('an inbox over three databases', () => {
     ]);
     expect(ib.unavailableDatabases).toEqual([]);
     expect(await effectsIn(1, c)).toEqual(new Map([`${c}-warm`, `${c}-1`, `${c}-3`].map((id) => [id, 1])));
+  });
+
+  it('moving a tenant: held, copied, switched, released; no id processed in the old database runs again in the new one', async () => {
+    const c = 'move';
+    const where = new Map<string, string | typeof HOLD>([['acme', 't0']]);
+    const route = (e: Envelope) => where.get(e.headers.tenant as string) ?? (e.headers.tenant as string);
+    const ib = inbox(c, { route });
+    const acme = (i: number) => envelope(`${c}-${i}`, 'acme');
+    const first = await ib.processBatch([0, 1, 2, 3, 4].map(acme));
+    expect(first.map((o) => o.status)).toEqual(Array(5).fill('processed'));
+
+    // 1. Hold: its messages wait, unspent, and nothing is written anywhere; other tenants go on.
+    where.set('acme', HOLD);
+    const held = await ib.processBatch([acme(3), acme(5), envelope(`${c}-other`, 't1')]);
+    expect(held.map((o) => [o.status, o.status === 'not-run' && o.why])).toEqual([
+      ['not-run', 'held'],
+      ['not-run', 'held'],
+      ['processed', false],
+    ]);
+    // 2. Copy its data and its inbox rows to the new database.
+    const rows = await dbs
+      .pool(0)
+      .query<{ id: string; tenant: string }>("SELECT id, tenant FROM effects WHERE tenant = 'acme'");
+    for (const r of rows.rows)
+      await dbs.pool(2).query('INSERT INTO effects (id, tenant) VALUES ($1, $2)', [r.id, r.tenant]);
+    const copied = await copyInboxRows(dbs.pool(0), dbs.pool(2), { consumers: [c], batchSize: 2 });
+    expect(copied).toEqual({ copied: 5, present: 0, steps: 0 });
+    expect(await copyInboxRows(dbs.pool(0), dbs.pool(2), { consumers: [c] })).toEqual({
+      copied: 0,
+      present: 5,
+      steps: 0,
+    });
+    // 3. Switch. Without forgetting, this process still remembers acme's ids in t0 and refuses them.
+    where.set('acme', 't2');
+    expect(await ib.process(acme(3))).toMatchObject({ status: 'failed', reason: 'unroutable' });
+    ib.forgetRoutes('t0');
+    // 4. Released: the ids processed in t0 are duplicates in t2; the held new one runs there.
+    const after = await ib.processBatch([0, 1, 2, 3, 4, 5].map(acme));
+    expect(after.map((o) => o.status)).toEqual([...Array(5).fill('duplicate'), 'processed']);
+    const t2 = await effectsIn(2, c);
+    expect([...t2.entries()].sort()).toEqual([0, 1, 2, 3, 4, 5].map((i) => [`${c}-${i}`, 1]));
+    expect((await effectsIn(0, c)).get(`${c}-5`)).toBeUndefined();
+  });
+
+  it('copyInboxRows refuses a bad batch size', async () => {
+    await expect(copyInboxRows(dbs.pool(0), dbs.pool(1), { batchSize: 0 })).rejects.toThrow(
+      /option 'batchSize'/,
+    );
   });
 
   it('options: pool or databases, route with databases only, a set of good names, no library transactions', () => {
