@@ -29,9 +29,11 @@ import { type Envelope, resolveId } from './message/envelope.js';
 import { Events, ONCE_EVENT_NAMES, type OnceEventMap } from './message/events.js';
 import type { Outcome } from './message/outcome.js';
 import { namingFactory } from './option-check.js';
-import { warnPoolSettings } from './pg/bounded-pool.js';
+import { boundPool, warnPoolSettings } from './pg/bounded-pool.js';
 import { guardNewClients } from './pg/connection.js';
+import type { PgPoolLike } from './pg/pg-like.js';
 import { checkSchema } from './schema/check-schema.js';
+import { checkDatabases } from './schema/databases.js';
 
 /**
  * Processes envelopes effectively once: the id's claim and the handler's writes commit or roll
@@ -73,7 +75,11 @@ export class Inbox<R = unknown> {
    * (its own claims, batches, readiness and failure records). This inbox places envelopes and
    * answers for the ones it cannot place; the replay markers stay in the home database's.
    */
-  readonly #routed: { readonly router: Router; readonly inboxes: ReadonlyMap<string, Inbox<R>> } | undefined;
+  readonly #routed: { readonly router: Router; readonly inboxes: Map<string, Inbox<R>> } | undefined;
+  /** A routed inbox's listeners (`on`), attached to every database's inbox, those added later too. */
+  readonly #subscriptions = new Set<Subscription<R>>();
+  /** What made this inbox: a routed inbox makes the inbox of a database added later the same way. */
+  readonly #setup: { failureLines?: 'engine' | 'adapter'; name?: string; database?: string };
 
   /**
    * `setup.failureLines`: who logs the failure lines (dead letters, conflicts, invalid ids,
@@ -86,6 +92,7 @@ export class Inbox<R = unknown> {
     setup: { failureLines?: 'engine' | 'adapter'; name?: string; database?: string } = {},
   ) {
     this.options = options;
+    this.#setup = setup;
     this.failureLines = setup.failureLines ?? 'engine';
     this.#database = setup.database;
     this.#failureLog = new FailureLog({
@@ -96,15 +103,7 @@ export class Inbox<R = unknown> {
     const routing = options.routing;
     if (routing) {
       const inboxes = new Map<string, Inbox<R>>();
-      for (const [name, pool] of routing.pools) {
-        const own: ResolvedInboxOptions<R> = Object.freeze({
-          ...options,
-          pool,
-          routing: undefined,
-          outbox: options.outbox?.forPool(pool),
-        });
-        inboxes.set(name, new Inbox<R>(own, { ...setup, database: name }));
-      }
+      for (const [name, pool] of routing.pools) inboxes.set(name, this.#inboxOf(name, pool));
       this.#routed = { router: new Router(routing, options.idOf), inboxes };
     } else {
       this.#routed = undefined;
@@ -170,6 +169,46 @@ export class Inbox<R = unknown> {
   }
 
   /**
+   * With `databases`: adds a database while the inbox (or its consumer) runs; `route` may name
+   * it from the next message on. Migrate it first (`migrate`); add it in every process that
+   * routes before `route` answers its name, or a process without it dead-letters its messages
+   * as `unroutable`. Throws INVALID_OPTION for an inbox over one `pool`, a name already in use or
+   * not a database name, or a value that is not a pool. Its pool gets this inbox's statement and
+   * connect bounds.
+   */
+  addDatabase(name: string, pool: PgPoolLike): void {
+    if (!this.#routed) {
+      throw new OnceError(ErrorCode.InvalidOption, 'addDatabase: this inbox has one pool, not databases');
+    }
+    const [checked, raw] = checkDatabases({ [name]: pool })[0]!;
+    if (this.#routed.inboxes.has(checked)) {
+      throw new OnceError(
+        ErrorCode.InvalidOption,
+        `addDatabase: database '${checked}' is already one of this inbox's`,
+      );
+    }
+    const bounded = boundPool(raw, {
+      statementTimeoutMs: this.options.statementTimeoutMs,
+      connectTimeoutMs: this.options.connectTimeoutMs,
+    });
+    const inbox = this.#inboxOf(checked, bounded);
+    for (const sub of this.#subscriptions) sub.offs.push(sub.attach(inbox));
+    this.#routed.inboxes.set(checked, inbox);
+    this.#routed.router.add(checked);
+  }
+
+  /** The inbox of one database of a routed inbox: these options on its pool, its outbox waking that database. */
+  #inboxOf(name: string, pool: PgPoolLike): Inbox<R> {
+    const own: ResolvedInboxOptions<R> = Object.freeze({
+      ...this.options,
+      pool,
+      routing: undefined,
+      outbox: this.options.outbox?.forPool(pool),
+    });
+    return new Inbox<R>(own, { ...this.#setup, database: name });
+  }
+
+  /**
    * With `databases`: forgets which database the ids and ordering keys routed to `database` (or
    * to any) went to, so that `route` may send them elsewhere without `unroutable`. A step of
    * moving a tenant (docs/operations.md): hold it, copy its data and inbox rows, switch the
@@ -214,10 +253,16 @@ export class Inbox<R = unknown> {
   /** Subscribe to an event; returns an unsubscribe function. */
   on<E extends keyof OnceEventMap>(name: E, listener: (event: OnceEventMap[E]) => void): () => void {
     if (!this.#routed) return this.#events.on(name, listener);
-    const offs = [this.#events.on(name, listener)];
-    for (const inbox of this.#routed.inboxes.values()) offs.push(inbox.on(name, listener));
+    // Kept, so that a database added later (addDatabase) is listened to as well.
+    const sub: Subscription<R> = {
+      attach: (inbox) => inbox.on(name, listener),
+      offs: [this.#events.on(name, listener)],
+    };
+    for (const inbox of this.#routed.inboxes.values()) sub.offs.push(sub.attach(inbox));
+    this.#subscriptions.add(sub);
     return () => {
-      for (const off of offs) off();
+      this.#subscriptions.delete(sub);
+      for (const off of sub.offs.splice(0)) off();
     };
   }
 
@@ -483,6 +528,12 @@ export class Inbox<R = unknown> {
     if ((o.status === 'conflict' || o.status === 'failed') && this.failureLines === 'engine')
       logFailureOutcome(this.options.failureLogger, this.options.consumer, o, this.options.recordFailed);
   }
+}
+
+/** One listener of a routed inbox: how to attach it to a database's inbox, and how to detach it everywhere. */
+interface Subscription<R> {
+  readonly attach: (inbox: Inbox<R>) => () => void;
+  readonly offs: (() => void)[];
 }
 
 /** Creates an {@link Inbox}; validates the options and names the first bad field. */

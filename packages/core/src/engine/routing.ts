@@ -112,7 +112,9 @@ class Recent {
  * RabbitMQ's routing key and NATS's subject name a route, not an order, and are not checked.
  */
 export class Router {
-  readonly #routing: ResolvedRouting;
+  readonly #route: RouteFn;
+  /** The names a route may answer: `databases`' names, and those added since. */
+  readonly #names: Set<string>;
   readonly #idOf: ((envelope: Envelope) => string | undefined) | undefined;
   readonly #ids: Recent;
   readonly #keys: Recent;
@@ -122,22 +124,28 @@ export class Router {
     idOf: ((envelope: Envelope) => string | undefined) | undefined,
     memory = ROUTE_MEMORY,
   ) {
-    this.#routing = routing;
+    this.#route = routing.route;
+    this.#names = new Set(routing.pools.keys());
     this.#idOf = idOf;
     this.#ids = new Recent(memory);
     this.#keys = new Recent(memory);
   }
 
+  /** A database added while running: `route` may name it from now on. */
+  add(name: string): void {
+    this.#names.add(name);
+  }
+
   /** The database names, in the order given. */
   get names(): string[] {
-    return [...this.#routing.pools.keys()];
+    return [...this.#names];
   }
 
   /** Where `envelope` goes. Never throws: a throwing router is the message's `unroutable`. */
   place(envelope: Envelope): Placement {
     let name: unknown;
     try {
-      name = this.#routing.route(envelope);
+      name = this.#route(envelope);
     } catch (err) {
       return {
         error: new UnroutableError(
@@ -150,7 +158,7 @@ export class Router {
       };
     }
     if (name === HOLD) return { hold: true };
-    if (typeof name !== 'string' || !this.#routing.pools.has(name)) {
+    if (typeof name !== 'string' || !this.#names.has(name)) {
       return {
         error: new UnroutableError(
           `route() gave ${typeof name === 'string' ? `'${name}'` : describeValue(name)} for message ${describeId(envelope)}, which is not one of the databases (${this.names.join(', ')})`,

@@ -327,6 +327,56 @@ describe('an inbox over three databases', () => {
     expect((await effectsIn(0, c)).get(`${c}-5`)).toBeUndefined();
   });
 
+  it('adding a database while messages flow: the new tenant runs there from then on; listeners hear it', async () => {
+    const c = 'add';
+    const extra = await createDatabases('route_add', 1);
+    try {
+      await migrateDatabases({ t3: extra.pool(0) });
+      await extra.pool(0).query('CREATE TABLE effects (id text NOT NULL, tenant text NOT NULL, n serial)');
+      const ib = inbox(c);
+      const heard: (string | undefined)[] = [];
+      ib.on('message:processed', (e) => heard.push(e.database));
+      // Messages keep flowing while the database is added.
+      let stop = false;
+      let sent = 0;
+      const flow = (async () => {
+        while (!stop) {
+          const t = NAMES[sent % 3]!;
+          expect((await ib.process(envelope(`${c}-${sent++}`, t))).status).toBe('processed');
+        }
+      })();
+      await new Promise((r) => setTimeout(r, 50));
+      // Before it is added, its name is unroutable.
+      expect(await ib.process(envelope(`${c}-early`, 't3'))).toMatchObject({
+        status: 'failed',
+        reason: 'unroutable',
+      });
+      ib.addDatabase('t3', extra.pool(0));
+      expect(ib.databases).toEqual([...NAMES, 't3']);
+      const got = await ib.processBatch([
+        envelope(`${c}-new1`, 't3'),
+        envelope(`${c}-new2`, 't0'),
+        envelope(`${c}-new3`, 't3'),
+      ]);
+      stop = true;
+      await flow;
+      expect(got.map((o) => o.status)).toEqual(['processed', 'processed', 'processed']);
+      const { rows } = await extra.pool(0).query<{ id: string }>('SELECT id FROM effects ORDER BY id');
+      expect(rows.map((r) => r.id)).toEqual([`${c}-new1`, `${c}-new3`]);
+      expect(heard.filter((d) => d === 't3')).toHaveLength(2);
+      expect(sent).toBeGreaterThan(0);
+      expect(() => ib.addDatabase('t3', extra.pool(0))).toThrow(
+        /database 't3' is already one of this inbox's/,
+      );
+      expect(() => ib.addDatabase('bad name', extra.pool(0))).toThrow(/not a database name/);
+      expect(() =>
+        createInbox({ pool: dbs.pool(0), consumer: c, handler: effect }).addDatabase('x', extra.pool(0)),
+      ).toThrow(/this inbox has one pool/);
+    } finally {
+      await extra.drop();
+    }
+  });
+
   it('copyInboxRows refuses a bad batch size', async () => {
     await expect(copyInboxRows(dbs.pool(0), dbs.pool(1), { batchSize: 0 })).rejects.toThrow(
       /option 'batchSize'/,
