@@ -75,9 +75,9 @@ export class Inbox<R = unknown> {
    * (its own claims, batches, readiness and failure records). This inbox places envelopes and
    * answers for the ones it cannot place; the replay markers stay in the home database's.
    */
-  readonly #routed: { readonly router: Router; readonly inboxes: Map<string, Inbox<R>> } | undefined;
+  readonly #routed: { readonly router: Router; inboxes: ReadonlyMap<string, Inbox<R>> } | undefined;
   /** A routed inbox's listeners (`on`), attached to every database's inbox, those added later too. */
-  readonly #subscriptions = new Set<Subscription<R>>();
+  readonly #subscriptions = new Set<Subscription>();
   /** What made this inbox: a routed inbox makes the inbox of a database added later the same way. */
   readonly #setup: { failureLines?: 'engine' | 'adapter'; name?: string; database?: string };
 
@@ -193,7 +193,8 @@ export class Inbox<R = unknown> {
     });
     const inbox = this.#inboxOf(checked, bounded);
     for (const sub of this.#subscriptions) sub.offs.push(sub.attach(inbox));
-    this.#routed.inboxes.set(checked, inbox);
+    // A new map rather than a write into the old one: batches in flight keep the set they began with.
+    this.#routed.inboxes = new Map([...this.#routed.inboxes, [checked, inbox]]);
     this.#routed.router.add(checked);
   }
 
@@ -254,7 +255,7 @@ export class Inbox<R = unknown> {
   on<E extends keyof OnceEventMap>(name: E, listener: (event: OnceEventMap[E]) => void): () => void {
     if (!this.#routed) return this.#events.on(name, listener);
     // Kept, so that a database added later (addDatabase) is listened to as well.
-    const sub: Subscription<R> = {
+    const sub: Subscription = {
       attach: (inbox) => inbox.on(name, listener),
       offs: [this.#events.on(name, listener)],
     };
@@ -531,8 +532,8 @@ export class Inbox<R = unknown> {
 }
 
 /** One listener of a routed inbox: how to attach it to a database's inbox, and how to detach it everywhere. */
-interface Subscription<R> {
-  readonly attach: (inbox: Inbox<R>) => () => void;
+interface Subscription {
+  readonly attach: (inbox: Pick<Inbox<unknown>, 'on'>) => () => void;
   readonly offs: (() => void)[];
 }
 
