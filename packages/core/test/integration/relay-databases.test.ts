@@ -293,6 +293,38 @@ describe('one relay over three databases', () => {
       ]),
     );
   });
+
+  it('stop() during a slow publish, with the other databases waiting for a place: returns at once, calls no publisher after, holds no connection', {
+    timeout: 30_000,
+  }, async () => {
+    await clear();
+    const { publisher, calls } = recordingPublisher(() => 5000);
+    for (const [i, name] of NAMES.entries()) await fill(pools[i]!, name, { keys: 2, perKey: 2 });
+    const relay = createRelay({
+      databases: named(),
+      publishers: { [DEST]: publisher },
+      concurrency: 1,
+      pollIntervalMs: 100,
+    });
+    await relay.start();
+    await waitFor('a publish under way', () => calls.length === 1, 10_000);
+    // The other two databases' rounds wait for the one place.
+    await sleep(300);
+    const stopAt = Date.now();
+    await relay.stop();
+    expect(Date.now() - stopAt).toBeLessThan(1000);
+    await sleep(300);
+    expect(calls).toHaveLength(1);
+    expect(allReleased(pools)).toBe(true);
+    expect(await listeners(admin, dbs.names)).toEqual({});
+    // Nothing was marked: every row is still pending, attempts unchanged.
+    for (const p of pools) {
+      const { rows } = await p.query(
+        `SELECT status, attempts, count(*)::int AS n FROM once.outbox GROUP BY status, attempts`,
+      );
+      expect(rows).toEqual([{ status: 'pending', attempts: 0, n: 4 }]);
+    }
+  });
 });
 
 describe('past maxListeners', () => {
