@@ -49,7 +49,15 @@ export type {
   OutboxRepublish,
 } from './outbox/outbox-publisher.js';
 export { createRelay, Relay } from './outbox/relay.js';
-export type { RelayHealth, RelayOptions } from './outbox/relay-options.js';
+export {
+  DEFAULT_RELAY_MAX_LISTENERS,
+  type RelayDatabaseHealth,
+  type RelayDatabasesOptions,
+  type RelayHealth,
+  type RelayOptions,
+  type RelayPoolOptions,
+  type RelaySettings,
+} from './outbox/relay-options.js';
 export type { CallerTransactions } from './pg/caller-transactions.js';
 export type { PgClientLike, PgPoolLike, Queryable, QueryConfigLike, QueryResultLike } from './pg/pg-like.js';
 export {

@@ -99,6 +99,8 @@ export interface OnceEventMap {
   'outbox:published': {
     /** How many outbox rows the round published and marked sent (at least 1). */
     count: number;
+    /** The database the rows are in, when the relay serves several (`createRelay({ databases })`). */
+    database?: string;
   };
   /** A row's publish failed; it is retried until the relay's `maxAttempts`. */
   'outbox:publish-failed': {
@@ -110,6 +112,8 @@ export interface OnceEventMap {
     attempts: number;
     /** What the publisher returned or threw. */
     error: SerializedError;
+    /** The database the row is in, when the relay serves several (`createRelay({ databases })`). */
+    database?: string;
   };
   /** A row reached the relay's `maxAttempts` (or was refused for good) and is parked. */
   'outbox:parked': {
@@ -119,6 +123,8 @@ export interface OnceEventMap {
     destination: string;
     /** The last error, stored on the parked row. */
     error: SerializedError;
+    /** The database the row is in, when the relay serves several (`createRelay({ databases })`). */
+    database?: string;
   };
 }
 export type OnceEventName = keyof OnceEventMap;

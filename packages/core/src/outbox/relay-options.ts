@@ -3,6 +3,7 @@ import { type Logger, silentLogger } from '../logger.js';
 import { checkNumber } from '../option-check.js';
 import { boundPool, resolvePoolBounds } from '../pg/bounded-pool.js';
 import type { PgPoolLike } from '../pg/pg-like.js';
+import type { NamedDatabases } from '../schema/databases.js';
 import type { OutboxPublisher } from './outbox-publisher.js';
 
 /** The relay's codes of {@link ErrorCode}, by their names there. */
@@ -11,10 +12,55 @@ export const RelayErrorCode = { PublishTimeout: ErrorCode.PublishTimeout } as co
 /** Rounds a relay runs at once unless told otherwise (`RelayOptions.concurrency`). */
 export const DEFAULT_RELAY_CONCURRENCY = 2;
 
-/** Options of {@link createRelay}. */
-export interface RelayOptions {
+/**
+ * Databases past this many in `databases` are polled rather than LISTENed to, unless
+ * `maxListeners` says otherwise (`RelayOptions.maxListeners`).
+ */
+export const DEFAULT_RELAY_MAX_LISTENERS = 16;
+
+/**
+ * Options of {@link createRelay}: `pool` for one database's outbox, or `databases` for the
+ * outboxes of several (exactly one of the two), and the settings they share.
+ */
+export type RelayOptions = RelayPoolOptions | RelayDatabasesOptions;
+
+/** {@link RelayOptions} for one database's outbox. */
+export interface RelayPoolOptions extends RelaySettings {
   /** The pool the relay claims and marks rows on (`new pg.Pool(...)`). */
   pool: PgPoolLike;
+  /** Not with `pool`: give `databases` instead to serve several. */
+  databases?: undefined;
+  /** Only with `databases`. */
+  maxListeners?: undefined;
+}
+
+/**
+ * {@link RelayOptions} for the outboxes of several databases, served by one relay: each database
+ * keeps its own rows, claims, attempts, parking, cleanup and order per key, and the settings
+ * apply to each database alone, except `concurrency`, which is one budget shared by all.
+ */
+export interface RelayDatabasesOptions extends RelaySettings {
+  /**
+   * The databases whose outboxes the relay serves, name → pool (names as in
+   * `migrateDatabases`: 1 to 63 characters of `[A-Za-z0-9_.-]`), at least one. Give each pool
+   * room for one LISTEN connection (the first `maxListeners` databases) and up to `concurrency`
+   * claims.
+   */
+  databases: NamedDatabases;
+  /** Not with `databases`. */
+  pool?: undefined;
+  /**
+   * How many databases get a LISTEN connection (one each), in the order of `databases`; the
+   * rest are polled every `pollIntervalMs` and report `pollingOnly` in `health().databases`. The
+   * default keeps 16 listeners and their claims (16 · (1 + `concurrency`) = 48 connections at the
+   * default 2) under half of a server's `max_connections = 100`, leaving the rest to consumers.
+   * `0`: poll every database. @default 16
+   */
+  maxListeners?: number | undefined;
+}
+
+/** The settings of {@link RelayOptions} that do not name the databases. */
+export interface RelaySettings {
   /** @default 'once' */
   schema?: string | undefined;
   /** A publisher per destination (the names given to `createOutbox`). */
@@ -32,6 +78,10 @@ export interface RelayOptions {
    * batch); an idle relay, or one whose rows are spread over fewer keys than `batchSize`, polls,
    * listens and claims with one. The relay uses up to `concurrency` pool connections, plus one for
    * LISTEN. `1`: one round at a time, as before this option.
+   *
+   * With `databases`, one budget for all of them: at most `concurrency` rounds run at once over
+   * all the databases, and when several databases have work the next free round goes to them in
+   * turn, so a database with a backlog delays another's rows by about one round at most.
    * @default 2
    */
   concurrency?: number | undefined;
@@ -104,6 +154,32 @@ export interface RelayHealth {
   published: number;
   /** Rows parked since start (refused for good, or past `maxAttempts`). */
   parked: number;
+  /**
+   * With `databases`: each database's state, in the order given. The fields above then sum
+   * (`published`, `parked`) or sum up: `listening` when a database listens, `pollingOnly` when
+   * none does, `lastRoundAt` the latest, `lastError` the first database's with an error, named.
+   */
+  databases?: RelayDatabaseHealth[] | undefined;
+}
+
+/** One database's state in {@link RelayHealth.databases}. */
+export interface RelayDatabaseHealth {
+  /** The database's name in `databases`. */
+  name: string;
+  /** True while its LISTEN connection wakes the relay on its new rows. */
+  listening: boolean;
+  /** True when its rows are found by polling only: past `maxListeners`, `listen: false`, or no notifications heard. */
+  pollingOnly: boolean;
+  /** True when it is polled because `maxListeners` databases before it hold the listeners. */
+  pastListenerCap: boolean;
+  /** When its last round finished (ms since epoch), if any. */
+  lastRoundAt: number | undefined;
+  /** Its last round's error, if it failed (its database down, a broker refusing its rows). */
+  lastError: string | undefined;
+  /** Its rows published since start. */
+  published: number;
+  /** Its rows parked since start. */
+  parked: number;
 }
 
 /** The relay's options after defaults, validated. */
@@ -125,7 +201,7 @@ export interface ResolvedRelayOptions {
 }
 
 /** Applies the defaults and validates; throws `INVALID_OPTION` naming the bad field. */
-export function resolveRelayOptions(options: RelayOptions): ResolvedRelayOptions {
+export function resolveRelayOptions(options: RelaySettings & { pool: PgPoolLike }): ResolvedRelayOptions {
   const publishers = options.publishers;
   if (!publishers || typeof publishers !== 'object' || Object.keys(publishers).length === 0) {
     throw new OnceError(
