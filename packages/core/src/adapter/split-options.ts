@@ -60,7 +60,10 @@ export interface SplitSpec<K extends string> {
   factory: string;
   /** The adapter's own option names: a list, or a key set (`{ groupId: true, … }`). */
   adapterKeys: readonly K[] | Readonly<Record<K, true>>;
-  /** Names that must be given (not undefined), inbox ones included: `pool` and `handler` always are. */
+  /**
+   * Names that must be given (not undefined), inbox ones included: `handler` always is, and `pool`
+   * unless `databases` is given.
+   */
   required?: readonly string[];
 }
 
@@ -109,13 +112,16 @@ function split<O extends object, K extends keyof O & string>(
       throw invalidOption(key, `is unknown${near ? `; did you mean '${near}'?` : ''}`);
     }
   }
-  for (const key of ['pool', 'handler', ...(spec.required ?? [])]) {
-    if ((options as Record<string, unknown>)[key] === undefined) {
+  // `pool`, unless the inbox is over several databases (`databases` and `route`, which core checks).
+  const given = options as Record<string, unknown>;
+  const database = given.databases === undefined ? ['pool'] : [];
+  for (const key of [...database, 'handler', ...(spec.required ?? [])]) {
+    if (given[key] === undefined) {
       throw invalidOption(key, 'is required');
     }
   }
   // Checked here, not left to core: adapters wrap the handler before the inbox sees it.
-  checkFunction('handler', (options as Record<string, unknown>).handler);
+  checkFunction('handler', given.handler);
   return { inbox: inbox as Omit<O, K>, adapter: adapter as Pick<O, K> };
 }
 

@@ -77,6 +77,13 @@ describe('splitOptions', () => {
     }
   });
 
+  it('does not ask for pool beside databases: core checks databases and route', () => {
+    const { pool, ...rest } = base as Record<string, unknown>;
+    const got = split({ ...rest, databases: { a: pool }, route: () => 'a' });
+    expect(Object.keys(got.inbox)).toContain('databases');
+    expect(Object.keys(got.inbox)).not.toContain('pool');
+  });
+
   it('takes the adapter keys as a key set as well as a list', () => {
     const keySet = {
       queue: true,
