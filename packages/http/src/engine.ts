@@ -350,7 +350,11 @@ export class Idempotency {
     }
     const place = typeof name === 'string' ? places.get(name) : undefined;
     if (place) return place;
-    const given = typeof name === 'string' ? JSON.stringify(name) : describeValue(name);
+    // A name is at most 63 characters: a longer answer is shown cut, not echoed whole.
+    const given =
+      typeof name === 'string'
+        ? JSON.stringify(name.length > 64 ? `${name.slice(0, 63)}…` : name)
+        : describeValue(name);
     return this.#unroutable(
       key,
       new UnroutableError(
@@ -441,7 +445,11 @@ const consoleWarn: Logger = {
   warn: (fields, message) => console.warn(message, fields),
 };
 
-/** Makes the engine of idempotent routes; bindings take it (`idempotentFetch(engine, ...)`). */
+/**
+ * Makes the engine of idempotent routes; bindings take it (`idempotentFetch(engine, ...)`). Over
+ * one `pool`, or over several databases with `databases` and `route`: then each request runs in
+ * the database `route` names for it (docs/http.md, "Several databases").
+ */
 export function createIdempotency(options: IdempotencyOptions): Idempotency {
   return new Idempotency(resolveIdempotencyOptions(options));
 }

@@ -147,6 +147,8 @@ describe('a request the router cannot place', () => {
           );
           // The other databases of the set are not named to the client.
           for (const n of names) expect(body.detail.includes(`'${n}'`)).toBe(false);
+          expect(body.detail).not.toMatch(/t0, t1, t2/);
+          expect(body.detail.length).toBeLessThan(2000);
         },
       ),
       { numRuns: 300 },
@@ -175,6 +177,21 @@ describe('a request the router cannot place', () => {
           'the request could not be placed in a database: route() threw: no tenant acme; nothing ran and nothing was recorded',
       },
     });
+  });
+
+  it('shows a long answer of the router cut, never whole', async () => {
+    const engine = createIdempotency({
+      databases: { a: countingPool() },
+      route: () => 'x'.repeat(5000),
+      logger: false,
+    });
+    const r = await engine.handle(request('k1', 'a'), 'acct', async () => {
+      throw new Error('must not run');
+    });
+    const body = JSON.parse(Buffer.from(r.response.body).toString('utf8'));
+    expect(body.detail).toBe(
+      `the request could not be placed in a database: route() gave "${'x'.repeat(63)}…", which names no database; nothing ran and nothing was recorded`,
+    );
   });
 
   it('is not asked for a request refused before it needs a database (a missing or invalid key)', async () => {
