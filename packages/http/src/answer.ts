@@ -18,6 +18,11 @@ export type KeyAnswer =
   | { kind: 'in-flight'; retryAfterS: number }
   /** The handler failed and nothing was kept: a retry with the same key runs it again. */
   | { kind: 'failed'; error: SerializedError }
+  /**
+   * Over several databases: the key was routed to a second database (core's check), so it was not
+   * run, and nothing was recorded: 500 `unroutable`.
+   */
+  | { kind: 'unroutable'; error: SerializedError }
   /** The database or once's schema cannot be used: 503 with `Retry-After`. */
   | { kind: 'unavailable'; error: SerializedError; retryAfterS: number };
 
@@ -35,8 +40,11 @@ export function answerOf(outcome: Outcome<StoredHttpResponse>): KeyAnswer {
       return { kind: 'mismatch' };
     case 'busy':
       return { kind: 'in-flight', retryAfterS: seconds(outcome.delayMs) };
-    case 'retry':
     case 'failed':
+      if (outcome.reason === 'unroutable') return { kind: 'unroutable', error: outcome.error };
+      // 'failed' is recorded nowhere (the engine's inbox has recordFailed off): the retry runs again.
+      return { kind: 'failed', error: outcome.error };
+    case 'retry':
       // 'failed' is recorded nowhere (the engine's inbox has recordFailed off): the retry runs again.
       return { kind: 'failed', error: outcome.error };
     case 'not-run':

@@ -1,5 +1,13 @@
-import type { Envelope, HandlerContext, Inbox, Logger, ProcessOptions } from '@once/core';
-import { createHttpInbox, type StoredHttpResponse, silentLogger, UnclaimedTx } from '@once/core/adapter';
+import type { Envelope, HandlerContext, Inbox, Logger, PgPoolLike, ProcessOptions } from '@once/core';
+import { UnroutableError } from '@once/core';
+import {
+  createHttpInbox,
+  type ResolvedInboxOptions,
+  type StoredHttpResponse,
+  serializeError,
+  silentLogger,
+  UnclaimedTx,
+} from '@once/core/adapter';
 import { answerOf, type KeyAnswer } from './answer.js';
 import { fingerprintInput } from './fingerprint.js';
 import { legacyInputOf } from './fingerprint-upgrade.js';
@@ -29,6 +37,8 @@ interface Job {
   readonly run: RunHandler;
   readonly key: string;
   readonly scope: string;
+  /** The database the key lives in. */
+  readonly place: Place;
   /** What the handler answered, once stored (processed). */
   answered?: HttpResponseData;
   /** What the handler answered when it is not to be stored (5xx, 408, 409, 425, 429). */
@@ -37,6 +47,16 @@ interface Job {
 
 /** Thrown inside the key's transaction to roll it back when the answer is not to be kept. */
 class NotStored extends Error {}
+
+/** The database a request runs in: its pool (for reads of once's own) and its unclaimed transactions. */
+interface Place {
+  /** The database's name, with `databases`; undefined over one `pool`. */
+  readonly database: string | undefined;
+  /** The pool as the user gave it: the stored-response and legacy-fingerprint reads run on it. */
+  readonly pool: PgPoolLike;
+  /** Requests without a key, in this database. */
+  readonly unclaimed: UnclaimedTx;
+}
 
 /**
  * The framework-neutral engine of `@once/http`: one per service (or per consumer name). Bindings
@@ -60,15 +80,34 @@ export class Idempotency {
   /** The options as resolved at construction, every default filled in. */
   readonly options: ResolvedIdempotencyOptions;
   readonly #inbox: Inbox<StoredHttpResponse>;
-  /** Requests without a key: the inbox's transaction settings, no claim. */
-  readonly #unclaimed: UnclaimedTx;
+  /** Over one `pool`: where every request runs. */
+  readonly #home: Place | undefined;
+  /** With `databases`: where the requests routed to each database run, by name. */
+  readonly #places: ReadonlyMap<string, Place> | undefined;
+  /**
+   * With `databases`: the database each keyed request's envelope was placed in by the user's
+   * `route`, which core's router (the inbox's `route`) reads back, so that core's check (one key,
+   * one database) sees the request's answer. Weak: an envelope is forgotten with its request.
+   */
+  readonly #placed = new WeakMap<Envelope, string>();
   readonly #log: Logger | undefined;
 
   constructor(options: ResolvedIdempotencyOptions) {
     this.options = options;
     this.#log = options.logger === false ? undefined : (options.logger ?? consoleWarn);
+    const databases = options.databases;
     this.#inbox = createHttpInbox({
-      pool: options.pool,
+      ...(databases
+        ? {
+            databases: Object.fromEntries(databases),
+            // The database was chosen from the request (#place) before the envelope was made.
+            route: (envelope: Envelope) => {
+              const name = this.#placed.get(envelope);
+              if (name === undefined) throw new Error('@once/http: a request reached the inbox unplaced');
+              return name;
+            },
+          }
+        : { pool: options.pool }),
       consumer: options.consumer,
       schema: options.schema,
       mode: options.mode,
@@ -87,7 +126,25 @@ export class Idempotency {
         throw new Error('@once/http: a request reached the inbox without its job');
       },
     });
-    this.#unclaimed = new UnclaimedTx(this.#inbox.options);
+    const o = this.#inbox.options;
+    if (databases && o.routing) {
+      const places = new Map<string, Place>();
+      for (const [name, bounded] of o.routing.pools) {
+        // Core's inbox of that database, minus the claim: its bounded pool, its outbox's wake.
+        const own: ResolvedInboxOptions<unknown> = Object.freeze({
+          ...o,
+          pool: bounded,
+          routing: undefined,
+          outbox: o.outbox?.forPool(bounded),
+        });
+        places.set(name, { database: name, pool: databases.get(name)!, unclaimed: new UnclaimedTx(own) });
+      }
+      this.#places = places;
+      this.#home = undefined;
+    } else {
+      this.#places = undefined;
+      this.#home = { database: undefined, pool: options.pool!, unclaimed: new UnclaimedTx(o) };
+    }
   }
 
   /** The inbox behind the keys (for events: `inbox.on('message:processed', ...)`, and `@once/otel`). */
@@ -134,7 +191,9 @@ export class Idempotency {
           ),
         };
       }
-      return runUnkeyed(this.#unclaimed, o, request, scope, run, this.#log);
+      const place = this.#place(request, undefined);
+      if ('response' in place) return place;
+      return runUnkeyed(place.unclaimed, o, request, scope, run, this.#log);
     }
     const parsed = parseIdempotencyKey(header, o.maxKeyLength);
     if (!parsed.ok) {
@@ -151,6 +210,8 @@ export class Idempotency {
     } catch (err) {
       return this.#failed(key, err);
     }
+    const place = this.#place(request, key);
+    if ('response' in place) return place;
     const envelope: Envelope = {
       id: messageIdOf(scope, key),
       body: fingerprinted,
@@ -160,7 +221,8 @@ export class Idempotency {
       attempt: 1,
       redelivered: false,
     };
-    const job: Job = { run, key, scope };
+    if (place.database !== undefined) this.#placed.set(envelope, place.database);
+    const job: Job = { run, key, scope, place };
     // The job goes with the call, as its handler: nothing is kept by envelope.
     const call: ProcessOptions<StoredHttpResponse> = {
       handler: (_envelope, ctx) => this.#runJob(job, ctx),
@@ -172,12 +234,20 @@ export class Idempotency {
       // it did then (a replay, a 409 while a lease is held, a takeover); else the 422 stands.
       let legacy: Buffer | undefined;
       try {
-        legacy = await legacyInputOf(o.pool, o.schema, o.consumer, messageIdOf(scope, key), request, headers);
+        legacy = await legacyInputOf(
+          place.pool,
+          o.schema,
+          o.consumer,
+          messageIdOf(scope, key),
+          request,
+          headers,
+        );
       } catch (err) {
         return this.#failed(key, err);
       }
       if (legacy !== undefined) {
         const again: Envelope = { ...envelope, body: legacy };
+        if (place.database !== undefined) this.#placed.set(again, place.database);
         answer = answerOf(await this.#inbox.process(again, call));
       }
     }
@@ -191,7 +261,9 @@ export class Idempotency {
         return { status: 'processed', key, response: job.answered! };
       case 'replay':
         // Lease mode's duplicates come without the response: read it.
-        return answer.stored ? this.#replayOf(answer.stored, key) : this.#replay(answer.id, key);
+        return answer.stored
+          ? this.#replayOf(answer.stored, key)
+          : this.#replay(job.place.pool, answer.id, key);
       case 'mismatch':
         return {
           status: 'mismatch',
@@ -216,6 +288,12 @@ export class Idempotency {
       case 'failed':
         if (job.unstored) return { status: 'not-stored', key, response: job.unstored };
         return this.#failed(key, answer.error);
+      case 'unroutable':
+        return this.#unroutable(
+          key,
+          answer.error,
+          'route() placed this Idempotency-Key in another database than before, and a key must stay in one database',
+        );
       case 'unavailable':
         return {
           status: 'failed',
@@ -228,10 +306,10 @@ export class Idempotency {
     }
   }
 
-  async #replay(id: string, key: string): Promise<HandleResult> {
+  async #replay(pool: PgPoolLike, id: string, key: string): Promise<HandleResult> {
     let row: StoredHttpRow;
     try {
-      row = await readStoredResponse(this.options.pool, this.options.schema, this.options.consumer, id);
+      row = await readStoredResponse(pool, this.options.schema, this.options.consumer, id);
     } catch (err) {
       return this.#failed(key, err);
     }
@@ -247,6 +325,61 @@ export class Idempotency {
       status: 'replayed',
       key,
       response: replayOf({ status: r.status, headers: r.headers, body: r.body }, this.options.replayHeader),
+    };
+  }
+
+  /**
+   * The database `request` runs in: the one `pool`, or the one the user's `route` names. A router
+   * that throws or names no database of the set answers 500 `unroutable` (a bug of the router or
+   * of the set, which the same request would meet again; 503 is kept for a database that is
+   * down), with the router's message and nothing else of the set in `detail`, and nothing recorded.
+   */
+  #place(request: IdempotentRequest, key: string | undefined): Place | HandleResult {
+    if (this.#home) return this.#home;
+    const places = this.#places!;
+    let name: unknown;
+    try {
+      name = this.options.route!(request);
+    } catch (err) {
+      const message = serializeError(err).message;
+      return this.#unroutable(
+        key,
+        new UnroutableError(`route() threw for a request: ${message}`, undefined, { cause: err }),
+        `route() threw: ${message}`,
+      );
+    }
+    const place = typeof name === 'string' ? places.get(name) : undefined;
+    if (place) return place;
+    // A name is at most 63 characters: a longer answer is shown cut, not echoed whole.
+    const given =
+      typeof name === 'string'
+        ? JSON.stringify(name.length > 64 ? `${name.slice(0, 63)}…` : name)
+        : describeValue(name);
+    return this.#unroutable(
+      key,
+      new UnroutableError(
+        `route() gave ${given} for a request, which is not one of the databases (${[...places.keys()].join(', ')})`,
+        typeof name === 'string' ? name : undefined,
+      ),
+      `route() gave ${given}, which names no database`,
+    );
+  }
+
+  /** 500 `unroutable`: the request has no database, so it ran nowhere and nothing was recorded. */
+  #unroutable(key: string | undefined, error: unknown, cause: string): HandleResult {
+    this.#log?.warn(
+      { consumer: this.options.consumer, key, err: error },
+      'request could not be placed in a database; nothing ran and nothing was recorded',
+    );
+    return {
+      status: 'failed',
+      key,
+      error,
+      response: problemResponse(
+        500,
+        HttpProblem.Unroutable,
+        `the request could not be placed in a database: ${cause}; nothing ran and nothing was recorded`,
+      ),
     };
   }
 
@@ -303,12 +436,20 @@ export class Idempotency {
   }
 }
 
+function describeValue(value: unknown): string {
+  return value === null ? 'null' : value === undefined ? 'undefined' : `a ${typeof value}`;
+}
+
 const consoleWarn: Logger = {
   ...silentLogger,
   warn: (fields, message) => console.warn(message, fields),
 };
 
-/** Makes the engine of idempotent routes; bindings take it (`idempotentFetch(engine, ...)`). */
+/**
+ * Makes the engine of idempotent routes; bindings take it (`idempotentFetch(engine, ...)`). Over
+ * one `pool`, or over several databases with `databases` and `route`: then each request runs in
+ * the database `route` names for it (docs/http.md, "Several databases").
+ */
 export function createIdempotency(options: IdempotencyOptions): Idempotency {
   return new Idempotency(resolveIdempotencyOptions(options));
 }

@@ -18,6 +18,7 @@ export {
   DEFAULT_IDEMPOTENCY_OPTIONS,
   type IdempotencyOptions,
   MAX_KEY_LENGTH,
+  type RequestRouter,
   type ResolvedIdempotencyOptions,
 } from './options.js';
 export { HttpProblem, problemResponse, stripeProblemFormat } from './problem.js';

@@ -1,11 +1,39 @@
 import type { LeaseSettings, Logger, Outbox, PgPoolLike } from '@once/core';
 import { optionCheck } from '@once/core/adapter';
+import { placeOf } from './databases.js';
 import type { ProblemFormat } from './problem-details.js';
+import type { IdempotentRequest } from './types.js';
+
+/**
+ * The router of an engine over several databases (`databases`): the name of the database a
+ * request belongs in, one of `databases`' names, from the request as the binding handed it over
+ * (method, target, route name, headers, body): a tenant header, a path prefix. It must send one
+ * key (scope and `Idempotency-Key`) to one database. A router that throws, or names no database
+ * of the set, has the request answered 500 `unroutable`, with nothing recorded anywhere.
+ */
+export type RequestRouter = (request: IdempotentRequest) => string;
 
 /** Options of {@link createIdempotency}. */
 export interface IdempotencyOptions {
-  /** The pool the key's transaction runs on (`new pg.Pool(...)`). */
-  pool: PgPoolLike;
+  /**
+   * The pool the key's transaction runs on (`new pg.Pool(...)`). Give `pool`, or `databases` and
+   * `route` for requests spread over several databases.
+   */
+  pool?: PgPoolLike | undefined;
+  /**
+   * Several databases, name → pool (names of 1 to 63 characters of `[A-Za-z0-9_.-]`), instead of
+   * one `pool`: a database per tenant, or shards. Everything about a key (its claim, the
+   * handler's transaction, the stored response, its replays, 409s and 422s) and a request
+   * without a key live in the one database `route` names for the request. Every database needs
+   * once's schema (`migrateDatabases`).
+   */
+  databases?: Readonly<Record<string, PgPoolLike>> | undefined;
+  /**
+   * With `databases`: the name of the database a request belongs in (see {@link RequestRouter}).
+   * A key (scope and `Idempotency-Key`) routed to a second database within this process is
+   * refused with 500 `unroutable`, as a router that throws or names no database is.
+   */
+  route?: RequestRouter | undefined;
   /**
    * The consumer name the keys are recorded under in once's inbox: one per service (or per group
    * of routes sharing keys). At most 200 bytes of UTF-8. Shown by `once inspect` and `once status`.
@@ -56,7 +84,7 @@ export interface IdempotencyOptions {
   logger?: Logger | false | undefined;
   /**
    * Writes the body of the answers `@once/http` writes itself (400 `key-missing`/`key-invalid`,
-   * 409 `key-in-flight`, 422 `key-mismatch`, 500 `handler-failed`, 503 `unavailable`) on every
+   * 409 `key-in-flight`, 422 `key-mismatch`, 500 `handler-failed` and `unroutable`, 503 `unavailable`) on every
    * binding, for clients that expect another error shape: `stripeProblemFormat` gives Stripe's
    * (`{"error":{...}}`), which Stripe's SDKs throw for. Their status and headers (`Retry-After`)
    * stay. A format that throws leaves the default answer and is logged.
@@ -87,8 +115,12 @@ const TOKEN_LOWER = /^[!#$%&'*+.^_`|~0-9a-z-]+$/;
 
 /** Options after defaults, frozen. */
 export interface ResolvedIdempotencyOptions {
-  /** The pool the keys' transactions run on. */
-  readonly pool: PgPoolLike;
+  /** The pool the keys' transactions run on; undefined with `databases`. */
+  readonly pool: PgPoolLike | undefined;
+  /** With `databases`: name → pool, in the order given; undefined with one `pool`. */
+  readonly databases: ReadonlyMap<string, PgPoolLike> | undefined;
+  /** With `databases`: the request's router; undefined with one `pool`. */
+  readonly route: RequestRouter | undefined;
   /** The consumer name the keys are recorded under. */
   readonly consumer: string;
   /** Once's schema. */
@@ -124,9 +156,7 @@ export function resolveIdempotencyOptions(o: IdempotencyOptions): ResolvedIdempo
 
 function resolve(o: IdempotencyOptions): ResolvedIdempotencyOptions {
   if (typeof o !== 'object' || o === null) throw optionCheck.invalid('', 'must be an object');
-  if (typeof o.pool?.query !== 'function' || typeof o.pool?.connect !== 'function') {
-    throw optionCheck.invalid('pool', 'must be a pg Pool (new pg.Pool(...))');
-  }
+  const where = placeOf(o);
   const d = DEFAULT_IDEMPOTENCY_OPTIONS;
   if ((o as { leaseMs?: unknown }).leaseMs !== undefined) {
     throw optionCheck.invalid(
@@ -160,7 +190,7 @@ function resolve(o: IdempotencyOptions): ResolvedIdempotencyOptions {
     MAX_KEY_LENGTH,
   );
   return Object.freeze({
-    pool: o.pool,
+    ...where,
     consumer: optionCheck.name('consumer', o.consumer ?? d.consumer),
     schema: optionCheck.name('schema', o.schema ?? d.schema),
     mode,

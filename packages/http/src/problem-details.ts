@@ -6,19 +6,20 @@ export const HttpProblem = {
   KeyMismatch: 'key-mismatch',
   HandlerFailed: 'handler-failed',
   Unavailable: 'unavailable',
+  Unroutable: 'unroutable',
 } as const;
 /** One of {@link HttpProblem}'s values. */
 export type HttpProblem = (typeof HttpProblem)[keyof typeof HttpProblem];
 
 /**
- * An answer `@once/http` writes itself (a refused key, a key in flight or reused, a failed or
- * unavailable request), as the `formatProblem` option receives it. The status and headers of the
+ * An answer `@once/http` writes itself (a refused key, a key in flight or reused, a failed,
+ * unavailable or unroutable request), as the `formatProblem` option receives it. The status and headers of the
  * answer (`Retry-After`) are fixed; the format chooses only the body and its media type.
  */
 export interface ProblemDetails {
   /** The answer's status: 400, 409, 422, 500 or 503. */
   readonly status: number;
-  /** What went wrong: `key-missing`, `key-invalid`, `key-in-flight`, `key-mismatch`, `handler-failed` or `unavailable`. */
+  /** What went wrong: `key-missing`, `key-invalid`, `key-in-flight`, `key-mismatch`, `handler-failed`, `unavailable` or `unroutable`. */
   readonly problem: HttpProblem;
   /** The problem type URI (RFC 9457 `type`): docs/http.md with the problem as its anchor. */
   readonly type: string;

@@ -10,6 +10,7 @@ const TITLES: Record<HttpProblem, string> = {
   'key-mismatch': 'Idempotency-Key reused with a different request',
   'handler-failed': 'The request failed and was not recorded; retry it with the same key',
   unavailable: 'The idempotency store is unavailable; retry with the same key',
+  unroutable: 'The request could not be placed in a database; nothing was recorded',
 };
 
 const DOCS = 'https://github.com/once-dev/once/blob/main/docs/http.md#';
@@ -93,6 +94,7 @@ const STRIPE_TYPES: Record<HttpProblem, string> = {
   'key-mismatch': 'idempotency_error',
   'handler-failed': 'api_error',
   unavailable: 'api_error',
+  unroutable: 'api_error',
 };
 
 /**
@@ -100,7 +102,7 @@ const STRIPE_TYPES: Record<HttpProblem, string> = {
  * for clients written against Stripe's API (its SDKs throw only for a body with an `error`
  * member, and would otherwise take a problem+json refusal for the resource they asked for).
  * `type` is Stripe's (`idempotency_error` for a key reused or in flight, `invalid_request_error`
- * for a missing or invalid key, `api_error` for a failed or unavailable request), `code` is
+ * for a missing or invalid key, `api_error` for a failed, unavailable or unroutable request), `code` is
  * once's problem name, `message` its detail.
  */
 export const stripeProblemFormat: ProblemFormat = (p) => ({

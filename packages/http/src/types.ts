@@ -99,6 +99,8 @@ export type RunHandler = (ctx: IdempotentContext) => Promise<HttpResponseData>;
  * - `not-stored`: the handler answered 5xx, 304, 408, 409, 425 or 429: sent as it is, nothing kept,
  *   its writes rolled back, so a retry runs again;
  * - `failed`: the handler threw, or COMMIT failed (a deferred constraint): a 500 problem, nothing kept;
+ *   also a request the engine's `route` could not place in a database (500 `unroutable`, its
+ *   `error` an `UnroutableError`), and a database that cannot be used (503 `unavailable`);
  * - `in-flight`: another request holds the key: 409 with `Retry-After`;
  * - `mismatch`: the key was used with another request fingerprint: 422;
  * - `invalid-key` / `missing-key`: 400;

@@ -1,0 +1,72 @@
+/**
+ * Where an engine's requests run: one `pool`, or `databases` and `route`. Owns one decision: that
+ * exactly one of the two ways is given, and given well (a set of named pools, a router), each
+ * refusal naming its field as core's inbox names it.
+ */
+
+import type { PgPoolLike } from '@once/core';
+import { DATABASE_NAME_PATTERN } from '@once/core';
+import { optionCheck } from '@once/core/adapter';
+import type { IdempotencyOptions, ResolvedIdempotencyOptions } from './options.js';
+
+/** `pool`, or `databases` and `route`: exactly one of the two ways, each checked. */
+export function placeOf(
+  o: IdempotencyOptions,
+): Pick<ResolvedIdempotencyOptions, 'pool' | 'databases' | 'route'> {
+  if (o.databases === undefined) {
+    if (o.route !== undefined) {
+      throw optionCheck.invalid('route', "is for an engine over several databases: give 'databases' too");
+    }
+    if (!isPool(o.pool)) {
+      throw optionCheck.invalid(
+        'pool',
+        "must be a pg Pool (new pg.Pool(...)), or give 'databases' and 'route' instead",
+      );
+    }
+    return { pool: o.pool, databases: undefined, route: undefined };
+  }
+  if (o.pool !== undefined) {
+    throw optionCheck.invalid('databases', "and 'pool' are two ways to name the database: give one of them");
+  }
+  const given: unknown = o.databases;
+  if (typeof given !== 'object' || given === null || Array.isArray(given)) {
+    throw optionCheck.invalid('databases', `must be an object of name → pool, got ${describe(given)}`);
+  }
+  const entries = Object.entries(given as Record<string, unknown>);
+  if (entries.length === 0) throw optionCheck.invalid('databases', 'must name at least one database');
+  for (const [name, pool] of entries) {
+    if (!DATABASE_NAME_PATTERN.test(name)) {
+      throw optionCheck.invalid(
+        `databases.${name}`,
+        `is not a database name: 1 to 63 characters of [A-Za-z0-9_.-], got ${JSON.stringify(name)}`,
+      );
+    }
+    if (!isPool(pool))
+      throw optionCheck.invalid(`databases.${name}`, `must be a pg Pool, got ${describe(pool)}`);
+  }
+  if (typeof o.route !== 'function') {
+    throw optionCheck.invalid(
+      'route',
+      `must be a function from a request to a database name, got ${describe(o.route)}`,
+    );
+  }
+  return {
+    pool: undefined,
+    databases: new Map(entries as [string, PgPoolLike][]),
+    route: o.route,
+  };
+}
+
+function isPool(p: unknown): p is PgPoolLike {
+  const pool = p as Partial<PgPoolLike> | null | undefined;
+  return (
+    typeof pool === 'object' &&
+    pool !== null &&
+    typeof pool.query === 'function' &&
+    typeof pool.connect === 'function'
+  );
+}
+
+function describe(value: unknown): string {
+  return value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value;
+}
