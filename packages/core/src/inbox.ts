@@ -398,7 +398,7 @@ export class Inbox<R = unknown> {
       await this.#readiness.ready();
     } catch (err) {
       this.#readiness.fault(err);
-      return this.#ctx.out.unavailable(envelope, undefined, err);
+      return this.#ctx.out.unavailable(envelope, this.#idOrUndefined(envelope), err);
     }
     const prepared = prepare(envelope, this.options, call);
     const outcome =
@@ -422,7 +422,7 @@ export class Inbox<R = unknown> {
       // A setup fault (schema missing or too new, database unreachable) is never the messages':
       // none of them ran, none is spent or dead-lettered.
       this.#readiness.fault(err);
-      return envelopes.map((e) => out.unavailable(e, undefined, err));
+      return envelopes.map((e) => out.unavailable(e, this.#idOrUndefined(e), err));
     }
     // After a batch deadlocked on the handlers' own rows, batches run one message per transaction
     // for a while (see engine/batch-pause.ts). The caller's transactions and lease mode run every

@@ -21,7 +21,12 @@ export interface InboxLike {
      * An inbox over several databases: each database's pool by name. The gauges are read from
      * each, tagged `db.namespace`, unless the `pool` option is given. Absent in older cores.
      */
-    readonly routing?: { readonly pools: ReadonlyMap<string, PgPoolLike> } | undefined;
+    readonly routing?:
+      | {
+          /** Each database's pool, by name. */
+          readonly pools: ReadonlyMap<string, PgPoolLike>;
+        }
+      | undefined;
   };
   /** Subscribes to an event; returns an unsubscribe function. */
   on<E extends keyof OnceEventMap>(name: E, listener: (event: OnceEventMap[E]) => void): () => void;

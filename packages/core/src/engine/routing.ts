@@ -50,6 +50,7 @@ export type Placement = { database: string } | { hold: true } | { error: Unrouta
 export interface ResolvedRouting {
   /** Name → pool, in the order given; the first is the home database (see `Inbox.noteInflight`). */
   readonly pools: ReadonlyMap<string, PgPoolLike>;
+  /** The user's `route`, as given. */
   readonly route: RouteFn;
 }
 
