@@ -32,6 +32,12 @@ export interface ConsumerHealth {
    * consumer then fetches nothing, and starts again once the schema checks out.
    */
   available: boolean;
+  /**
+   * With `databases`: the databases whose messages wait because the last one routed there found
+   * it unusable. The consumer stays `available` and `healthy` while any database is usable, and
+   * the others' messages run. Empty with one `pool`.
+   */
+  unavailableDatabases: string[];
   /** The last error the consumer handled itself, with where it happened and when (epoch ms). */
   lastError:
     | (SerializedError & {

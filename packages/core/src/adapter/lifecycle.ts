@@ -170,6 +170,7 @@ export class ConsumerLifecycle<R, M extends ConsumerEventMap = ConsumerEventMap>
       state: this.#state,
       healthy: this.#state === 'running' && this.#available && ok,
       available: this.#available,
+      unavailableDatabases: this.#spec.inbox.unavailableDatabases,
       lastError: this.#lastError,
     };
   }
