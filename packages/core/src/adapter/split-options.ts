@@ -60,7 +60,10 @@ export interface SplitSpec<K extends string> {
   factory: string;
   /** The adapter's own option names: a list, or a key set (`{ groupId: true, … }`). */
   adapterKeys: readonly K[] | Readonly<Record<K, true>>;
-  /** Names that must be given (not undefined), inbox ones included: `pool` and `handler` always are. */
+  /**
+   * Names that must be given (not undefined), inbox ones included: `handler` always is, and `pool`
+   * unless `databases` is given.
+   */
   required?: readonly string[];
 }
 
@@ -109,8 +112,12 @@ function split<O extends object, K extends keyof O & string>(
       throw invalidOption(key, `is unknown${near ? `; did you mean '${near}'?` : ''}`);
     }
   }
-  for (const key of ['pool', 'handler', ...(spec.required ?? [])]) {
-    if ((options as Record<string, unknown>)[key] === undefined) {
+  // An inbox over several databases names them in `databases` instead of `pool` (core checks that
+  // pair and `route`): then `pool` is not required.
+  const given = options as Record<string, unknown>;
+  const database = given.databases === undefined ? ['pool'] : [];
+  for (const key of [...database, 'handler', ...(spec.required ?? [])]) {
+    if (given[key] === undefined) {
       throw invalidOption(key, 'is required');
     }
   }

@@ -77,6 +77,16 @@ describe('splitOptions', () => {
     }
   });
 
+  it('does not require pool when databases is given: both go to the inbox, which checks the pair', () => {
+    const { pool: _pool, ...rest } = base;
+    const route = () => 'a';
+    const { inbox } = split({ ...rest, databases: { a: {} }, route });
+    expect(inbox).toEqual({ handler: base.handler, databases: { a: {} }, route });
+    expect(codeAndMessage(() => split({ ...rest, route })).message).toBe(
+      "createTestConsumer: option 'pool' is required",
+    );
+  });
+
   it('takes the adapter keys as a key set as well as a list', () => {
     const keySet = {
       queue: true,
