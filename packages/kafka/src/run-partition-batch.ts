@@ -424,6 +424,8 @@ class BatchRun {
     let prefix = plan.prefix;
     let retryDelay: number | undefined;
     let retryAttempt = 0;
+    /** The message to run again was not run because its database cannot be used. */
+    let held = false;
     for (const k of plan.deadLetter) {
       const m = mapped[k]!;
       const dead = plans[k] as DeadLetterPlan;
@@ -451,6 +453,7 @@ class BatchRun {
       // without a plan (it never reached the inbox) after the fault backoff.
       retryAttempt = (retry?.kind === 'retry' ? retry.attempt : env.attempt) - 1;
       retryDelay = retry === undefined ? this.#faultDelay() : retry.kind === 'retry' ? retry.delayMs : 0;
+      held = retry?.kind === 'retry' && retry.outcome === 'not-run';
       if (retry?.kind === 'retry' && retry.failure) {
         deps.events.emit('partition:retry', {
           topic: this.#topic,
@@ -482,7 +485,12 @@ class BatchRun {
     if (retryDelay === undefined) return prefix;
     const at = mapped[prefix]!.message.offset;
     this.#state.retry = { offset: at, attempt: Math.max(0, retryAttempt) };
-    const inline = retryDelay <= deps.options.inlineRetryMaxMs && !this.#deps.isStopping();
+    // A message whose database cannot be used (`not-run`, over several databases while the others
+    // can) is never waited for in place: the wait would repeat for as long as that database is
+    // away, and kafkajs fetches the partitions of a broker again only once every batch of the last
+    // fetch is over, so the other partitions (and databases) would wait with it. The partition is
+    // paused and sought back instead; the others go on.
+    const inline = retryDelay <= deps.options.inlineRetryMaxMs && !held && !this.#deps.isStopping();
     // Commit the progress. The in-flight marker is cleared when nothing runs while the partition
     // waits; kept when the run goes on under it after a wait in place.
     if (!this.#lost) await this.#commit(this.#pending ?? at, inline ? marker : null);

@@ -77,11 +77,14 @@ describe('splitOptions', () => {
     }
   });
 
-  it('does not ask for pool beside databases: core checks databases and route', () => {
-    const { pool, ...rest } = base as Record<string, unknown>;
-    const got = split({ ...rest, databases: { a: pool }, route: () => 'a' });
-    expect(Object.keys(got.inbox)).toContain('databases');
-    expect(Object.keys(got.inbox)).not.toContain('pool');
+  it('does not require pool when databases is given: both go to the inbox, which checks the pair', () => {
+    const { pool: _pool, ...rest } = base;
+    const route = () => 'a';
+    const { inbox } = split({ ...rest, databases: { a: {} }, route });
+    expect(inbox).toEqual({ handler: base.handler, databases: { a: {} }, route });
+    expect(codeAndMessage(() => split({ ...rest, route })).message).toBe(
+      "createTestConsumer: option 'pool' is required",
+    );
   });
 
   it('takes the adapter keys as a key set as well as a list', () => {

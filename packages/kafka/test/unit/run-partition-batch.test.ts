@@ -58,6 +58,8 @@ function harness(
       return { ...base, status, error: { name: 'E', message: 'boom' }, delayMs: 7, spent: true };
     if (status === 'failed')
       return { ...base, status, reason: 'permanent', error: { name: 'E', message: 'bad' } };
+    if (status === 'not-run')
+      return { ...base, status, why: 'unavailable', error: { name: 'E', message: 'db away' }, delayMs: 7 };
     return { ...base, status: status as 'processed', result: undefined };
   };
   const doomed: string[] = [];
@@ -350,6 +352,25 @@ describe('runPartitionBatch', () => {
     await h.run(messages(11, 2));
     expect(h.log).toContain('batch 11@2,12');
     expect(h.state.retry).toBeUndefined();
+  });
+
+  it('a message whose database is away (not-run, unavailable) is never waited for in place: the partition pauses from it, unspent; the others of the slice ran', async () => {
+    // Over several databases: 10 and 12 belong to usable databases, 11 to one that is away.
+    const h = harness({ decide: (e) => (e.source.offset === '11' ? 'not-run' : 'processed') });
+    await h.run(messages(10, 3));
+    expect(h.log).toEqual([
+      'commit 10 {"end":"12"}',
+      'batch 10,11,12',
+      'resolve 10',
+      // The committed offset stops at the held message; the marker is cleared (nothing runs meanwhile).
+      'commit 11',
+      'retryLater 11 7',
+    ]);
+    // Read again as the same attempt.
+    expect(h.state.retry).toEqual({ offset: '11', attempt: 0 });
+    h.log.length = 0;
+    await h.run(messages(11, 2));
+    expect(h.log).toContain('batch 11,12');
   });
 
   it('refuses to start a message that killed the consumer maxAttempts times', async () => {
