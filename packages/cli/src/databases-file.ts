@@ -7,7 +7,13 @@ import { ExitCode } from './exit-codes.js';
 import { quote } from './json-text.js';
 
 /** The commands `--database all` runs on every database of the file, one after the other. */
-export const ALL_DATABASES_COMMANDS: readonly string[] = Object.freeze(['migrate', 'purge', 'status']);
+export const ALL_DATABASES_COMMANDS: readonly string[] = Object.freeze([
+  'migrate',
+  'purge',
+  'status',
+  'failed list',
+  'outbox status',
+]);
 
 /** One database of a `--databases` file. */
 export interface NamedUrl {

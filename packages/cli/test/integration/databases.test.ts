@@ -201,6 +201,49 @@ describe('--database all', () => {
     const text = await once(['--databases', file, '--database', 'all', '--schema', schema, 'status']);
     expect(text.code).toBe(0);
     for (const n of NAMES) expect(text.stdout).toContain(`database ${n}\nschema ${schema}: version`);
+
+    // The read-only lists over the set: a section per database.
+    await dbs.pool(1).query(
+      `INSERT INTO ${schema}.inbox (consumer, message_id, fingerprint, status, error, expires_at)
+       VALUES ('billing', 'bad-1', '\\x00', 'failed', '{"name":"PermanentError","message":"no"}', now() + interval '1 day')`,
+    );
+    const failed = await once([
+      '--databases',
+      file,
+      '--database',
+      'all',
+      '--schema',
+      schema,
+      'failed',
+      'list',
+    ]);
+    expect(failed.code).toBe(0);
+    expect(failed.stdout).toContain(`database ${NAMES[0]}\nno failed messages`);
+    expect(failed.stdout).toMatch(new RegExp(`database ${NAMES[1]}\\nconsumer .*\\nbilling +bad-1`));
+    const json = await once([
+      '--json',
+      '--databases',
+      file,
+      '--database',
+      'all',
+      '--schema',
+      schema,
+      'failed',
+      'list',
+    ]);
+    expect(Object.keys(JSON.parse(json.stdout))).toEqual([...NAMES]);
+    const outbox = await once([
+      '--databases',
+      file,
+      '--database',
+      'all',
+      '--schema',
+      schema,
+      'outbox',
+      'status',
+    ]);
+    expect(outbox.code).toBe(0);
+    for (const n of NAMES) expect(outbox.stdout).toContain(`database ${n}\n`);
   });
 
   it('purge: Ctrl-C stops between batches and leaves the databases after it out; exit 130', async () => {
@@ -283,7 +326,7 @@ describe('--database all', () => {
       code: 'DATABASE_ALL_REFUSED',
       exitCode: 2,
       message:
-        '--database all works with migrate, purge, status; inspect works on one database: pass --database <name>',
+        '--database all works with migrate, purge, status, failed list, outbox status; inspect works on one database: pass --database <name>',
     });
     const outbox = await once(['--databases', file, '--database', 'all', 'outbox', 'retry', '--all-failed']);
     expect(outbox.code).toBe(2);
@@ -340,7 +383,7 @@ describe('usage errors', () => {
     const unchosen = await once(['--databases', file, 'status']);
     expect(unchosen.code).toBe(2);
     expect(unchosen.stderr).toBe(
-      'once: --databases needs --database <name>, or --database all (migrate, purge, status)\n',
+      'once: --databases needs --database <name>, or --database all (migrate, purge, status, failed list, outbox status)\n',
     );
     // ONCE_DATABASES alone changes nothing: DATABASE_URL is the database, and the file is not read.
     const envOnly = await once(['--json', 'status', '--schema', 'once_p'], {
