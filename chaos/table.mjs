@@ -20,6 +20,7 @@ const ORDER = [
   'partition-pg',
   'partition-broker',
   'partition-both',
+  'tenant-restart',
 ];
 const WHAT = {
   sigkill: 'SIGKILL of a consumer at a random moment (restarted)',
@@ -35,6 +36,8 @@ const WHAT = {
   'partition-pg': 'network partition, one consumer ↔ PostgreSQL (namespace, nft drop, one way or both)',
   'partition-broker': 'network partition, one consumer ↔ broker (namespace, nft drop, one way or both)',
   'partition-both': 'network partition, one consumer ↔ PostgreSQL and broker (namespace, nft drop)',
+  'tenant-restart':
+    "a tenant database's own cluster crashes (`pg_ctl -m immediate`), 5 s down, starts (`--tenants` runs)",
 };
 /** Partitions through the proxy stand-in are listed apart: they never count toward the goal. */
 const PROXY_NOTE = ' — proxy stand-in, not counted';
@@ -87,7 +90,7 @@ export function renderTable() {
   for (const { s } of runs) {
     const o = s.once;
     lines.push(
-      `| ${s.broker}${s.client && s.client !== 'kafkajs' ? ` on ${s.client}` : ''} seed ${s.seed} | ${s.mode} | \`${s.commit.slice(0, 8)}\` | ${s.produced.distinctIds} | ${o.duplicated} / ${o.lost} / ${o.orderPromised ? o.keysOutOfOrder : `(${o.keysOutOfOrder}, not promised)`} / ${o.unsettledAtEnd} / ${o.deadLetters} | ${s.naive.duplicatedIds} | ${s.sigkillsBetweenCommitAndSettle} | ${s.ok ? 'ok' : `**${s.violations.join('; ')}**`} |`,
+      `| ${s.broker}${s.client && s.client !== 'kafkajs' ? ` on ${s.client}` : ''}${s.withTenants ? ' over 3 tenant databases' : ''} seed ${s.seed} | ${s.mode} | \`${s.commit.slice(0, 8)}\` | ${s.produced.distinctIds} | ${o.duplicated} / ${o.lost} / ${o.orderPromised ? o.keysOutOfOrder : `(${o.keysOutOfOrder}, not promised)`} / ${o.unsettledAtEnd} / ${o.deadLetters} | ${s.naive.duplicatedIds} | ${s.sigkillsBetweenCommitAndSettle} | ${s.ok ? 'ok' : `**${s.violations.join('; ')}**`} |`,
     );
   }
   for (const broker of ['kafka', 'sqs', 'rabbitmq', 'nats']) {
