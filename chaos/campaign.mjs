@@ -115,7 +115,7 @@ for (const broker of brokers) {
       `${p.recovered} recovered, recovery p99 ${fmtMs(p.recoveryP99Ms)} (statement bound ${fmtMs(p.statementBoundMs)}); ` +
       (t
         ? `tenants ${Object.values(t.databases).join('/')} effects, misplaced ${t.misplaced}, ` +
-          `${t.restarts.length} restart(s) of ${t.restarted}: other tenants' commits while down ${t.restarts.map((r) => r.otherTenantCommits).join(',')}, ` +
+          `${t.restarts.length} restart(s) of ${t.restarted}: other tenants' commits while down ${t.restarts.map((r) => `${r.otherTenantCommits}${r.otherTenantsPromised ? '' : ' (not promised)'}`).join(',')}, ` +
           `recovery ${t.restarts.map((r) => fmtMs(r.recoveryMs)).join(',')}; `
         : '') +
       `${Math.round(s.wallMs / 1000)} s` +

@@ -45,3 +45,20 @@ export function otherTenantCommits(commits, { tenant, from, to }) {
   for (const c of commits) if (c.tenant !== tenant && c.at >= from && c.at <= to) n++;
   return n;
 }
+
+/**
+ * Whether once promises that other tenants commit while `tenant`'s database is down. Kafka holds a
+ * whole partition at its first held message (docs/operations.md): there the promise covers only
+ * partitions that carry none of `tenant`'s keys, and holds only if one exists. The other brokers
+ * hold per message (SQS and NATS give it back with a delay, RabbitMQ re-publishes it to its retry
+ * queue). `unitsByTenant`: tenant → the units (Kafka `p<partition>`) its messages were claimed on.
+ */
+export function otherTenantsPromised(broker, tenant, unitsByTenant) {
+  if (broker !== 'kafka') return true;
+  const held = unitsByTenant.get(tenant) ?? new Set();
+  for (const [t, units] of unitsByTenant) {
+    if (t === tenant) continue;
+    for (const u of units) if (!held.has(u)) return true;
+  }
+  return false;
+}

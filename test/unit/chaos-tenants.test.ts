@@ -5,7 +5,8 @@ import { KINDS, planInjections, rng } from '../../chaos/plan.mjs';
 // @ts-expect-error plain JavaScript module of the fault campaign, without declarations
 import * as tenants from '../../chaos/tenants.mjs';
 
-const { misplacedEffects, otherTenantCommits, RESTARTED_TENANT, TENANTS, tenantOfKey } = tenants;
+const { misplacedEffects, otherTenantCommits, otherTenantsPromised, RESTARTED_TENANT, TENANTS, tenantOfKey } =
+  tenants;
 
 // The fault campaign's tenants (`--tenants`, chaos/tenants.mjs): which database a key routes to,
 // the ledger's check that every effect is in its own tenant's database, the count of the other
@@ -85,6 +86,28 @@ describe('otherTenantCommits', () => {
     expect(otherTenantCommits(commits, { tenant: 'tenant_2', from: 100, to: 200 })).toBe(3);
     expect(otherTenantCommits(commits, { tenant: 'tenant_1', from: 100, to: 200 })).toBe(2);
     expect(otherTenantCommits([], { tenant: 'tenant_2', from: 0, to: 1e9 })).toBe(0);
+  });
+});
+
+describe('otherTenantsPromised', () => {
+  const units = (o: Record<string, string[]>) => new Map(Object.entries(o).map(([t, u]) => [t, new Set(u)]));
+
+  it('is promised on SQS, RabbitMQ and NATS, which hold per message', () => {
+    const all = units({ tenant_0: ['q'], tenant_2: ['q'] });
+    for (const b of ['sqs', 'rabbitmq', 'nats']) expect(otherTenantsPromised(b, 'tenant_2', all)).toBe(true);
+  });
+
+  it('on Kafka, only when a partition carried none of the tenant keys', () => {
+    const mixed = units({
+      tenant_0: ['p0', 'p1'],
+      tenant_1: ['p2', 'p3'],
+      tenant_2: ['p0', 'p1', 'p2', 'p3'],
+    });
+    expect(otherTenantsPromised('kafka', 'tenant_2', mixed)).toBe(false);
+    const free = units({ tenant_0: ['p0', 'p3'], tenant_1: ['p2'], tenant_2: ['p0', 'p1', 'p2'] });
+    expect(otherTenantsPromised('kafka', 'tenant_2', free)).toBe(true);
+    expect(otherTenantsPromised('kafka', 'tenant_2', units({ tenant_0: ['p0'] }))).toBe(true);
+    expect(otherTenantsPromised('kafka', 'tenant_2', units({}))).toBe(false);
   });
 });
 
