@@ -5,6 +5,9 @@
 //   [--partition-mode auto|namespace|proxy]; [--bound-ms MS] the statement bound recovery is held against.
 //   [--kafka-client kafkajs|platformatic|confluent] the client the once Kafka consumers run on
 //   (ONCE_KAFKA_CLIENT, else kafkajs); the last two need namespace partitions (root).
+//   Tenants: [--tenants] the once consumers route over three databases by key, the third on a
+//   second private cluster, and the plan holds `tenant-restart`s of that cluster
+//   ([--tenant-restarts N], 1 with --short, else a tenth; [--tenant-outage-ms MS], 5 000).
 // `npm run chaos -- --table`: regenerate the campaign table in docs/guarantees.md from chaos/results.
 // See chaos/README.md for what a run does and what it checks.
 import { parseArgs } from 'node:util';
@@ -27,6 +30,9 @@ const { values } = parseArgs({
     'partition-mode': { type: 'string', default: 'auto' },
     'bound-ms': { type: 'string' },
     'kafka-client': { type: 'string', default: process.env.ONCE_KAFKA_CLIENT || 'kafkajs' },
+    tenants: { type: 'boolean', default: false },
+    'tenant-restarts': { type: 'string' },
+    'tenant-outage-ms': { type: 'string' },
   },
 });
 
@@ -82,12 +88,20 @@ for (const broker of brokers) {
       ...(partitionMs ? { partitionMs } : {}),
       ...(values['bound-ms'] ? { boundMs: positive('bound-ms', values['bound-ms']) } : {}),
       kafkaClient: values['kafka-client'],
+      tenants: values.tenants,
+      ...(values['tenant-restarts']
+        ? { tenantRestarts: positive('tenant-restarts', values['tenant-restarts']) }
+        : {}),
+      ...(values['tenant-outage-ms']
+        ? { tenantOutageMs: positive('tenant-outage-ms', values['tenant-outage-ms']) }
+        : {}),
     });
     const p = s.partitions;
     const fmtMs = (ms) => (ms === null ? '-' : `${(ms / 1000).toFixed(1)} s`);
     const inj = Object.values(s.injections);
     const counted = inj.reduce((n, k) => n + k.counted, 0);
     const total = inj.reduce((n, k) => n + k.total, 0);
+    const t = s.tenants;
     const line =
       `chaos ${broker}${s.client && s.client !== 'kafkajs' ? ` (${s.client})` : ''} seed=${seed}: ${s.ok ? 'OK' : 'VIOLATION'} ` +
       `injections ${counted}/${total} counted, ids ${s.produced.distinctIds}, ` +
@@ -99,6 +113,11 @@ for (const broker of brokers) {
         ? `${p.counted}/${p.total} counted, `
         : `${p.counted}/${p.total} with work in flight, none counted toward the goal, `) +
       `${p.recovered} recovered, recovery p99 ${fmtMs(p.recoveryP99Ms)} (statement bound ${fmtMs(p.statementBoundMs)}); ` +
+      (t
+        ? `tenants ${Object.values(t.databases).join('/')} effects, misplaced ${t.misplaced}, ` +
+          `${t.restarts.length} restart(s) of ${t.restarted}: other tenants' commits while down ${t.restarts.map((r) => `${r.otherTenantCommits}${r.otherTenantsPromised ? '' : ' (not promised)'}`).join(',')}, ` +
+          `recovery ${t.restarts.map((r) => fmtMs(r.recoveryMs)).join(',')}; `
+        : '') +
       `${Math.round(s.wallMs / 1000)} s` +
       (s.ok ? '' : ` [${s.violations.join('; ')}]`);
     verdicts.push(line);

@@ -15,10 +15,13 @@
 // Every line also carries `ts`, the child's Date.now() when it was written: a line is read some
 // milliseconds later, and a partition counts only for work not settled before its rules were in.
 // Commands on stdin, one per line: `arm-commit-kill`.
-// Config: JSON in CHAOS_CHILD (see run-broker.mjs: childConfig).
+// Config: JSON in CHAOS_CHILD (see run-broker.mjs: childConfig). With `tenants` (`--tenants`), the
+// once consumer runs over those databases (`databases` + `route`, by the message's key; see
+// tenants.mjs) and writes each effect in its tenant's database; `commit` lines name the tenant.
 import net from 'node:net';
 import { createInterface } from 'node:readline';
 import pg from 'pg';
+import { tenantOfKey } from './tenants.mjs';
 
 const cfg = JSON.parse(process.env.CHAOS_CHILD ?? '{}');
 const say = (o) => process.stdout.write(`${JSON.stringify({ ...o, ts: Date.now() })}\n`);
@@ -28,6 +31,18 @@ const pool = new pg.Pool({
   application_name: `chaos-${cfg.mode}`,
 });
 pool.on('error', () => {});
+/** tenant name -> pool, when the once consumer routes over tenant databases. */
+const tenantPools =
+  cfg.mode === 'once' && cfg.tenants
+    ? Object.fromEntries(
+        cfg.tenants.map(({ name, url }) => {
+          const p = new pg.Pool({ connectionString: url, max: 4, application_name: 'chaos-once' });
+          p.on('error', () => {});
+          return [name, p];
+        }),
+      )
+    : undefined;
+const keyOfEnvelope = (envelope) => JSON.parse(envelope.body.toString()).key;
 const handlerDelayMs = cfg.handlerDelayMs ?? 10;
 // Warnings and errors go to stderr, which the campaign keeps for the report of an unexpected exit.
 const logLine = (level) => (fields, message) =>
@@ -65,7 +80,10 @@ async function buildOnce() {
     ]);
     if (handlerDelayMs) await sleep(handlerDelayMs);
   };
-  const common = { pool, schema: cfg.schema, consumer: 'chaos', handler, logger };
+  const where = tenantPools
+    ? { databases: tenantPools, route: (envelope) => tenantOfKey(keyOfEnvelope(envelope)) }
+    : { pool };
+  const common = { ...where, schema: cfg.schema, consumer: 'chaos', handler, logger };
   if (cfg.broker === 'kafka') {
     const { createKafkaConsumer } = await import('@once/kafka');
     const c = createKafkaConsumer({
@@ -312,8 +330,9 @@ if (cfg.mode === 'naive') {
   await runNaive();
 } else {
   const consumer = await buildOnce();
-  const onCommitted = ({ id }) => {
-    say({ t: 'commit', id });
+  const onCommitted = (e) => {
+    const id = e.id;
+    say({ t: 'commit', id, ...(tenantPools && e.database ? { tenant: e.database } : {}) });
     if (armed) {
       // After COMMIT, before the adapter settles: the window a crash must not turn into a
       // second effect. Block the thread so nothing else can run before the signal lands.
@@ -335,7 +354,7 @@ if (cfg.mode === 'naive') {
     const hard = setTimeout(() => process.exit(5), 20_000);
     consumer
       .stop()
-      .then(() => pool.end())
+      .then(() => Promise.all([pool, ...Object.values(tenantPools ?? {})].map((p) => p.end())))
       .then(() => {
         clearTimeout(hard);
         process.exit(0);

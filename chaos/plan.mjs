@@ -14,7 +14,8 @@ export function rng(seed) {
 
 /**
  * Every fault kind the campaign injects. `churn` is a consumer joining, or leaving if one joined;
- * `partition` is recorded as `partition-pg`, `partition-broker` or `partition-both`.
+ * `partition` is recorded as `partition-pg`, `partition-broker` or `partition-both`;
+ * `tenant-restart` (only with `--tenants`) is a crash restart of the tenant database's own cluster.
  */
 export const KINDS = Object.freeze([
   'sigkill',
@@ -27,7 +28,14 @@ export const KINDS = Object.freeze([
   'pg-outage',
   'broker-stop',
   'partition',
+  'tenant-restart',
 ]);
+
+/**
+ * How short a plan may be trimmed (dropping random SIGKILLs): the kinds of a plan without tenants.
+ * It is not `KINDS.length`, so that adding `tenant-restart` left every plan without it as it was.
+ */
+const TRIM_FLOOR = KINDS.length - 1;
 
 /** Share of the injections per kind; one pg-outage per run, at least one pg-restart. */
 const SHARE = {
@@ -44,16 +52,19 @@ const SHARE = {
  * `n` injections in a seeded random order. `brokerStop`: one stop of the broker itself, for a
  * broker the run has a server of its own for (NATS). `partitions`: how many network partitions
  * the mix holds (they take the place of random SIGKILLs), or `'only'`: `n` partitions and nothing else.
+ * `tenantRestarts`: how many restarts of the tenant database's cluster the mix holds (`--tenants`
+ * runs; they too take the place of random SIGKILLs). Without them the plan is what it always was.
  */
-export function planInjections(n, random, { brokerStop = false, partitions = 0 } = {}) {
+export function planInjections(n, random, { brokerStop = false, partitions = 0, tenantRestarts = 0 } = {}) {
   if (partitions === 'only') return new Array(n).fill('partition');
   const bag = brokerStop ? ['pg-outage', 'broker-stop'] : ['pg-outage'];
   for (let i = 0; i < partitions; i++) bag.push('partition');
+  for (let i = 0; i < tenantRestarts; i++) bag.push('tenant-restart');
   for (const [kind, share] of Object.entries(SHARE)) {
     const count = Math.max(1, Math.round(share * (n - 1)));
     for (let i = 0; i < count; i++) bag.push(kind);
   }
-  while (bag.length > n && bag.length > KINDS.length && bag.includes('sigkill'))
+  while (bag.length > n && bag.length > TRIM_FLOOR && bag.includes('sigkill'))
     bag.splice(bag.lastIndexOf('sigkill'), 1);
   while (bag.length < n) bag.push('sigkill');
   for (let i = bag.length - 1; i > 0; i--) {

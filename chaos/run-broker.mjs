@@ -15,6 +15,14 @@ import { PgCluster } from './pg-cluster.mjs';
 import { planInjections, rng } from './plan.mjs';
 import { SLOTS, wireSlots } from './slots.mjs';
 import { ROOT, testSupport } from './support.mjs';
+import {
+  misplacedEffects,
+  otherTenantCommits,
+  otherTenantsPromised,
+  RESTARTED_TENANT,
+  TENANTS,
+  tenantOfKey,
+} from './tenants.mjs';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const RESULTS = join(ROOT, 'chaos', 'results');
@@ -39,15 +47,21 @@ export const SHORT_PARTITION_MS = Object.freeze([12_000]);
  * partition's recovery is reported against.
  */
 export const STATEMENT_BOUND_MS = 30_000;
+/** How long the tenant database's cluster stays down in a `tenant-restart` (a crash, then start). */
+export const TENANT_OUTAGE_MS = 5_000;
 
 /**
  * @param {{ broker: string, seed: number, injections: number, short: boolean, ratePerS?: number,
  *   outageMs?: number, maxRunMs?: number, log?: (s: string) => void,
  *   partitions?: number, partitionsOnly?: boolean, partitionMode?: 'auto'|'namespace'|'proxy',
- *   partitionMs?: number[], boundMs?: number, kafkaClient?: string }} o
+ *   partitionMs?: number[], boundMs?: number, kafkaClient?: string, tenants?: boolean,
+ *   tenantRestarts?: number, tenantOutageMs?: number }} o
  * `partitions`: how many the mixed plan holds (1 with `short`, else a tenth of the injections);
  * `partitionsOnly`: every injection is a partition. `kafkaClient`: the client library the once
- * consumers run on (kafkajs by default; the others need namespaces, see slots.mjs).
+ * consumers run on (kafkajs by default; the others need namespaces, see slots.mjs). `tenants`: the
+ * once consumers route over three databases by key (tenants.mjs), the third on a second cluster;
+ * the plan holds `tenantRestarts` crash restarts of that cluster (1 with `short`, else a tenth),
+ * each down for `tenantOutageMs`.
  */
 export async function runBroker(o) {
   const cleanups = [];
@@ -98,11 +112,46 @@ async function run(o, cleanups) {
   pool.on('error', () => {});
   cleanups.push(() => pool.end());
   const { migrate } = await import('@once/core');
-  await migrate(pool, { schema: 'once' });
-  for (const t of ['effects', 'naive_effects']) {
-    await pool.query(`CREATE TABLE IF NOT EXISTS public.${t} (
+  const effectsTable = (p, t) =>
+    p.query(`CREATE TABLE IF NOT EXISTS public.${t} (
       seq bigserial PRIMARY KEY, message_id text NOT NULL, key text NOT NULL, payload text NOT NULL,
       at timestamptz NOT NULL DEFAULT clock_timestamp())`);
+  await migrate(pool, { schema: 'once' });
+  for (const t of ['effects', 'naive_effects']) await effectsTable(pool, t);
+  // --tenants: tenant_0 and tenant_1 are databases of this cluster, tenant_2 of a second one
+  // (the one `tenant-restart` crashes), each with once's schema and an effects table of its own.
+  const tenantOutageMs = o.tenantOutageMs ?? TENANT_OUTAGE_MS;
+  let tenantCluster;
+  /** tenant -> { cluster, pool } (the campaign's own connections). */
+  const tenantDbs = new Map();
+  if (o.tenants) {
+    tenantCluster = await PgCluster.create(
+      join(ROOT, '.cache', 'chaos'),
+      `pg-${o.broker}-${o.seed}-tenant`,
+      partitions.pgListen,
+    );
+    const offTenant = onExit(() => tenantCluster.stopSync());
+    cleanups.push(async () => {
+      offTenant();
+      await tenantCluster.destroy();
+    });
+    for (const t of TENANTS) {
+      const c = t === RESTARTED_TENANT ? tenantCluster : cluster;
+      const admin = new pg.Pool({ connectionString: c.url, max: 1 });
+      await admin.query(`CREATE DATABASE ${t}`);
+      await admin.end();
+      const url = new URL(c.url);
+      url.pathname = `/${t}`;
+      const p = new pg.Pool({ connectionString: url.toString(), max: 2, application_name: 'chaos-campaign' });
+      p.on('error', () => {});
+      cleanups.push(() => p.end());
+      await migrate(p, { schema: 'once' });
+      await effectsTable(p, 'effects');
+      tenantDbs.set(t, { cluster: c, pool: p });
+    }
+    log(
+      `tenants: ${TENANTS.join(', ')} by key; ${RESTARTED_TENANT} on a second cluster (port ${tenantCluster.port})`,
+    );
   }
   // NATS runs on a server of the run's own (never the shared one): the campaign stops it.
   const natsServer =
@@ -129,6 +178,16 @@ async function run(o, cleanups) {
     ...(o.broker === 'kafka' && partitions.via === 'namespace' ? { advertised: target } : {}),
   });
   cleanups.push(() => wired.close());
+  /** The slot's URL of each tenant database: the slot's PostgreSQL address, the tenant's cluster port. */
+  const tenantUrls = (databaseUrl) =>
+    TENANTS.map((t) => {
+      const url = new URL(databaseUrl);
+      url.pathname = `/${t}`;
+      // The second cluster is reached directly (its port is not behind the slot's dark gate, and
+      // partitions cut only the first cluster's port): `tenant-restart` is its fault.
+      if (tenantDbs.get(t).cluster === tenantCluster) url.port = String(tenantCluster.port);
+      return { name: t, url: url.toString() };
+    });
   const configOf = (mode, slot) => ({
     broker: o.broker,
     schema: 'once',
@@ -137,6 +196,7 @@ async function run(o, cleanups) {
     // The naive control is a plain kafkajs consumer whichever client once runs on.
     ...(o.broker === 'kafka' && mode === 'once' ? { kafkaClient } : {}),
     ...wired.endpoints.get(slot),
+    ...(o.tenants && mode === 'once' ? { tenants: tenantUrls(wired.endpoints.get(slot).databaseUrl) } : {}),
     ...side.childSettings(mode),
   });
 
@@ -154,9 +214,25 @@ async function run(o, cleanups) {
   };
   const waiters = new Set();
   let settles = 0;
+  // --tenants: commits seen while a tenant-restart is down (`{ tenant, at }`), and each tenant's last commit.
+  let outageCommits;
+  const lastCommitOfTenant = new Map();
+  /** tenant -> the units (Kafka partitions) its messages were claimed on. */
+  const unitsOfTenant = new Map();
   const onLine = (child, msg, at) => {
     if (child.mode !== 'once') return;
     if (msg.t === 'start-failed') startFailures++;
+    if (o.tenants && msg.t === 'commit') {
+      const tenant = msg.tenant ?? tenantOfKey(keyOf.get(msg.id));
+      const ts = msg.ts ?? at;
+      lastCommitOfTenant.set(tenant, Math.max(lastCommitOfTenant.get(tenant) ?? 0, ts));
+      outageCommits?.push({ tenant, at: ts });
+    }
+    if (o.tenants && msg.t === 'claim' && keyOf.has(msg.id)) {
+      const tenant = tenantOfKey(keyOf.get(msg.id));
+      if (!unitsOfTenant.has(tenant)) unitsOfTenant.set(tenant, new Set());
+      unitsOfTenant.get(tenant).add(msg.unit);
+    }
     if (msg.t === 'claim') {
       // A claim elsewhere means the message moved (a rolled-back attempt, a redelivery).
       for (const c of allOnce()) c.inflight.delete(msg.id);
@@ -290,6 +366,10 @@ async function run(o, cleanups) {
     partitions: o.partitionsOnly
       ? 'only'
       : (o.partitions ?? (o.short ? 1 : Math.max(1, Math.round(o.injections / 10)))),
+    tenantRestarts:
+      o.tenants && !o.partitionsOnly
+        ? (o.tenantRestarts ?? (o.short ? 1 : Math.max(1, Math.round(o.injections / 10))))
+        : 0,
   });
   const records = [];
   const inflightOf = (cs) =>
@@ -319,6 +399,13 @@ async function run(o, cleanups) {
     if (!done()) return undefined;
     return Math.max(...[...units].map((u) => lastSettle.get(u))) - sinceMs;
   };
+  /** A tenant-restart recovered when its tenant committed a message after its cluster was up again. */
+  const waitTenantRecovery = async (tenant, sinceMs, timeoutMs) => {
+    const until = Date.now() + timeoutMs;
+    while ((lastCommitOfTenant.get(tenant) ?? 0) <= sinceMs && Date.now() < until) await sleep(100);
+    const last = lastCommitOfTenant.get(tenant) ?? 0;
+    return last > sinceMs ? last - sinceMs : undefined;
+  };
 
   /** Steers the timing: waits (up to 5 s) until `cond` holds, so the fault lands on work in flight. */
   const steer = async (cond) => {
@@ -346,8 +433,11 @@ async function run(o, cleanups) {
   let overtime = 0;
   const partitionCounted = () => records.some((r) => r.kind.startsWith('partition-') && r.counted);
   /** What the verdict requires and has not happened yet: it runs even past the time budget. */
+  const plannedTenantRestarts = plan.filter((k) => k === 'tenant-restart').length;
   const owed = () => {
     if (!o.partitionsOnly && !records.some((r) => r.kind === 'pg-restart')) return 'pg-restart';
+    if (plannedTenantRestarts > 0 && !records.some((r) => r.kind === 'tenant-restart'))
+      return 'tenant-restart';
     if (plannedPartitions > 0 && !partitionCounted()) return 'partition';
     return undefined;
   };
@@ -379,11 +469,14 @@ async function run(o, cleanups) {
     // Recovery counts from the end of the fault (the kill, the SIGCONT, PostgreSQL back up, the
     // partition healed). After a heal, TCP resends only when its backed-off retransmission timer
     // fires (up to 2 min apart): a partition's wait is longer.
-    const ms = await waitRecovery(
-      units,
-      rec.clearedAt ?? rec.landedAt,
-      kind === 'partition' ? PARTITION_RECOVERY_WAIT_MS : 90_000,
-    );
+    const ms =
+      kind === 'tenant-restart'
+        ? await waitTenantRecovery(rec.tenant, rec.clearedAt, 90_000)
+        : await waitRecovery(
+            units,
+            rec.clearedAt ?? rec.landedAt,
+            kind === 'partition' ? PARTITION_RECOVERY_WAIT_MS : 90_000,
+          );
     rec.recovered = ms !== undefined;
     rec.recoveryMs = ms;
     rec.units = [...units];
@@ -391,7 +484,7 @@ async function run(o, cleanups) {
     delete rec.clearedAt;
     records.push(compactRecord(rec));
     log(
-      `#${i} ${rec.kind}${rec.window ? `(${rec.window})` : ''}${rec.direction ? `(${rec.direction}, ${rec.durationMs} ms, ${rec.via})` : ''}${rec.reaimed ? ' (aimed again)' : ''} counted=${rec.counted} inflight=${rec.inFlight.length} recovered=${rec.recovered} ${ms ?? '-'} ms`,
+      `#${i} ${rec.kind}${rec.tenant ? `(${rec.tenant}: other tenants committed ${rec.otherTenantCommits}${rec.otherTenantsPromised ? '' : ' (not promised: every partition carries its keys)'}, it ${rec.ownCommits}, while down)` : ''}${rec.window ? `(${rec.window})` : ''}${rec.direction ? `(${rec.direction}, ${rec.durationMs} ms, ${rec.via})` : ''}${rec.reaimed ? ' (aimed again)' : ''} counted=${rec.counted} inflight=${rec.inFlight.length} recovered=${rec.recovered} ${ms ?? '-'} ms`,
     );
     await sleep(300 + Math.floor(random() * 1200));
   }
@@ -520,10 +613,44 @@ async function run(o, cleanups) {
     }
     if (kind === 'pg-terminate') {
       const fl = inflightOf(live());
-      const { rows } = await pool.query(
-        `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE application_name = 'chaos-once'`,
-      );
-      return finish(fl, { backends: rows[0].n });
+      const terminate = `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE application_name = 'chaos-once'`;
+      const { rows } = await pool.query(terminate);
+      // --tenants: the second cluster's backends too (a restart of it may be under way: then none).
+      const more = tenantCluster
+        ? await tenantDbs
+            .get(RESTARTED_TENANT)
+            .pool.query(terminate)
+            .then((r) => r.rows[0].n)
+            .catch(() => 0)
+        : 0;
+      return finish(fl, { backends: rows[0].n + more });
+    }
+    if (kind === 'tenant-restart') {
+      // The tenant database's whole cluster crashes (`-m immediate`), stays down, and starts
+      // again (WAL recovery). Meanwhile the other tenants' messages must keep committing.
+      const fl = inflightOf(live());
+      const t0 = Date.now();
+      outageCommits = [];
+      await tenantCluster.stop('immediate');
+      const downAt = Date.now();
+      await sleep(tenantOutageMs);
+      const upFrom = Date.now();
+      await tenantCluster.start();
+      const commits = outageCommits;
+      outageCommits = undefined;
+      const window = { tenant: RESTARTED_TENANT, from: downAt, to: upFrom };
+      return finish(fl, {
+        tenant: RESTARTED_TENANT,
+        faultMs: Date.now() - t0,
+        outageMs: tenantOutageMs,
+        otherTenantCommits: otherTenantCommits(commits, window),
+        // Kafka holds a whole partition at a held message: promised only if a partition carried no
+        // message of this tenant (reported, not enforced, otherwise, like RabbitMQ's order).
+        otherTenantsPromised: otherTenantsPromised(o.broker, RESTARTED_TENANT, unitsOfTenant),
+        ownCommits: commits.filter((c) => c.tenant === RESTARTED_TENANT && c.at >= downAt && c.at <= upFrom)
+          .length,
+        clearedAt: Date.now(),
+      });
     }
     if (kind === 'broker-cut') {
       const fl = inflightOf(live());
@@ -560,8 +687,17 @@ async function run(o, cleanups) {
   producing = false;
   await producer;
   log(`injections done; produced ${sent.length} ids in ${published} sends; draining`);
+  const distinctIn = async (p, t) =>
+    Number((await p.query(`SELECT count(DISTINCT message_id)::int AS n FROM public.${t}`)).rows[0].n);
+  // --tenants: once's effects are spread over the tenant databases (an id in two counts twice here;
+  // the check below finds it).
   const distinct = async (t) =>
-    Number((await pool.query(`SELECT count(DISTINCT message_id)::int AS n FROM public.${t}`)).rows[0].n);
+    o.tenants && t === 'effects'
+      ? (await Promise.all([...tenantDbs.values()].map((d) => distinctIn(d.pool, t)))).reduce(
+          (a, b) => a + b,
+          0,
+        )
+      : distinctIn(pool, t);
   const drainBy = Date.now() + 180_000;
   let unsettled = -1;
   let settledSince;
@@ -589,8 +725,14 @@ async function run(o, cleanups) {
   unsettled = await side.unsettled();
   const deadLetters = await side.deadLetters();
 
-  const effects = (await pool.query('SELECT message_id AS "messageId", key FROM public.effects ORDER BY seq'))
-    .rows;
+  const readEffects = async (p) =>
+    (await p.query('SELECT message_id AS "messageId", key FROM public.effects ORDER BY seq')).rows;
+  // --tenants: each database's effects, in its own recording order (a key lives in one database,
+  // so per-key order is judged within it); every effect must be in its key's tenant database.
+  const effectsByTenant = {};
+  for (const [t, d] of tenantDbs) effectsByTenant[t] = await readEffects(d.pool);
+  const effects = o.tenants ? Object.values(effectsByTenant).flat() : await readEffects(pool);
+  const misplaced = o.tenants ? misplacedEffects(effectsByTenant) : [];
   const verdict = checkEffects(effects, { expectedIds: sent, checkOrderPerKey: true });
   const naiveRows = (
     await pool.query('SELECT message_id AS "messageId", key FROM public.naive_effects ORDER BY seq')
@@ -607,6 +749,15 @@ async function run(o, cleanups) {
     violations.push(`${verdict.orderViolations.length} keys out of order`);
   if (unsettled !== 0) violations.push(`${unsettled} unsettled at the end`);
   if (deadLetters !== 0) violations.push(`${deadLetters} dead letters`);
+  if (misplaced.length) violations.push(`${misplaced.length} effects in another tenant's database`);
+  const tenantRestarts = records.filter((r) => r.kind === 'tenant-restart');
+  if (o.tenants && !o.partitionsOnly && tenantRestarts.length === 0)
+    violations.push('no tenant database restart ran');
+  for (const r of tenantRestarts) {
+    if (r.otherTenantsPromised && !(r.otherTenantCommits > 0))
+      violations.push(`the other tenants committed nothing while ${r.tenant} was down (${r.time})`);
+    if (!r.recovered) violations.push(`${r.tenant} did not commit again after its restart (${r.time})`);
+  }
   const pgRestarts = records.filter((r) => r.kind === 'pg-restart').length;
   if (pgRestarts === 0 && !o.partitionsOnly) violations.push('no PostgreSQL restart ran');
   const kills = records.filter((r) => r.kind.startsWith('sigkill') && !r.reaimed);
@@ -632,6 +783,7 @@ async function run(o, cleanups) {
     ...(o.broker === 'kafka' ? { client: kafkaClient } : {}),
     seed: o.seed,
     mode: o.short ? 'short' : o.partitionsOnly ? 'partitions' : 'long',
+    ...(o.tenants ? { withTenants: true } : {}),
     commit,
     startedAt: new Date(started).toISOString(),
     wallMs: Date.now() - started,
@@ -656,6 +808,25 @@ async function run(o, cleanups) {
     injections: byKind(records),
     sigkillsBetweenCommitAndSettle: `${commitKills}/${kills.length}`,
     partitions: partitioned.report,
+    ...(o.tenants
+      ? {
+          tenants: {
+            databases: Object.fromEntries(
+              Object.entries(effectsByTenant).map(([t, rows]) => [t, rows.length]),
+            ),
+            restarted: RESTARTED_TENANT,
+            misplaced: misplaced.length,
+            restarts: tenantRestarts.map((r) => ({
+              time: r.time,
+              outageMs: r.outageMs,
+              otherTenantCommits: r.otherTenantCommits,
+              otherTenantsPromised: r.otherTenantsPromised,
+              ownCommits: r.ownCommits,
+              recoveryMs: r.recoveryMs ?? null,
+            })),
+          },
+        }
+      : {}),
     startFailures,
     // The naive control exits on any error by design, and a once start that failed because
     // PostgreSQL was down exits 6: both are counted, not listed. What is left is news.
@@ -673,8 +844,14 @@ async function run(o, cleanups) {
     violations,
     ok: violations.length === 0,
   };
-  if (verdict.duplicated.length || verdict.lost.length || verdict.orderViolations.length) {
+  if (
+    verdict.duplicated.length ||
+    verdict.lost.length ||
+    verdict.orderViolations.length ||
+    misplaced.length
+  ) {
     summary.detail = {
+      misplaced: misplaced.slice(0, 20),
       duplicated: verdict.duplicated.slice(0, 20),
       lost: verdict.lost.slice(0, 20),
       orderViolations: verdict.orderViolations.slice(0, 3).map((v) => ({
@@ -687,7 +864,10 @@ async function run(o, cleanups) {
   }
   if (o.write !== false) {
     mkdirSync(RESULTS, { recursive: true });
-    const base = join(RESULTS, `${o.broker}${kafkaClient === 'kafkajs' ? '' : `-${kafkaClient}`}-${o.seed}`);
+    const base = join(
+      RESULTS,
+      `${o.broker}${kafkaClient === 'kafkajs' ? '' : `-${kafkaClient}`}${o.tenants ? '-tenants' : ''}-${o.seed}`,
+    );
     writeFileSync(`${base}.jsonl`, records.map((r) => JSON.stringify({ commit, ...r })).join('\n') + '\n');
     writeFileSync(`${base}.json`, `${jsonText(summary)}\n`);
   }

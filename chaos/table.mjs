@@ -20,6 +20,7 @@ const ORDER = [
   'partition-pg',
   'partition-broker',
   'partition-both',
+  'tenant-restart',
 ];
 const WHAT = {
   sigkill: 'SIGKILL of a consumer at a random moment (restarted)',
@@ -35,6 +36,8 @@ const WHAT = {
   'partition-pg': 'network partition, one consumer ↔ PostgreSQL (namespace, nft drop, one way or both)',
   'partition-broker': 'network partition, one consumer ↔ broker (namespace, nft drop, one way or both)',
   'partition-both': 'network partition, one consumer ↔ PostgreSQL and broker (namespace, nft drop)',
+  'tenant-restart':
+    "a tenant database's own cluster crashes (`pg_ctl -m immediate`), 5 s down, starts (`--tenants` runs)",
 };
 /** Partitions through the proxy stand-in are listed apart: they never count toward the goal. */
 const PROXY_NOTE = ' — proxy stand-in, not counted';
@@ -80,6 +83,10 @@ export function renderTable() {
     "consumer's network namespace losing its packets to PostgreSQL, the broker or both (nft drop rules in the",
     'namespace that links it to the host; no reset, no ICMP), both ways or one way; it counts when that consumer',
     'held a message between claim and settle when the rules went in.',
+    'A run **over 3 tenant databases** (`--tenants`) routes each message by its key to one of three databases,',
+    'the third on a second PostgreSQL cluster that `tenant-restart` crashes and starts again; its verdict also',
+    "requires every effect in its own tenant's database and, except where a Kafka partition is held, the other",
+    'tenants committing while that cluster is down (chaos/README.md, "Tenants").',
     '',
     '| run | mode | commit | ids | once: dup / lost / out of order / unsettled / dead | naive: dup ids | SIGKILLs after COMMIT | verdict |',
     '|---|---|---|---:|---|---:|---:|---|',
@@ -87,7 +94,7 @@ export function renderTable() {
   for (const { s } of runs) {
     const o = s.once;
     lines.push(
-      `| ${s.broker}${s.client && s.client !== 'kafkajs' ? ` on ${s.client}` : ''} seed ${s.seed} | ${s.mode} | \`${s.commit.slice(0, 8)}\` | ${s.produced.distinctIds} | ${o.duplicated} / ${o.lost} / ${o.orderPromised ? o.keysOutOfOrder : `(${o.keysOutOfOrder}, not promised)`} / ${o.unsettledAtEnd} / ${o.deadLetters} | ${s.naive.duplicatedIds} | ${s.sigkillsBetweenCommitAndSettle} | ${s.ok ? 'ok' : `**${s.violations.join('; ')}**`} |`,
+      `| ${s.broker}${s.client && s.client !== 'kafkajs' ? ` on ${s.client}` : ''}${s.withTenants ? ' over 3 tenant databases' : ''} seed ${s.seed} | ${s.mode} | \`${s.commit.slice(0, 8)}\` | ${s.produced.distinctIds} | ${o.duplicated} / ${o.lost} / ${o.orderPromised ? o.keysOutOfOrder : `(${o.keysOutOfOrder}, not promised)`} / ${o.unsettledAtEnd} / ${o.deadLetters} | ${s.naive.duplicatedIds} | ${s.sigkillsBetweenCommitAndSettle} | ${s.ok ? 'ok' : `**${s.violations.join('; ')}**`} |`,
     );
   }
   for (const broker of ['kafka', 'sqs', 'rabbitmq', 'nats']) {
