@@ -122,9 +122,9 @@ describe('Router.place', () => {
     );
   });
 
-  it('remembers at most `memory` ids: the oldest is forgotten first', () => {
+  it('remembers the last memory/2 ids at least and memory at most: an older one is forgotten', () => {
     const answers = new Map<Envelope, Delivery['answer']>();
-    const router = routerFor(answers, 2);
+    const router = routerFor(answers, 4);
     const at = (id: string, answer: string) => {
       const e = envelopeOf({ id, key: undefined, broker: 'nats', queue: 'q', answer });
       answers.set(e, answer);
@@ -134,10 +134,13 @@ describe('Router.place', () => {
     at('m2', 'a');
     expect(at('m1', 'b')).toHaveProperty('error');
     at('m3', 'a');
+    expect(at('m2', 'b')).toHaveProperty('error');
     at('m4', 'a');
-    // m1 was pushed out by m3 and m4: a second database is no longer noticed for it.
+    // m1 and m2 were two generations back: a second database is no longer noticed for them.
     expect(at('m1', 'b')).toEqual({ database: 'b' });
-    router.forget();
+    router.forget('a');
     expect(at('m4', 'c')).toEqual({ database: 'c' });
+    router.forget();
+    expect(at('m1', 'c')).toEqual({ database: 'c' });
   });
 });
