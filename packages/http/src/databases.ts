@@ -7,12 +7,26 @@
 import type { PgPoolLike } from '@once/core';
 import { DATABASE_NAME_PATTERN } from '@once/core';
 import { optionCheck } from '@once/core/adapter';
-import type { IdempotencyOptions, ResolvedIdempotencyOptions } from './options.js';
+import type { IdempotentRequest } from './types.js';
+
+/**
+ * The router of an engine over several databases (`databases`): the name of the database a
+ * request belongs in, one of `databases`' names, from the request as the binding handed it over
+ * (method, target, route name, headers, body): a tenant header, a path prefix. It must send one
+ * key (scope and `Idempotency-Key`) to one database. A router that throws, or names no database
+ * of the set, has the request answered 500 `unroutable`, with nothing recorded anywhere.
+ */
+export type RequestRouter = (request: IdempotentRequest) => string;
+
+/** Where the requests run, checked: one pool, or the named pools and the router. */
+export interface Place {
+  readonly pool: PgPoolLike | undefined;
+  readonly databases: ReadonlyMap<string, PgPoolLike> | undefined;
+  readonly route: RequestRouter | undefined;
+}
 
 /** `pool`, or `databases` and `route`: exactly one of the two ways, each checked. */
-export function placeOf(
-  o: IdempotencyOptions,
-): Pick<ResolvedIdempotencyOptions, 'pool' | 'databases' | 'route'> {
+export function placeOf(o: { pool?: unknown; databases?: unknown; route?: unknown }): Place {
   if (o.databases === undefined) {
     if (o.route !== undefined) {
       throw optionCheck.invalid('route', "is for an engine over several databases: give 'databases' too");
@@ -53,7 +67,7 @@ export function placeOf(
   return {
     pool: undefined,
     databases: new Map(entries as [string, PgPoolLike][]),
-    route: o.route,
+    route: o.route as RequestRouter,
   };
 }
 

@@ -1,17 +1,9 @@
 import type { LeaseSettings, Logger, Outbox, PgPoolLike } from '@once/core';
 import { optionCheck } from '@once/core/adapter';
-import { placeOf } from './databases.js';
+import { placeOf, type RequestRouter } from './databases.js';
 import type { ProblemFormat } from './problem-details.js';
-import type { IdempotentRequest } from './types.js';
 
-/**
- * The router of an engine over several databases (`databases`): the name of the database a
- * request belongs in, one of `databases`' names, from the request as the binding handed it over
- * (method, target, route name, headers, body): a tenant header, a path prefix. It must send one
- * key (scope and `Idempotency-Key`) to one database. A router that throws, or names no database
- * of the set, has the request answered 500 `unroutable`, with nothing recorded anywhere.
- */
-export type RequestRouter = (request: IdempotentRequest) => string;
+export type { RequestRouter } from './databases.js';
 
 /** Options of {@link createIdempotency}. */
 export interface IdempotencyOptions {
