@@ -9,6 +9,7 @@ import { type Item, prepare } from './engine/item.js';
 import { forgetStart, noteStart } from './engine/note-start.js';
 import {
   callerTransactionsOf,
+  databaseOptions,
   type InboxOptions,
   leaseOf,
   type ResolvedInboxOptions,
@@ -200,13 +201,7 @@ export class Inbox<R = unknown> {
 
   /** The inbox of one database of a routed inbox: these options on its pool, its outbox waking that database. */
   #inboxOf(name: string, pool: PgPoolLike): Inbox<R> {
-    const own: ResolvedInboxOptions<R> = Object.freeze({
-      ...this.options,
-      pool,
-      routing: undefined,
-      outbox: this.options.outbox?.forPool(pool),
-    });
-    return new Inbox<R>(own, { ...this.#setup, database: name });
+    return new Inbox<R>(databaseOptions(this.options, pool), { ...this.#setup, database: name });
   }
 
   /**

@@ -5,8 +5,7 @@
  */
 
 import type { PgPoolLike } from '@once/core';
-import { DATABASE_NAME_PATTERN } from '@once/core';
-import { optionCheck } from '@once/core/adapter';
+import { checkDatabases, optionCheck } from '@once/core/adapter';
 import type { IdempotentRequest } from './types.js';
 
 /**
@@ -42,22 +41,8 @@ export function placeOf(o: { pool?: unknown; databases?: unknown; route?: unknow
   if (o.pool !== undefined) {
     throw optionCheck.invalid('databases', "and 'pool' are two ways to name the database: give one of them");
   }
-  const given: unknown = o.databases;
-  if (typeof given !== 'object' || given === null || Array.isArray(given)) {
-    throw optionCheck.invalid('databases', `must be an object of name → pool, got ${describe(given)}`);
-  }
-  const entries = Object.entries(given as Record<string, unknown>);
-  if (entries.length === 0) throw optionCheck.invalid('databases', 'must name at least one database');
-  for (const [name, pool] of entries) {
-    if (!DATABASE_NAME_PATTERN.test(name)) {
-      throw optionCheck.invalid(
-        `databases.${name}`,
-        `is not a database name: 1 to 63 characters of [A-Za-z0-9_.-], got ${JSON.stringify(name)}`,
-      );
-    }
-    if (!isPool(pool))
-      throw optionCheck.invalid(`databases.${name}`, `must be a pg Pool, got ${describe(pool)}`);
-  }
+  // The set is checked as core's inbox checks it: an object, at least one, each name and pool.
+  const entries = checkDatabases(o.databases);
   if (typeof o.route !== 'function') {
     throw optionCheck.invalid(
       'route',
@@ -66,7 +51,7 @@ export function placeOf(o: { pool?: unknown; databases?: unknown; route?: unknow
   }
   return {
     pool: undefined,
-    databases: new Map(entries as [string, PgPoolLike][]),
+    databases: new Map(entries),
     route: o.route as RequestRouter,
   };
 }

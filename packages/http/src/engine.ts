@@ -2,7 +2,7 @@ import type { Envelope, HandlerContext, Inbox, Logger, PgPoolLike, ProcessOption
 import { UnroutableError } from '@once/core';
 import {
   createHttpInbox,
-  type ResolvedInboxOptions,
+  databaseOptions,
   type StoredHttpResponse,
   serializeError,
   silentLogger,
@@ -131,12 +131,7 @@ export class Idempotency {
       const places = new Map<string, Place>();
       for (const [name, bounded] of o.routing.pools) {
         // Core's inbox of that database, minus the claim: its bounded pool, its outbox's wake.
-        const own: ResolvedInboxOptions<unknown> = Object.freeze({
-          ...o,
-          pool: bounded,
-          routing: undefined,
-          outbox: o.outbox?.forPool(bounded),
-        });
+        const own = databaseOptions(o, bounded);
         places.set(name, { database: name, pool: databases.get(name)!, unclaimed: new UnclaimedTx(own) });
       }
       this.#places = places;

@@ -27,7 +27,7 @@
  */
 
 export type { StoredHttpResponse } from '../engine/http-response-store.js';
-export type { ResolvedInboxOptions } from '../engine/options.js';
+export { databaseOptions, type ResolvedInboxOptions } from '../engine/options.js';
 export { runsAlone } from '../engine/plan-runs.js';
 export type { ResolvedRouting } from '../engine/routing.js';
 export { UnclaimedTx } from '../engine/unclaimed-tx.js';
@@ -36,6 +36,7 @@ export { silentLogger } from '../logger.js';
 export { TypedEmitter } from '../message/events.js';
 export { fingerprint } from '../message/fingerprint.js';
 export { optionCheck } from '../option-check.js';
+export { checkDatabases } from '../schema/databases.js';
 export { sleep } from '../sleep.js';
 export { Connector } from './connector.js';
 export type { Consumer, ConsumerEventMap, ConsumerHealth, ConsumerState } from './consumer.js';

@@ -370,6 +370,19 @@ export function resolveInboxOptions<R>(options: InboxOptions<R>): ResolvedInboxO
   });
 }
 
+/**
+ * The options of one database of an inbox over several (`databases`): these options on that
+ * database's bounded `pool`, routing none, and an outbox waking that database's relays. What a
+ * routed inbox runs each database with, and what an adapter that runs a database's messages
+ * itself (`@once/http`) builds its transactions from.
+ */
+export function databaseOptions<R>(
+  options: ResolvedInboxOptions<R>,
+  pool: PgPoolLike,
+): ResolvedInboxOptions<R> {
+  return Object.freeze({ ...options, pool, routing: undefined, outbox: options.outbox?.forPool(pool) });
+}
+
 /** Validates the mode and fills lease mode's defaults, naming the bad field. */
 export function resolveMode(mode: unknown): ResolvedMode {
   if (mode === undefined || mode === 'transaction') return 'transaction';

@@ -97,8 +97,10 @@ function messageOf(err: unknown): string {
 }
 
 /**
- * Refuses a set that is empty, not an object, or holds a bad name or a value that is not a pool.
- * Not exported from the package: the functions over a set call it.
+ * Refuses a set that is empty, not an object, or holds a bad name or a value that is not a pool
+ * (`INVALID_OPTION`, naming `databases` or `databases.<name>`); returns its entries in order. The
+ * functions over a set and the inbox's `databases` call it; adapters get it from
+ * `@once/core/adapter`.
  */
 export function checkDatabases(databases: unknown): [string, PgPoolLike][] {
   if (typeof databases !== 'object' || databases === null || Array.isArray(databases)) {
