@@ -77,6 +77,10 @@ export class Inbox<R = unknown> {
    * answers for the ones it cannot place; the replay markers stay in the home database's.
    */
   readonly #routed: { readonly router: Router; inboxes: ReadonlyMap<string, Inbox<R>> } | undefined;
+  /** With `databases`: the options each database's inbox starts from (its `idOf` reads {@link Inbox.#placedIds}). */
+  readonly #perDatabase: ResolvedInboxOptions<R>;
+  /** With `databases` and `idOf`: the id the router resolved for an envelope it placed, read back by its database's inbox. */
+  readonly #placedIds = new WeakMap<Envelope, string>();
   /** A routed inbox's listeners (`on`), attached to every database's inbox, those added later too. */
   readonly #subscriptions = new Set<Subscription>();
   /** What made this inbox: a routed inbox makes the inbox of a database added later the same way. */
@@ -104,9 +108,16 @@ export class Inbox<R = unknown> {
     const routing = options.routing;
     if (routing) {
       const inboxes = new Map<string, Inbox<R>>();
+      const idOf = options.idOf;
+      // The router resolves each id (to check it stays in one database); the database's inbox
+      // takes it from there rather than calling the user's `idOf` a second time.
+      this.#perDatabase = idOf
+        ? Object.freeze({ ...options, idOf: (e: Envelope) => this.#placedIds.get(e) ?? idOf(e) })
+        : options;
       for (const [name, pool] of routing.pools) inboxes.set(name, this.#inboxOf(name, pool));
       this.#routed = { router: new Router(routing, options.idOf), inboxes };
     } else {
+      this.#perDatabase = options;
       this.#routed = undefined;
       guardNewClients(options.pool, options.logger);
       warnPoolSettings(options.pool, options.logger);
@@ -159,17 +170,6 @@ export class Inbox<R = unknown> {
   }
 
   /**
-   * The database `envelope` is routed to, or an {@link UnroutableError} saying why it has none;
-   * undefined for an inbox over one `pool`. Adapters use it to hold only what goes to a database
-   * that cannot be used. Never throws.
-   */
-  databaseOf(envelope: Envelope): string | typeof HOLD | UnroutableError | undefined {
-    if (!this.#routed) return undefined;
-    const placed = this.#routed.router.place(envelope);
-    return 'error' in placed ? placed.error : 'hold' in placed ? HOLD : placed.database;
-  }
-
-  /**
    * With `databases`: adds a database while the inbox (or its consumer) runs; `route` may name
    * it from the next message on. Migrate it first (`migrate`); add it in every process that
    * routes before `route` answers its name, or a process without it dead-letters its messages
@@ -201,7 +201,7 @@ export class Inbox<R = unknown> {
 
   /** The inbox of one database of a routed inbox: these options on its pool, its outbox waking that database. */
   #inboxOf(name: string, pool: PgPoolLike): Inbox<R> {
-    return new Inbox<R>(databaseOptions(this.options, pool), { ...this.#setup, database: name });
+    return new Inbox<R>(databaseOptions(this.#perDatabase, pool), { ...this.#setup, database: name });
   }
 
   /**
@@ -304,6 +304,12 @@ export class Inbox<R = unknown> {
     const placed = this.#routed!.router.place(envelope);
     if ('error' in placed) throw placed.error;
     if ('hold' in placed) throw new OnceError(ErrorCode.Unroutable, 'route() holds this message (HOLD)');
+    return this.#inboxFor(envelope, placed);
+  }
+
+  /** The inbox of the database `envelope` was placed in; notes the id the router resolved for it. */
+  #inboxFor(envelope: Envelope, placed: { database: string; id: string | undefined }): Inbox<R> {
+    if (placed.id !== undefined && this.options.idOf) this.#placedIds.set(envelope, placed.id);
     return this.#routed!.inboxes.get(placed.database)!;
   }
 
@@ -339,7 +345,7 @@ export class Inbox<R = unknown> {
     const started = performance.now();
     if (this.#routed) {
       const placed = this.#routed.router.place(envelope);
-      if ('database' in placed) return this.#routed.inboxes.get(placed.database)!.process(envelope, options);
+      if ('database' in placed) return this.#inboxFor(envelope, placed).process(envelope, options);
       const outcome =
         'hold' in placed
           ? this.#ctx.out.held(envelope, this.#idOrUndefined(envelope))
@@ -463,6 +469,7 @@ export class Inbox<R = unknown> {
         this.#emit(outcomes[i]!, started);
         return;
       }
+      if (placed.id !== undefined && this.options.idOf) this.#placedIds.set(envelope, placed.id);
       let group = groups.get(placed.database);
       if (!group) {
         group = { at: [], envelopes: [] };

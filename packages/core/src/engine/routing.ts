@@ -43,8 +43,14 @@ export class UnroutableError extends OnceError {
 /** How many recent ids and keys the consistency check remembers, each: at least half of it, at most all. */
 export const ROUTE_MEMORY = 100_000;
 
-/** Where an envelope goes: a database, nowhere yet (`route` answered {@link HOLD}), or the reason it has none. */
-export type Placement = { database: string } | { hold: true } | { error: UnroutableError };
+/**
+ * Where an envelope goes: a database (with the id `idOf` gave, undefined when it has none), nowhere
+ * yet (`route` answered {@link HOLD}), or the reason it has none.
+ */
+export type Placement =
+  | { database: string; id: string | undefined }
+  | { hold: true }
+  | { error: UnroutableError };
 
 /** The resolved `databases` and `route` of an inbox. */
 export interface ResolvedRouting {
@@ -206,7 +212,7 @@ export class Router {
       this.#keys.set(slot, name);
     }
     if (id !== undefined) this.#ids.set(id, name);
-    return { database: name };
+    return { database: name, id };
   }
 
   /**

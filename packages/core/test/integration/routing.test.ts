@@ -132,6 +132,22 @@ describe('an inbox over three databases', () => {
     expect(await inboxRows(2, c)).toEqual([`${c}-0`, `${c}-4`]);
   });
 
+  it("idOf runs once a message: the router's id is the one its database's inbox records", async () => {
+    const c = 'idof';
+    let calls = 0;
+    const idOf = (e: Envelope) => {
+      calls++;
+      return `${c}-${(JSON.parse(e.body.toString()) as { id: string }).id}`;
+    };
+    const ib = inbox(c, { idOf });
+    const batch = ['t0', 't1', 't2', 't0'].map((t, i) => envelope(`x${i}`, t));
+    const got = await ib.processBatch(batch);
+    expect(got.map((o) => [o.status, o.id])).toEqual(batch.map((e) => ['processed', `${c}-${e.id}`]));
+    expect(await ib.process(envelope('x1', 't1'))).toMatchObject({ status: 'duplicate', id: `${c}-x1` });
+    expect(calls).toBe(5);
+    expect(await inboxRows(0, c)).toEqual([`${c}-x0`, `${c}-x3`]);
+  });
+
   it('a retry in one database stops only that database: the others run on', async () => {
     const c = 'stop';
     let failOnce = true;

@@ -43,7 +43,7 @@ function envelopeOf(d: Delivery): Envelope {
   } as unknown as Envelope;
 }
 
-type Expected = { database: string } | { error: RegExp };
+type Expected = { database: string; id: string | undefined } | { error: RegExp };
 
 class Model {
   readonly ids = new Map<string, string>();
@@ -59,7 +59,7 @@ class Model {
     if (ordered && this.keys.has(slot) && this.keys.get(slot) !== name) return { error: /the same key to/ };
     if (ordered && !this.keys.has(slot)) this.keys.set(slot, name);
     if (hasId && !this.ids.has(d.id)) this.ids.set(d.id, name);
-    return { database: name };
+    return { database: name, id: hasId ? d.id : undefined };
   }
 }
 
@@ -137,10 +137,10 @@ describe('Router.place', () => {
     expect(at('m2', 'b')).toHaveProperty('error');
     at('m4', 'a');
     // m1 and m2 were two generations back: a second database is no longer noticed for them.
-    expect(at('m1', 'b')).toEqual({ database: 'b' });
+    expect(at('m1', 'b')).toEqual({ database: 'b', id: 'm1' });
     router.forget('a');
-    expect(at('m4', 'c')).toEqual({ database: 'c' });
+    expect(at('m4', 'c')).toEqual({ database: 'c', id: 'm4' });
     router.forget();
-    expect(at('m1', 'c')).toEqual({ database: 'c' });
+    expect(at('m1', 'c')).toEqual({ database: 'c', id: 'm1' });
   });
 });
